@@ -1,0 +1,26 @@
+import type { Hono } from 'hono';
+import { ApiError, parseJsonOr400, parseOr400 } from '../errors.js';
+import { Heartbeat, type HeartbeatResponse } from '../../shared/contracts/heartbeat.js';
+import { recordHeartbeat } from '../services/heartbeats.js';
+import { machineAuth } from '../http/machine-auth.js';
+import type { AppEnv } from '../context.js';
+
+/** POST /agent/v1/heartbeat: the machine's report of itself and its runtimes. */
+export function registerHeartbeat(app: Hono<AppEnv>) {
+  app.post('/heartbeat', machineAuth, async (c) => {
+    const ports = c.get('ports');
+    const machine = c.get('machine');
+    const heartbeat = parseOr400(Heartbeat, parseJsonOr400(c.get('rawBody')));
+    let result;
+    try {
+      result = await recordHeartbeat({ ctx: { db: ports.store.db, ports, actor: machine.machineId }, input: { machine, heartbeat } });
+    } catch (error) {
+      if (error instanceof ApiError) ports.metrics.heartbeats.inc({ result: error.code });
+      throw error;
+    }
+    ports.metrics.heartbeats.inc({ result: 'ok' });
+    for (const [name, value] of Object.entries(heartbeat.metrics)) ports.metrics.nodeMetric.set({ machine: machine.machineId, name }, value);
+    const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
+    return c.json(body);
+  });
+}

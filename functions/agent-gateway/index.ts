@@ -1,0 +1,18 @@
+import { Hono } from 'hono';
+import type { AppEnv } from '../context.js';
+import { limitBody } from '../http/body-limit.js';
+import { registerEnroll } from './enroll.js';
+import { registerHeartbeat } from './heartbeat.js';
+import { registerCredentials } from './credentials.js';
+import { registerStream } from './stream.js';
+
+/** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
+export function agentGateway(maxBodyBytes: number): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use('*', limitBody(maxBodyBytes));
+  registerEnroll(app);
+  registerStream(app);
+  registerHeartbeat(app);
+  registerCredentials(app);
+  return app;
+}

@@ -1,0 +1,87 @@
+import type { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { ApiError } from '../errors.js';
+import { newId } from '../../shared/ids.js';
+import { STREAM_PROTOCOL_VERSION } from '../../shared/contracts/stream.js';
+import { attachStream, detachStream, renewStream, signDesiredState } from '../services/streams.js';
+import { machineAuth } from '../http/machine-auth.js';
+import type { AppEnv } from '../context.js';
+import type { MachineSignal } from '../relay/bus.js';
+
+const LAST_EVENT_ID = /^desired-\d{1,12}$/;
+
+/**
+ * GET /agent/v1/stream: the machine's long-lived SSE stream. Sends `hello`, then the full signed desired
+ * state on connect and on every change (level-triggered), comment keep-alives that also renew the stream
+ * lease, a re-signed state before the current one expires, and `revoked` before closing on revocation.
+ */
+export function registerStream(app: Hono<AppEnv>) {
+  app.get('/stream', machineAuth, async (c) => {
+    const ports = c.get('ports');
+    const { machineId } = c.get('machine');
+    const lastEventId = c.req.header('last-event-id');
+    if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
+    const ctx = { db: ports.store.db, ports, actor: machineId };
+    const connectionId = newId('connection');
+    await attachStream({ ctx, input: { machineId, connectionId } });
+    // Sign before the stream opens so that a failure is an ordinary error response.
+    const first = await signDesiredState({ ctx, input: { machineId } });
+
+    c.header('Cache-Control', 'no-cache, no-transform');
+    c.header('X-Accel-Buffering', 'no');
+    return streamSSE(c, async (stream) => {
+      ports.metrics.streamsAttached.inc();
+      let closed = false;
+      let finish!: () => void;
+      const done = new Promise<void>((resolve) => (finish = resolve));
+      let signedExp = first.exp;
+      let writing = Promise.resolve();
+      // Writes are chained so that concurrent signals never interleave SSE frames.
+      const enqueue = (write: () => Promise<void>) => {
+        writing = writing.then(write).catch(() => close());
+        return writing;
+      };
+      const sendDesired = async (signed?: { jws: string; gen: number; exp: number }) => {
+        const desired = signed ?? (await signDesiredState({ ctx, input: { machineId } }));
+        signedExp = desired.exp;
+        await stream.writeSSE({ event: 'desired', id: `desired-${desired.gen}`, data: JSON.stringify({ jws: desired.jws }) });
+        ports.metrics.desiredSent.inc();
+      };
+      const close = () => {
+        if (closed) return;
+        closed = true;
+        clearInterval(keepAlive);
+        unsubscribe();
+        finish();
+      };
+      const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: MachineSignal) => {
+        if (signal.type === 'desired') void enqueue(() => sendDesired());
+        else if (signal.type === 'revoked') {
+          void enqueue(async () => {
+            await stream.writeSSE({ event: 'revoked', data: JSON.stringify({ reason: signal.reason }) });
+            close();
+          });
+        }
+      });
+      const keepAlive = setInterval(() => {
+        void enqueue(async () => {
+          if (!(await renewStream({ ctx, input: { machineId, connectionId } }))) return close();
+          if (signedExp * 1000 - Date.now() < ports.config.desiredTtlMs / 3) await sendDesired();
+          await stream.write(': keep-alive\n\n');
+        });
+      }, ports.config.streamKeepAliveMs);
+      stream.onAbort(close);
+
+      await enqueue(async () => {
+        await stream.writeSSE({
+          event: 'hello',
+          data: JSON.stringify({ protocol: STREAM_PROTOCOL_VERSION, machineId, connectionId, keepAliveMs: ports.config.streamKeepAliveMs }),
+        });
+        await sendDesired(first);
+      });
+      await done;
+      ports.metrics.streamsAttached.dec();
+      await detachStream({ ctx, input: { machineId, connectionId } }).catch(() => {});
+    });
+  });
+}

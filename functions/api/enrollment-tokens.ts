@@ -1,0 +1,30 @@
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { CreateEnrollmentTokenRequest, EnrollmentTokenCreated } from '../../shared/contracts/enrollment.js';
+import { createEnrollmentToken } from '../services/enrollment.js';
+import { requireRole } from '../http/api-auth.js';
+import type { AppEnv } from '../context.js';
+import { errorResponses } from './schemas.js';
+
+const route = createRoute({
+  method: 'post',
+  path: '/enrollment-tokens',
+  summary: 'Create a single-use enrollment token (shown once)',
+  middleware: [requireRole('admin')] as const,
+  request: { body: { content: { 'application/json': { schema: CreateEnrollmentTokenRequest } }, required: true } },
+  responses: {
+    201: { description: 'Created', content: { 'application/json': { schema: EnrollmentTokenCreated } } },
+    ...errorResponses(400, 401, 403, 413),
+  },
+});
+
+export function registerEnrollmentTokens(app: OpenAPIHono<AppEnv>) {
+  app.openapi(route, async (c) => {
+    const ports = c.get('ports');
+    const actor = c.get('actor');
+    const created = await createEnrollmentToken({
+      ctx: { db: ports.store.db, ports, actor: actor.tokenId },
+      input: { ...c.req.valid('json'), workspaceId: actor.workspaceId },
+    });
+    return c.json(created, 201);
+  });
+}

@@ -1,0 +1,28 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { ApiError, zodDetails } from '../errors.js';
+import type { AppEnv } from '../context.js';
+import { limitBody } from '../http/body-limit.js';
+import { registerEnrollmentTokens } from './enrollment-tokens.js';
+import { registerMachines } from './machines.js';
+
+/** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
+export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const first = result.error.issues[0];
+        const where = first && first.path.length ? ` at ${first.path.join('.')}` : '';
+        throw new ApiError('validation_failed', `${first?.message ?? 'invalid input'}${where}`, zodDetails(result.error));
+      }
+    },
+  });
+  app.use('*', limitBody(maxBodyBytes));
+  registerEnrollmentTokens(app);
+  registerMachines(app);
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: { title: 'LunaNexa management API', version: '1' },
+    servers: [{ url: '/api/v1' }],
+  });
+  return app;
+}

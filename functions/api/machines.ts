@@ -1,0 +1,78 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { MachineList, MachineView } from '../../shared/contracts/machine.js';
+import { getMachine, listMachines, revokeMachine, setMachineCordon } from '../services/machines.js';
+import { reconcileOnce } from '../controller/driver.js';
+import { requireRole } from '../http/api-auth.js';
+import type { AppEnv } from '../context.js';
+import { errorResponses, MachineIdParam } from './schemas.js';
+
+const list = createRoute({
+  method: 'get',
+  path: '/machines',
+  summary: 'List machines with liveness, heartbeat age, inventory and runtimes',
+  middleware: [requireRole('viewer')] as const,
+  responses: { 200: { description: 'Machines', content: { 'application/json': { schema: MachineList } } }, ...errorResponses(401, 403) },
+});
+
+const get = createRoute({
+  method: 'get',
+  path: '/machines/{id}',
+  summary: 'One machine',
+  middleware: [requireRole('viewer')] as const,
+  request: { params: MachineIdParam },
+  responses: { 200: { description: 'Machine', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404) },
+});
+
+const RevokeBody = z.object({ reason: z.string().max(500).optional() });
+const revoke = createRoute({
+  method: 'post',
+  path: '/machines/{id}/revoke',
+  summary: "Revoke a machine: closes its stream at once and rejects its next request",
+  middleware: [requireRole('admin')] as const,
+  request: { params: MachineIdParam, body: { content: { 'application/json': { schema: RevokeBody } }, required: false } },
+  responses: { 200: { description: 'Revoked', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(400, 401, 403, 404, 409) },
+});
+
+const cordonRoute = (verb: 'cordon' | 'uncordon') =>
+  createRoute({
+    method: 'post',
+    path: `/machines/{id}/${verb}`,
+    summary: verb === 'cordon' ? 'Stop placing new work on a machine' : 'Allow placements on a machine again',
+    middleware: [requireRole('operator')] as const,
+    request: { params: MachineIdParam },
+    responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
+  });
+
+export function registerMachines(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const ports = c.get('ports');
+    const data = await listMachines({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });
+    return c.json({ data }, 200);
+  });
+  app.openapi(get, async (c) => {
+    const ports = c.get('ports');
+    const view = await getMachine({
+      ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId },
+      input: { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id },
+    });
+    return c.json(view, 200);
+  });
+  app.openapi(revoke, async (c) => {
+    const ports = c.get('ports');
+    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
+    const body = c.req.header('content-length') === '0' || !c.req.header('content-type') ? {} : c.req.valid('json');
+    await revokeMachine({ ctx, input: { ...input, reason: body.reason } });
+    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    return c.json(await getMachine({ ctx, input }), 200);
+  });
+  for (const verb of ['cordon', 'uncordon'] as const) {
+    app.openapi(cordonRoute(verb), async (c) => {
+      const ports = c.get('ports');
+      const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+      const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
+      await setMachineCordon({ ctx, input: { ...input, cordoned: verb === 'cordon' } });
+      return c.json(await getMachine({ ctx, input }), 200);
+    });
+  }
+}

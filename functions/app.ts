@@ -1,0 +1,32 @@
+import { Hono } from 'hono';
+import { requestId } from 'hono/request-id';
+import type { AppEnv, Ports } from './context.js';
+import { handleError, notFound } from './http/errors.js';
+import { managementApi } from './api/index.js';
+import { agentGateway } from './agent-gateway/index.js';
+import { isMigrated } from './store/migration-status.js';
+
+/** Composes every surface over the given ports. Does no I/O at import time or here. */
+export function newApp(ports: Ports): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use('*', requestId({ headerName: 'X-Request-Id', generator: () => crypto.randomUUID() }));
+  app.use('*', async (c, next) => {
+    c.set('ports', ports);
+    await next();
+  });
+  app.onError(handleError);
+  app.notFound(notFound);
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const migrated = await isMigrated(ports.store.db);
+    return c.json({ status: migrated ? 'ready' : 'not_ready', store: ports.store.kind, migrated }, migrated ? 200 : 503);
+  });
+  app.get('/metrics', async (c) => {
+    c.header('Content-Type', ports.metrics.registry.contentType);
+    return c.body(await ports.metrics.registry.metrics());
+  });
+  app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
+  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes));
+  return app;
+}

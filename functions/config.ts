@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/**
+ * Timing and limits of the control plane. Defaults are DESIGN.md section 4; tests shorten the intervals.
+ * Every duration is in milliseconds.
+ */
+export const ControlPlaneConfig = z.object({
+  /** How often an agent sends a keep-alive heartbeat (at most every 20 s by the protocol). */
+  heartbeatIntervalMs: z.number().int().positive().max(20_000).default(20_000),
+  /** A machine heartbeat lives this long; past it the machine and its runtimes are `down`. */
+  machineLifetimeMs: z.number().int().positive().default(60_000),
+  /** Runtime heartbeat TTL. */
+  runtimeTtlMs: z.number().int().positive().default(60_000),
+  /** Grace a running runtime (and a machine that missed one keep-alive) gets before it is `stale`. */
+  runtimeGraceMs: z.number().int().nonnegative().default(15_000),
+  /** SSE comment keep-alive on the agent stream (at most 15 s by the protocol); the stream lease renews with it. */
+  streamKeepAliveMs: z.number().int().positive().max(15_000).default(15_000),
+  /** A stream lease outlives its last renewal by this much, so a dead instance's lease lapses on its own. */
+  streamLeaseTtlMs: z.number().int().positive().default(45_000),
+  /** Lifetime of a signed desired state; the stream re-signs it at a third of this before expiry. */
+  desiredTtlMs: z.number().int().positive().default(10 * 60_000),
+  /** Lifetime of a machine credential; agents rotate at two thirds of it. */
+  credentialLifetimeMs: z.number().int().positive().default(30 * 24 * 3600_000),
+  /** How often the controller reconciles and sweeps expired rows. */
+  reconcileIntervalMs: z.number().int().positive().default(5_000),
+  /** Largest request body an agent endpoint accepts. */
+  agentMaxBodyBytes: z.number().int().positive().default(256 * 1024),
+  /** Largest request body a management endpoint accepts. */
+  apiMaxBodyBytes: z.number().int().positive().default(64 * 1024),
+});
+export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
+
+/** Intervals a test harness uses so that liveness transitions take seconds, not minutes. */
+export const FAST_TEST_CONFIG: Partial<ControlPlaneConfig> = {
+  heartbeatIntervalMs: 250,
+  machineLifetimeMs: 2_500,
+  runtimeTtlMs: 2_500,
+  runtimeGraceMs: 500,
+  streamKeepAliveMs: 250,
+  streamLeaseTtlMs: 1_500,
+  reconcileIntervalMs: 250,
+};
+
+/** A machine is `stale` once it missed a keep-alive and its grace: interval + grace. */
+export function machineStaleAfterMs(config: Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'runtimeGraceMs'>): number {
+  return config.heartbeatIntervalMs + config.runtimeGraceMs;
+}

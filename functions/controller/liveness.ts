@@ -1,0 +1,96 @@
+import type { MachineLiveness, RuntimeLiveness } from '../../shared/contracts/machine.js';
+import type { RuntimeState } from '../../shared/contracts/heartbeat.js';
+import { machineStaleAfterMs, type ControlPlaneConfig } from '../config.js';
+
+type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs'>;
+
+/**
+ * Age of a report as the liveness rules count it. After a control-plane interruption (`resumedAt`), time
+ * before the resumption is not held against a machine: it gets one full period to report again.
+ */
+export function effectiveAgeMs(reportedAt: Date, now: Date, resumedAt: Date | null): number {
+  const seen = resumedAt && resumedAt > reportedAt ? resumedAt : reportedAt;
+  return Math.max(0, now.getTime() - seen.getTime());
+}
+
+/**
+ * A machine's liveness (DESIGN.md section 4): `ready` while its heartbeat is fresh, `stale` once it missed a
+ * keep-alive and its grace, `down` once the heartbeat's 60 s lifetime lapsed. Pure: `now` is the database's clock.
+ */
+export function machineLiveness(input: {
+  lastHeartbeatAt: Date | null;
+  revokedAt: Date | null;
+  now: Date;
+  resumedAt: Date | null;
+  config: LivenessConfig;
+}): MachineLiveness {
+  if (input.revokedAt) return 'revoked';
+  if (!input.lastHeartbeatAt) return 'pending';
+  const age = effectiveAgeMs(input.lastHeartbeatAt, input.now, input.resumedAt);
+  if (age > input.config.machineLifetimeMs) return 'down';
+  if (age > machineStaleAfterMs(input.config)) return 'stale';
+  return 'ready';
+}
+
+/**
+ * A runtime's liveness: as reported while fresh; `stale` after its TTL plus grace; `down` after a further TTL.
+ * It is never better than its machine's: a stale machine makes it stale, a down or revoked machine makes it down.
+ * `stale` and `down` mean sight was lost, not that the runtime stopped.
+ */
+export function runtimeLiveness(input: {
+  reportedState: RuntimeState;
+  reportedAt: Date;
+  machine: MachineLiveness;
+  now: Date;
+  resumedAt: Date | null;
+  config: LivenessConfig;
+}): RuntimeLiveness {
+  if (input.machine === 'down' || input.machine === 'revoked' || input.machine === 'pending') return 'down';
+  const age = effectiveAgeMs(input.reportedAt, input.now, input.resumedAt);
+  const { runtimeTtlMs, runtimeGraceMs } = input.config;
+  if (age > 2 * runtimeTtlMs + runtimeGraceMs) return 'down';
+  if (age > runtimeTtlMs + runtimeGraceMs || input.machine === 'stale') return 'stale';
+  return input.reportedState;
+}
+
+/**
+ * Strict routing (DESIGN.md section 4): only a ready runtime on a ready, attached, unrevoked, uncordoned,
+ * undrained machine, running under the current generation whose signed assignment has not expired.
+ * Inventory and labels alone never make a runtime routable.
+ */
+export function isRoutable(input: {
+  runtime: RuntimeLiveness;
+  runtimeGen: number | null;
+  machine: MachineLiveness;
+  streamAttached: boolean;
+  cordoned: boolean;
+  draining: boolean;
+  desiredGen: number;
+  desiredExpiresAt: Date | null;
+  now: Date;
+}): boolean {
+  return (
+    input.runtime === 'ready' &&
+    input.machine === 'ready' &&
+    input.streamAttached &&
+    !input.cordoned &&
+    !input.draining &&
+    input.runtimeGen === input.desiredGen &&
+    input.desiredExpiresAt !== null &&
+    input.desiredExpiresAt > input.now
+  );
+}
+
+/**
+ * When the controller notices it has not ticked for longer than a machine lifetime, the control plane was
+ * interrupted: it records the resumption so that missing heartbeats are not counted for one period.
+ */
+export function nextResumedAt(input: {
+  lastTickAt: Date | null;
+  resumedAt: Date | null;
+  now: Date;
+  config: Pick<ControlPlaneConfig, 'machineLifetimeMs'>;
+}): Date | null {
+  if (input.lastTickAt && input.now.getTime() - input.lastTickAt.getTime() > input.config.machineLifetimeMs) return input.now;
+  return input.resumedAt;
+}

@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { ControlPlaneConfig } from './config.js';
+
+const ms = z.coerce.number().int().positive().optional();
+
+/** The Node control plane's environment, parsed once at start (DESIGN.md section 10). */
+export const NodeEnv = z.object({
+  /** Port of the HTTP server. */
+  LUNANEXA_PORT: z.coerce.number().int().min(0).max(65535).default(8787),
+  /** Interface to bind; loopback unless an operator opens it up deliberately. */
+  LUNANEXA_HOST: z.string().default('127.0.0.1'),
+  /** Embedded store, admin token and simulator state live here. */
+  LUNANEXA_DATA_DIR: z.string().default('.lunanexa'),
+  /** When set, the store is this PostgreSQL instead of the embedded one. */
+  DATABASE_URL: z.string().url().optional(),
+  /** Simulated nodes `npm start` launches (0 = none). */
+  LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
+  /** Overrides of the protocol's timings, for demos and tests. */
+  LUNANEXA_HEARTBEAT_INTERVAL_MS: ms,
+  LUNANEXA_MACHINE_LIFETIME_MS: ms,
+  LUNANEXA_RUNTIME_TTL_MS: ms,
+  LUNANEXA_RUNTIME_GRACE_MS: ms,
+  LUNANEXA_STREAM_KEEPALIVE_MS: ms,
+  LUNANEXA_RECONCILE_INTERVAL_MS: ms,
+});
+export type NodeEnv = z.infer<typeof NodeEnv>;
+
+/** The control-plane configuration the environment asks for. */
+export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
+  return ControlPlaneConfig.parse({
+    heartbeatIntervalMs: env.LUNANEXA_HEARTBEAT_INTERVAL_MS,
+    machineLifetimeMs: env.LUNANEXA_MACHINE_LIFETIME_MS,
+    runtimeTtlMs: env.LUNANEXA_RUNTIME_TTL_MS,
+    runtimeGraceMs: env.LUNANEXA_RUNTIME_GRACE_MS,
+    streamKeepAliveMs: env.LUNANEXA_STREAM_KEEPALIVE_MS,
+    reconcileIntervalMs: env.LUNANEXA_RECONCILE_INTERVAL_MS,
+  });
+}

@@ -1,0 +1,31 @@
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { ApiError, type ErrorCode } from '../errors.js';
+import type { AppEnv } from '../context.js';
+
+function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?: unknown) {
+  const status = new ApiError(code, message).status;
+  return c.json({ error: { code, message, requestId: c.get('requestId') ?? 'unknown', ...(details === undefined ? {} : { details }) } }, status);
+}
+
+/**
+ * The one error formatter of `/api/v1` and `/agent/v1`: `{error:{code,message,requestId,details}}`.
+ * Client mistakes keep their 4xx; anything unexpected is a 500 that is logged without the request's payload.
+ */
+export function handleError(error: Error, c: Context<AppEnv>) {
+  if (error instanceof ApiError) return envelope(c, error.code, error.message, error.details);
+  if (error instanceof HTTPException) {
+    const status = error.status;
+    if (status === 413) return envelope(c, 'payload_too_large', 'request body is too large');
+    if (status === 400) return envelope(c, 'invalid_json', error.message || 'request body is not valid JSON');
+    if (status === 401) return envelope(c, 'unauthorized', error.message || 'unauthorized');
+    if (status === 404) return envelope(c, 'not_found', error.message || 'not found');
+    if (status < 500) return envelope(c, 'bad_request', error.message || 'bad request');
+  }
+  c.get('ports')?.logger.error({ err: { message: error.message, stack: error.stack }, requestId: c.get('requestId'), path: c.req.path }, 'unhandled error');
+  return envelope(c, 'internal', 'internal error');
+}
+
+export function notFound(c: Context<AppEnv>) {
+  return envelope(c, 'not_found', `no route for ${c.req.method} ${c.req.path}`);
+}

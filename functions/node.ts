@@ -1,0 +1,135 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { serve, type ServerType } from '@hono/node-server';
+import { ControlPlaneConfig } from './config.js';
+import { NodeEnv, configFromEnv } from './env.js';
+import { newApp } from './app.js';
+import { createMemoryBus } from './relay/bus.js';
+import { createLogger, type Logger } from './telemetry/logger.js';
+import { createMetrics } from './telemetry/metrics.js';
+import { createIdentityLoader } from './services/identity.js';
+import { createApiToken, ensureWorkspace } from './services/api-tokens.js';
+import { controllerTick } from './controller/driver.js';
+import { openPgliteStore } from './store/pglite.js';
+import { openPgStore } from './store/pg.js';
+import { newId } from '../shared/ids.js';
+import type { Ports } from './context.js';
+import type { ServiceCtx } from './services/service-context.js';
+
+export interface ControlPlaneOptions {
+  port?: number;
+  host?: string;
+  dataDir: string;
+  databaseUrl?: string;
+  config?: Partial<ControlPlaneConfig>;
+  logger?: Logger;
+}
+
+export interface RunningControlPlane {
+  url: string;
+  port: number;
+  ports: Ports;
+  workspaceId: string;
+  /** Path of the admin token file (mode 0600). */
+  adminTokenPath: string;
+  adminToken: string;
+  /** A service context for seeding and tests. */
+  systemCtx: ServiceCtx;
+  close(): Promise<void>;
+}
+
+/**
+ * The admin token is written once, on first start, to `<data dir>/admin.token` (mode 0600). Only its hash
+ * is in the store; if the file is lost a new admin token is minted on the next start.
+ */
+async function bootstrapAdminToken(ctx: ServiceCtx, workspaceId: string, path: string): Promise<string> {
+  try {
+    return (await readFile(path, 'utf8')).trim();
+  } catch {
+    const { token } = await createApiToken({ ctx, input: { workspaceId, name: 'bootstrap admin', role: 'admin' } });
+    await writeFile(path, `${token}\n`, { mode: 0o600 });
+    return token;
+  }
+}
+
+/** Starts the control plane on Node: store (PGlite or `pg`), migrations, bootstrap, HTTP server, controller tick. */
+export async function startControlPlane(opts: ControlPlaneOptions): Promise<RunningControlPlane> {
+  const dataDir = resolve(opts.dataDir);
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const logger = opts.logger ?? createLogger();
+  const config = ControlPlaneConfig.parse(opts.config ?? {});
+  const store = opts.databaseUrl ? await openPgStore(opts.databaseUrl) : await openPgliteStore(join(dataDir, 'store'));
+  const ports: Ports = {
+    store,
+    bus: createMemoryBus(),
+    config,
+    logger,
+    metrics: createMetrics({ processMetrics: true }),
+    instanceId: newId('instance'),
+    identity: createIdentityLoader(store.db),
+  };
+  const systemCtx: ServiceCtx = { db: store.db, ports, actor: 'system' };
+  const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });
+  const adminTokenPath = join(dataDir, 'admin.token');
+  const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
+  await ports.identity();
+
+  const app = newApp(ports);
+  const server: ServerType = await new Promise((resolveServer) => {
+    const s = serve({ fetch: app.fetch, port: opts.port ?? 8787, hostname: opts.host ?? '127.0.0.1' }, () => resolveServer(s));
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
+
+  let ticking: Promise<void> | null = null;
+  const tick = () => {
+    ticking ??= controllerTick({ ctx: systemCtx })
+      .catch((error: unknown) => logger.error({ err: error instanceof Error ? error.message : String(error) }, 'controller tick failed'))
+      .finally(() => (ticking = null));
+    return ticking;
+  };
+  await tick();
+  const interval = setInterval(tick, config.reconcileIntervalMs);
+
+  return {
+    url: `http://${opts.host ?? '127.0.0.1'}:${port}`,
+    port,
+    ports,
+    workspaceId,
+    adminTokenPath,
+    adminToken,
+    systemCtx,
+    async close() {
+      clearInterval(interval);
+      await ticking;
+      await ports.bus.close();
+      await new Promise<void>((done) => {
+        server.close(() => done());
+        // SSE streams never end on their own; cut them so close() returns.
+        if ('closeAllConnections' in server) server.closeAllConnections();
+      });
+      await store.close();
+    },
+  };
+}
+
+async function main() {
+  const env = NodeEnv.parse(process.env);
+  const plane = await startControlPlane({
+    port: env.LUNANEXA_PORT,
+    host: env.LUNANEXA_HOST,
+    dataDir: env.LUNANEXA_DATA_DIR,
+    databaseUrl: env.DATABASE_URL,
+    config: configFromEnv(env),
+  });
+  plane.ports.logger.info({ url: plane.url, store: plane.ports.store.kind }, 'control plane listening');
+  const stop = async () => {
+    await plane.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

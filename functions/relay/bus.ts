@@ -1,0 +1,34 @@
+/** Messages that tell the instance holding a machine's stream to act. Small: ids and reasons only. */
+export type MachineSignal = { type: 'desired' } | { type: 'revoked'; reason: string };
+
+/**
+ * The relay bus port (DESIGN.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
+ * Channels are `machine:<id>`.
+ */
+export interface Bus {
+  publish(channel: string, message: MachineSignal): Promise<void>;
+  subscribe(channel: string, handler: (message: MachineSignal) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** The in-process adapter. */
+export function createMemoryBus(): Bus {
+  const handlers = new Map<string, Set<(message: MachineSignal) => void>>();
+  return {
+    async publish(channel, message) {
+      for (const handler of handlers.get(channel) ?? []) handler(message);
+    },
+    subscribe(channel, handler) {
+      let set = handlers.get(channel);
+      if (!set) handlers.set(channel, (set = new Set()));
+      set.add(handler);
+      return () => {
+        set.delete(handler);
+        if (set.size === 0) handlers.delete(channel);
+      };
+    },
+    async close() {
+      handlers.clear();
+    },
+  };
+}

@@ -1,0 +1,73 @@
+import type { MachineLiveness } from '../../shared/contracts/machine.js';
+import type { Inventory } from '../../shared/contracts/inventory.js';
+
+export interface CandidateMachine {
+  id: string;
+  labels: Record<string, string>;
+  liveness: MachineLiveness;
+  cordoned: boolean;
+  draining: boolean;
+  inventory: Inventory;
+  /** Resources already reserved by this machine's assignments. */
+  reserved: { gpus: number; memoryMiB: number; assignments: number };
+  /** Deployments already placed here (one replica per machine). */
+  deploymentIds: ReadonlySet<string>;
+}
+
+export interface PlacementRequest {
+  deploymentId: string;
+  selector: Record<string, string>;
+  gpus: number;
+  memoryMiB: number;
+}
+
+export interface PlacementDecision {
+  machineId: string | null;
+  /** Why each machine that was not picked was rejected, so every decision can explain itself. */
+  rejected: Array<{ machineId: string; reason: string }>;
+}
+
+/** Memory a machine offers to runtimes: GPU memory, or host memory on unified-memory or GPU-less machines. */
+export function machineMemoryMiB(inventory: Inventory): number {
+  const discrete = inventory.gpus.filter((gpu) => !gpu.unifiedMemory && gpu.memoryTotalMiB !== null);
+  if (discrete.length > 0) return discrete.reduce((sum, gpu) => sum + (gpu.memoryTotalMiB ?? 0), 0);
+  return inventory.memoryTotalMiB;
+}
+
+function rejection(machine: CandidateMachine, request: PlacementRequest): string | null {
+  if (machine.liveness !== 'ready') return `machine is ${machine.liveness}`;
+  if (machine.cordoned) return 'machine is cordoned';
+  if (machine.draining) return 'machine is draining';
+  if (machine.deploymentIds.has(request.deploymentId)) return 'already runs a replica of this deployment';
+  for (const [key, value] of Object.entries(request.selector)) {
+    if (machine.labels[key] !== value) return `label ${key}=${value} not present`;
+  }
+  const freeGpus = machine.inventory.gpus.length - machine.reserved.gpus;
+  if (request.gpus > freeGpus) return `needs ${request.gpus} GPUs, ${freeGpus} free`;
+  const freeMemory = machineMemoryMiB(machine.inventory) - machine.reserved.memoryMiB;
+  if (request.memoryMiB > freeMemory) return `needs ${request.memoryMiB} MiB, ${freeMemory} MiB free`;
+  return null;
+}
+
+/**
+ * Filter then score (DESIGN.md section 6): hard requirements first, then the machine with the fewest
+ * assignments and most free memory, ties broken by id. The same inputs always give the same decision.
+ */
+export function placeReplica(machines: readonly CandidateMachine[], request: PlacementRequest): PlacementDecision {
+  const rejected: PlacementDecision['rejected'] = [];
+  const eligible: CandidateMachine[] = [];
+  for (const machine of machines) {
+    const reason = rejection(machine, request);
+    if (reason) rejected.push({ machineId: machine.id, reason });
+    else eligible.push(machine);
+  }
+  eligible.sort(
+    (a, b) =>
+      a.reserved.assignments - b.reserved.assignments ||
+      machineMemoryMiB(b.inventory) - b.reserved.memoryMiB - (machineMemoryMiB(a.inventory) - a.reserved.memoryMiB) ||
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+  );
+  const [best, ...others] = eligible;
+  for (const other of others) rejected.push({ machineId: other.id, reason: 'scored lower' });
+  return { machineId: best?.id ?? null, rejected };
+}

@@ -1,0 +1,49 @@
+import { and, eq, gt, isNull, or, sql } from 'drizzle-orm';
+import { apiTokens, workspaces } from '../store/schema/index.js';
+import { ApiError } from '../errors.js';
+import { newId } from '../../shared/ids.js';
+import type { Role } from '../../shared/contracts/common.js';
+import type { Actor } from '../context.js';
+import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { hashSecret, newSecret } from './secrets.js';
+
+/** Creates an API token; the secret is returned once and only its hash is kept. */
+export async function createApiToken({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; name: string; role: Role };
+}): Promise<{ id: string; token: string }> {
+  const token = newSecret('lnx');
+  const id = newId('token');
+  await withTransaction(ctx, async (tx) => {
+    await tx.db.insert(apiTokens).values({ id, workspaceId: input.workspaceId, name: input.name, role: input.role, tokenHash: await hashSecret(token) });
+    await audit(tx, { workspaceId: input.workspaceId, action: 'api_token.create', target: id, details: { name: input.name, role: input.role } });
+  });
+  return { id, token };
+}
+
+/** Resolves a bearer secret to its holder, or throws 401. */
+export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; input: { token: string } }): Promise<Actor> {
+  const [row] = await ctx.db
+    .select({ id: apiTokens.id, workspaceId: apiTokens.workspaceId, role: apiTokens.role })
+    .from(apiTokens)
+    .where(
+      and(
+        eq(apiTokens.tokenHash, await hashSecret(input.token)),
+        isNull(apiTokens.revokedAt),
+        or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`)),
+      ),
+    )
+    .limit(1);
+  if (!row) throw new ApiError('invalid_token', 'the API token is unknown, expired or revoked');
+  return { tokenId: row.id, workspaceId: row.workspaceId, role: row.role };
+}
+
+/** The default workspace, created on first start. */
+export async function ensureWorkspace({ ctx, input }: { ctx: ServiceCtx; input: { name: string } }): Promise<string> {
+  await ctx.db.insert(workspaces).values({ id: newId('workspace'), name: input.name }).onConflictDoNothing();
+  const [row] = await ctx.db.select({ id: workspaces.id }).from(workspaces).where(eq(workspaces.name, input.name));
+  return row!.id;
+}

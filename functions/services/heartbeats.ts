@@ -1,0 +1,84 @@
+import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
+import { assignments, machines, runtimeReports } from '../store/schema/index.js';
+import { ApiError } from '../errors.js';
+import type { Heartbeat } from '../../shared/contracts/heartbeat.js';
+import type { MachinePrincipal } from '../context.js';
+import { withTransaction, type ServiceCtx } from './service-context.js';
+
+/**
+ * Records a heartbeat (DESIGN.md section 4). The sequence must increase within a boot, so a replayed report
+ * changes nothing; a runtime may be reported only under an assignment of this very machine.
+ */
+export async function recordHeartbeat({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { machine: MachinePrincipal; heartbeat: Heartbeat };
+}): Promise<{ desiredGen: number }> {
+  const { machine, heartbeat } = input;
+  if (heartbeat.machineId !== machine.machineId) throw new ApiError('forbidden_machine', 'a machine may report only for itself');
+  return await withTransaction(ctx, async (tx) => {
+    const [current] = await tx.db
+      .select({ bootId: machines.bootId, lastSeq: machines.lastSeq, desiredGen: machines.desiredGen })
+      .from(machines)
+      .where(eq(machines.id, machine.machineId))
+      .for('update');
+    if (!current) throw new ApiError('not_found', 'machine not found');
+    if (current.bootId === heartbeat.bootId && current.lastSeq !== null && heartbeat.seq <= current.lastSeq) {
+      throw new ApiError('replayed_sequence', `sequence ${heartbeat.seq} is not after ${current.lastSeq} for this boot`);
+    }
+
+    const assignmentIds = [...new Set(heartbeat.runtimes.map((r) => r.assignmentId))];
+    if (assignmentIds.length !== heartbeat.runtimes.length) throw new ApiError('validation_failed', 'each assignment may be reported once');
+    if (assignmentIds.length > 0) {
+      const owned = await tx.db
+        .select({ id: assignments.id, deploymentId: assignments.deploymentId })
+        .from(assignments)
+        .where(and(inArray(assignments.id, assignmentIds), eq(assignments.machineId, machine.machineId)));
+      const ownedById = new Map(owned.map((a) => [a.id, a.deploymentId]));
+      for (const runtime of heartbeat.runtimes) {
+        if (ownedById.get(runtime.assignmentId) !== runtime.deploymentId) {
+          throw new ApiError('forbidden_machine', `assignment ${runtime.assignmentId} is not this machine's`);
+        }
+      }
+    }
+
+    await tx.db
+      .update(machines)
+      .set({
+        lastHeartbeatAt: sql`now()`,
+        bootId: heartbeat.bootId,
+        lastSeq: heartbeat.seq,
+        reportedStatus: heartbeat.status,
+        reportedGen: heartbeat.gen,
+        metrics: heartbeat.metrics,
+      })
+      .where(eq(machines.id, machine.machineId));
+    for (const runtime of heartbeat.runtimes) {
+      const values = {
+        deploymentId: runtime.deploymentId,
+        state: runtime.state,
+        gen: runtime.gen,
+        activeInvocations: runtime.activeInvocations,
+        queueDepth: runtime.queueDepth,
+        restarts: runtime.restarts,
+        message: runtime.message,
+        reportedAt: sql`now()`,
+      };
+      await tx.db
+        .insert(runtimeReports)
+        .values({ machineId: machine.machineId, assignmentId: runtime.assignmentId, ...values })
+        .onConflictDoUpdate({ target: [runtimeReports.machineId, runtimeReports.assignmentId], set: values });
+    }
+    // A runtime the agent no longer reports is gone from the node.
+    await tx.db
+      .delete(runtimeReports)
+      .where(
+        assignmentIds.length > 0
+          ? and(eq(runtimeReports.machineId, machine.machineId), notInArray(runtimeReports.assignmentId, assignmentIds))
+          : eq(runtimeReports.machineId, machine.machineId),
+      );
+    return { desiredGen: current.desiredGen };
+  });
+}

@@ -1,0 +1,96 @@
+import { and, eq, sql } from 'drizzle-orm';
+import { decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify } from 'jose';
+import { machineCredentials, machineJtis, machines } from '../store/schema/index.js';
+import { ApiError } from '../errors.js';
+import { sha256Base64Url } from '../../shared/canonical.js';
+import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
+import type { MachinePrincipal } from '../context.js';
+import type { ServiceCtx } from './service-context.js';
+
+/** Tolerated clock skew between an agent and the database, in seconds. */
+const CLOCK_TOLERANCE_S = 5;
+
+function reject(reason: string, message: string, code: 'invalid_machine_token' | 'body_digest_mismatch' | 'replayed_request' | 'machine_revoked' | 'credential_expired' = 'invalid_machine_token'): ApiError {
+  return new ApiError(code, message, { reason });
+}
+
+/**
+ * Verifies one agent request (DESIGN.md section 4): an EdDSA JWT signed by a live credential of the machine
+ * it names, for this cluster, this method, path and body, not older than 60 s, never seen before.
+ * Throws an `ApiError` (401) with `details.reason` naming the failed check.
+ */
+export async function verifyMachineRequest({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { token: string; method: string; path: string; body: string; clusterId: string };
+}): Promise<MachinePrincipal> {
+  let kid: string | undefined;
+  try {
+    const header = decodeProtectedHeader(input.token);
+    if (header.alg !== 'EdDSA') throw reject('algorithm', `algorithm ${String(header.alg)} is not accepted`);
+    kid = header.kid;
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw reject('malformed', 'the machine token is malformed');
+  }
+  if (!kid) throw reject('kid', 'the machine token names no key');
+
+  const [row] = await ctx.db
+    .select({
+      machineId: machines.id,
+      workspaceId: machines.workspaceId,
+      revokedAt: machines.revokedAt,
+      publicKey: machineCredentials.publicKey,
+      credentialExpired: sql<boolean>`${machineCredentials.expiresAt} <= now()`,
+      now: sql<string>`now()`,
+    })
+    .from(machineCredentials)
+    .innerJoin(machines, eq(machines.id, machineCredentials.machineId))
+    .where(eq(machineCredentials.id, kid));
+  if (!row) throw reject('unknown_key', 'the machine token is signed by an unknown key');
+
+  const now = new Date(row.now);
+  let payload;
+  try {
+    const key = await importJWK({ ...row.publicKey }, 'EdDSA');
+    ({ payload } = await jwtVerify(input.token, key, {
+      algorithms: ['EdDSA'],
+      issuer: row.machineId,
+      subject: row.machineId,
+      audience: input.clusterId,
+      currentDate: now,
+      clockTolerance: CLOCK_TOLERANCE_S,
+      requiredClaims: ['iat', 'exp', 'jti'],
+    }));
+  } catch (error) {
+    if (error instanceof joseErrors.JWTExpired) throw reject('expired', 'the machine token has expired');
+    if (error instanceof joseErrors.JWTClaimValidationFailed) throw reject(`claim_${error.claim}`, `the machine token's ${error.claim} claim is not valid`);
+    throw reject('signature', 'the machine token signature does not verify');
+  }
+  // Checks after the signature, so an attacker learns nothing about a machine's state without its key.
+  if (row.revokedAt) throw reject('revoked', 'the machine has been revoked', 'machine_revoked');
+  if (row.credentialExpired) throw reject('credential_expired', 'the machine credential has expired; enroll again', 'credential_expired');
+  const iat = payload.iat!;
+  const exp = payload.exp!;
+  if (exp - iat > MACHINE_JWT_MAX_LIFETIME_S) throw reject('lifetime', `machine tokens may live at most ${MACHINE_JWT_MAX_LIFETIME_S} s`);
+  if (iat > now.getTime() / 1000 + CLOCK_TOLERANCE_S) throw reject('iat', 'the machine token was issued in the future');
+  if (payload.htm !== input.method.toUpperCase() || payload.htp !== input.path) {
+    throw reject('request_binding', 'the machine token was issued for another request');
+  }
+  if (payload.bdh !== (await sha256Base64Url(input.body))) throw reject('body_digest', 'the request body does not match the signed digest', 'body_digest_mismatch');
+
+  const fenced = await ctx.db
+    .insert(machineJtis)
+    .values({ jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + CLOCK_TOLERANCE_S) * 1000) })
+    .onConflictDoNothing()
+    .returning({ jti: machineJtis.jti });
+  if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
+  return { machineId: row.machineId, workspaceId: row.workspaceId, credentialId: kid };
+}
+
+/** Deletes replay-fence rows whose tokens can no longer be presented. */
+export async function sweepJtis({ ctx }: { ctx: ServiceCtx }): Promise<void> {
+  await ctx.db.delete(machineJtis).where(and(sql`${machineJtis.expiresAt} < now()`));
+}

@@ -1,0 +1,72 @@
+import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import { SignJWT } from 'jose';
+import { assignments, machines, streamLeases } from '../store/schema/index.js';
+import { ApiError } from '../errors.js';
+import { queryRows } from '../store/rows.js';
+import type { ServiceCtx } from './service-context.js';
+
+/**
+ * Records that this instance now holds the machine's stream. The newest connection wins: a reconnecting agent
+ * takes over its own lease from a connection that has not noticed it is dead yet.
+ */
+export async function attachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
+  const ttl = ctx.ports.config.streamLeaseTtlMs / 1000;
+  const values = {
+    instanceId: ctx.ports.instanceId,
+    connectionId: input.connectionId,
+    attachedAt: sql`now()`,
+    expiresAt: sql`now() + make_interval(secs => ${ttl})`,
+  };
+  await ctx.db
+    .insert(streamLeases)
+    .values({ machineId: input.machineId, ...values })
+    .onConflictDoUpdate({ target: streamLeases.machineId, set: values });
+}
+
+/** Renews the lease; false when another connection has taken it over (this one must close). */
+export async function renewStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+  const ttl = ctx.ports.config.streamLeaseTtlMs / 1000;
+  const renewed = await ctx.db
+    .update(streamLeases)
+    .set({ expiresAt: sql`now() + make_interval(secs => ${ttl})` })
+    .where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)))
+    .returning({ machineId: streamLeases.machineId });
+  return renewed.length === 1;
+}
+
+/** Drops the lease if this connection still holds it. */
+export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
+  await ctx.db.delete(streamLeases).where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));
+}
+
+/**
+ * Signs the machine's full desired state (DESIGN.md section 4) as a compact JWS, and records its expiry so
+ * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
+ */
+export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
+  const identity = await ctx.ports.identity();
+  const [machine] = await ctx.db.select({ desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
+  if (!machine) throw new ApiError('not_found', 'machine not found');
+  if (machine.revokedAt) throw new ApiError('machine_revoked', 'the machine has been revoked');
+  const rows = await ctx.db
+    .select({ spec: assignments.spec })
+    .from(assignments)
+    .where(and(eq(assignments.machineId, input.machineId), isNull(assignments.removedAt)))
+    .orderBy(asc(assignments.id));
+  const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
+  const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
+  const exp = iat + Math.floor(ctx.ports.config.desiredTtlMs / 1000);
+  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: rows.map((r) => r.spec) })
+    .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
+    .setIssuer(identity.clusterId)
+    .setSubject(input.machineId)
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .sign(identity.signingKey.privateKey);
+  // Fenced by generation: a signature of an older generation never extends the newer one's validity.
+  await ctx.db
+    .update(machines)
+    .set({ desiredExpiresAt: sql`greatest(coalesce(${machines.desiredExpiresAt}, to_timestamp(0)), to_timestamp(${exp}))` })
+    .where(and(eq(machines.id, input.machineId), eq(machines.desiredGen, machine.desiredGen)));
+  return { jws, gen: machine.desiredGen, exp };
+}

@@ -1,0 +1,14 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from './db.js';
+
+/** Runs raw SQL and returns its rows, whatever the driver's result shape. */
+export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
+  const result = (await db.execute(query)) as unknown;
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+/** The database's clock: every liveness and expiry judgement uses it, never the caller's. */
+export async function dbNow(db: Db): Promise<Date> {
+  const [row] = await queryRows<{ now: string | Date }>(db, sql`select now() as now`);
+  return new Date(row!.now);
+}

@@ -1,0 +1,27 @@
+import { sql } from 'drizzle-orm';
+import { integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import type { ArtifactPin, RestartPolicy, RuntimeSpec } from '../../../shared/contracts/desired.js';
+import { workspaces } from './workspaces.js';
+
+export const deployments = pgTable(
+  'deployments',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    name: text('name').notNull(),
+    model: text('model').notNull(),
+    runtime: jsonb('runtime').$type<RuntimeSpec>().notNull(),
+    artifact: jsonb('artifact').$type<ArtifactPin | null>(),
+    restartPolicy: jsonb('restart_policy').$type<RestartPolicy>().notNull(),
+    replicas: integer('replicas').notNull(),
+    /** Machines must carry every one of these labels. */
+    selector: jsonb('selector').$type<Record<string, string>>().notNull().default({}),
+    gpus: integer('gpus').notNull().default(0),
+    memoryMiB: integer('memory_mib').notNull().default(0),
+    generation: integer('generation').notNull().default(1),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    deletedAt: timestamp('deleted_at', { withTimezone: true }),
+  },
+  (t) => [uniqueIndex('deployments_live_name').on(t.workspaceId, t.name).where(sql`${t.deletedAt} is null`)],
+);

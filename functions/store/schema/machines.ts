@@ -1,0 +1,30 @@
+import { sql } from 'drizzle-orm';
+import { boolean, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import type { Inventory } from '../../../shared/contracts/inventory.js';
+import { workspaces } from './workspaces.js';
+
+export const machines = pgTable(
+  'machines',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    name: text('name').notNull(),
+    labels: jsonb('labels').$type<Record<string, string>>().notNull().default({}),
+    inventory: jsonb('inventory').$type<Inventory>().notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+    cordoned: boolean('cordoned').notNull().default(false),
+    draining: boolean('draining').notNull().default(false),
+    lastHeartbeatAt: timestamp('last_heartbeat_at', { withTimezone: true }),
+    bootId: text('boot_id'),
+    lastSeq: integer('last_seq'),
+    reportedStatus: text('reported_status'),
+    reportedGen: integer('reported_gen'),
+    metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
+    /** Bumped on every change of the machine's assignments; the signed desired state carries it. */
+    desiredGen: integer('desired_gen').notNull().default(0),
+    /** Latest expiry of a desired state signed for `desiredGen`: routing needs it in the future. */
+    desiredExpiresAt: timestamp('desired_expires_at', { withTimezone: true }),
+  },
+  (t) => [uniqueIndex('machines_live_name').on(t.workspaceId, t.name).where(sql`${t.revokedAt} is null`)],
+);

@@ -1,0 +1,20 @@
+import { integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { machines } from './machines.js';
+
+/** The latest report of each runtime, written by heartbeats only. */
+export const runtimeReports = pgTable(
+  'runtime_reports',
+  {
+    machineId: text('machine_id').notNull().references(() => machines.id),
+    assignmentId: text('assignment_id').notNull(),
+    deploymentId: text('deployment_id').notNull(),
+    state: text('state').notNull(),
+    gen: integer('gen').notNull(),
+    activeInvocations: integer('active_invocations').notNull().default(0),
+    queueDepth: integer('queue_depth').notNull().default(0),
+    restarts: integer('restarts').notNull().default(0),
+    message: text('message'),
+    reportedAt: timestamp('reported_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.machineId, t.assignmentId] })],
+);

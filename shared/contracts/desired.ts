@@ -1,0 +1,62 @@
+import { z } from 'zod';
+
+/** How the agent launches a runtime. `simulated` is the OpenAI-compatible simulator of DESIGN.md section 9. */
+export const RuntimeSpec = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('process'),
+    /** argv of an OpenAI-compatible server; `{port}` is replaced with the port the agent picked. */
+    command: z.array(z.string().min(1)).min(1).max(256),
+    env: z.record(z.string(), z.string()).default({}),
+    healthPath: z.string().startsWith('/').default('/health'),
+    /** Pin of the runtime itself (image digest or binary hash) as the registry recorded it. */
+    digest: z.string().max(200).nullable().default(null),
+  }),
+  z.object({
+    kind: z.literal('simulated'),
+    model: z.string().min(1).max(200),
+    ttftMs: z.number().nonnegative().default(20),
+    tokensPerSecond: z.number().positive().default(200),
+    loadMs: z.number().nonnegative().default(200),
+    memoryMiB: z.number().nonnegative().default(1024),
+    /** Fraction of requests that fail, for fault injection. */
+    failureRate: z.number().min(0).max(1).default(0),
+  }),
+]);
+export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
+
+export const RestartPolicy = z.object({
+  mode: z.enum(['always', 'on-failure', 'never']).default('on-failure'),
+  maxRestarts: z.number().int().nonnegative().default(5),
+  backoffMs: z.number().int().nonnegative().default(1000),
+});
+export type RestartPolicy = z.infer<typeof RestartPolicy>;
+
+export const ArtifactPin = z.object({
+  uri: z.string().min(1).max(2048),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type ArtifactPin = z.infer<typeof ArtifactPin>;
+
+/** One runtime the machine must run, as the control plane signed it. */
+export const Assignment = z.object({
+  assignmentId: z.string(),
+  deploymentId: z.string(),
+  deploymentName: z.string(),
+  model: z.string(),
+  deploymentGeneration: z.number().int().nonnegative(),
+  runtime: RuntimeSpec,
+  artifact: ArtifactPin.nullable(),
+  restartPolicy: RestartPolicy,
+  resources: z.object({ gpus: z.number().int().nonnegative(), memoryMiB: z.number().nonnegative() }),
+});
+export type Assignment = z.infer<typeof Assignment>;
+
+/** The claims of the signed desired-state JWS sent on the stream (DESIGN.md section 4). */
+export const DesiredState = z.object({
+  sub: z.string(),
+  gen: z.number().int().nonnegative(),
+  iat: z.number().int(),
+  exp: z.number().int(),
+  assignments: z.array(Assignment),
+});
+export type DesiredState = z.infer<typeof DesiredState>;

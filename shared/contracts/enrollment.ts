@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { Labels, MachineName } from './common.js';
+import { Inventory } from './inventory.js';
+
+export const CreateEnrollmentTokenRequest = z.object({
+  /** When set, only an agent enrolling under this name may use the token. */
+  name: MachineName.optional(),
+  labels: Labels.default({}),
+  /** Seconds until the token expires; 15 minutes by default, at most 7 days. */
+  ttlSeconds: z.number().int().min(10).max(7 * 24 * 3600).default(900),
+});
+export type CreateEnrollmentTokenRequest = z.infer<typeof CreateEnrollmentTokenRequest>;
+
+export const EnrollmentTokenCreated = z.object({
+  id: z.string(),
+  /** Shown once; only its hash is stored. */
+  token: z.string(),
+  name: z.string().nullable(),
+  labels: Labels,
+  expiresAt: z.string(),
+});
+export type EnrollmentTokenCreated = z.infer<typeof EnrollmentTokenCreated>;
+
+export const Ed25519PublicJwk = z
+  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(/^[A-Za-z0-9_-]{43}$/) })
+  .strip();
+export type Ed25519PublicJwk = z.infer<typeof Ed25519PublicJwk>;
+
+export const EnrollRequest = z.object({
+  token: z.string().min(10).max(200),
+  name: MachineName,
+  publicKey: Ed25519PublicJwk,
+  inventory: Inventory,
+  labels: Labels.default({}),
+});
+export type EnrollRequest = z.infer<typeof EnrollRequest>;
+
+export const Jwks = z.object({
+  keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string(), alg: z.string().optional(), use: z.string().optional() })),
+});
+export type Jwks = z.infer<typeof Jwks>;
+
+export const EnrollResponse = z.object({
+  machineId: z.string(),
+  workspaceId: z.string(),
+  clusterId: z.string(),
+  credentialId: z.string(),
+  credentialExpiresAt: z.string(),
+  jwks: Jwks,
+  heartbeatIntervalMs: z.number().int().positive(),
+});
+export type EnrollResponse = z.infer<typeof EnrollResponse>;
+
+/** POST /agent/v1/credentials: rotate to a new machine key; the old one stays valid until its own expiry. */
+export const RotateCredentialRequest = z.object({ publicKey: Ed25519PublicJwk });
+export type RotateCredentialRequest = z.infer<typeof RotateCredentialRequest>;
+
+export const RotateCredentialResponse = z.object({ credentialId: z.string(), credentialExpiresAt: z.string() });
+export type RotateCredentialResponse = z.infer<typeof RotateCredentialResponse>;

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { Labels } from './common.js';
+import { Inventory } from './inventory.js';
+import { RuntimeState } from './heartbeat.js';
+
+/** How the control plane sees a machine: derived from heartbeats with the database's clock. */
+export const MachineLiveness = z.enum(['pending', 'ready', 'stale', 'down', 'revoked']);
+export type MachineLiveness = z.infer<typeof MachineLiveness>;
+
+/** What the control plane believes of a runtime; `stale` and `down` mean sight was lost, not that it stopped. */
+export const RuntimeLiveness = z.enum([...RuntimeState.options, 'stale', 'down']);
+export type RuntimeLiveness = z.infer<typeof RuntimeLiveness>;
+
+export const RuntimeView = z.object({
+  assignmentId: z.string(),
+  deploymentId: z.string(),
+  deploymentName: z.string(),
+  model: z.string(),
+  reportedState: RuntimeState.nullable(),
+  state: RuntimeLiveness,
+  gen: z.number().int().nullable(),
+  restarts: z.number().int(),
+  message: z.string().nullable(),
+  reportedAgeMs: z.number().int().nullable(),
+  routable: z.boolean(),
+});
+export type RuntimeView = z.infer<typeof RuntimeView>;
+
+export const MachineView = z.object({
+  id: z.string(),
+  name: z.string(),
+  workspaceId: z.string(),
+  labels: Labels,
+  state: MachineLiveness,
+  streamAttached: z.boolean(),
+  heartbeatAgeMs: z.number().int().nullable(),
+  lastHeartbeatAt: z.string().nullable(),
+  desiredGen: z.number().int(),
+  reportedGen: z.number().int().nullable(),
+  cordoned: z.boolean(),
+  draining: z.boolean(),
+  revokedAt: z.string().nullable(),
+  credentialExpiresAt: z.string().nullable(),
+  inventory: Inventory,
+  runtimes: z.array(RuntimeView),
+  createdAt: z.string(),
+});
+export type MachineView = z.infer<typeof MachineView>;
+
+export const MachineList = z.object({ data: z.array(MachineView) });
+export type MachineList = z.infer<typeof MachineList>;

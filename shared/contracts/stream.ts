@@ -1,0 +1,34 @@
+import { z } from 'zod';
+
+/** Version of the SSE catalogue; sent in the `hello` event so agents can refuse what they do not speak. */
+export const STREAM_PROTOCOL_VERSION = 1;
+
+/**
+ * The SSE catalogue of GET /agent/v1/stream: event name -> data schema.
+ * `desired` carries a compact JWS whose claims are `DesiredState`.
+ */
+export const StreamEvents = {
+  hello: z.object({ protocol: z.number().int(), machineId: z.string(), connectionId: z.string(), keepAliveMs: z.number().int() }),
+  desired: z.object({ jws: z.string() }),
+  revoked: z.object({ reason: z.string() }),
+  invoke: z.object({ invocationId: z.string() }).passthrough(),
+  cancel: z.object({ invocationId: z.string(), reason: z.string() }),
+  logs: z.object({ assignmentId: z.string(), lines: z.number().int().positive().max(10_000) }),
+} as const;
+export type StreamEventName = keyof typeof StreamEvents;
+export type StreamEvent<N extends StreamEventName = StreamEventName> = { event: N; data: z.infer<(typeof StreamEvents)[N]> };
+
+/** Parses one SSE message against the catalogue; unknown events and bad data are errors the caller counts. */
+export function parseStreamEvent(event: string, data: string): { success: true; value: StreamEvent } | { success: false; error: string } {
+  if (!(event in StreamEvents)) return { success: false, error: `unknown event ${event}` };
+  let json: unknown;
+  try {
+    json = JSON.parse(data);
+  } catch {
+    return { success: false, error: `event ${event} carries invalid JSON` };
+  }
+  const name = event as StreamEventName;
+  const parsed = StreamEvents[name].safeParse(json);
+  if (!parsed.success) return { success: false, error: `event ${event}: ${parsed.error.issues[0]?.message ?? 'invalid'}` };
+  return { success: true, value: { event: name, data: parsed.data } as StreamEvent };
+}
