@@ -16,7 +16,8 @@ export const StreamEvents = {
   logs: z.object({ assignmentId: z.string(), lines: z.number().int().positive().max(10_000) }),
 } as const;
 export type StreamEventName = keyof typeof StreamEvents;
-export type StreamEvent<N extends StreamEventName = StreamEventName> = { event: N; data: z.infer<(typeof StreamEvents)[N]> };
+/** A parsed stream message, discriminated by event name. */
+export type StreamEvent = { [N in StreamEventName]: { event: N; data: z.infer<(typeof StreamEvents)[N]> } }[StreamEventName];
 
 /** Parses one SSE message against the catalogue; unknown events and bad data are errors the caller counts. */
 export function parseStreamEvent(event: string, data: string): { success: true; value: StreamEvent } | { success: false; error: string } {

@@ -1,0 +1,204 @@
+import { hostname, loadavg, freemem } from 'node:os';
+import { resolve } from 'node:path';
+import { fetch } from 'undici';
+import { EnrollResponse, HeartbeatResponse, RotateCredentialResponse } from '../shared/contracts/index.js';
+import type { Heartbeat } from '../shared/contracts/heartbeat.js';
+import { canonicalize } from '../shared/canonical.js';
+import { collectInventory } from './inventory/index.js';
+import { proxyDispatcher, createSignedClient, readResult, type MachineCredentials } from './link/http.js';
+import { openStreamLink } from './link/stream.js';
+import { verifyDesiredState } from './link/desired.js';
+import { Supervisor } from './supervisor/supervisor.js';
+import { createAdapters } from './runtimes/simulated.js';
+import {
+  ensureStateDir,
+  generateMachineKey,
+  loadHeldGen,
+  loadIdentity,
+  loadKey,
+  promoteNextKey,
+  saveHeldGen,
+  saveIdentity,
+  saveKey,
+  type AgentIdentity,
+} from './state.js';
+
+export const AGENT_VERSION = '0.1.0';
+
+type Log = (event: string, fields?: Record<string, unknown>) => void;
+
+/** One JSON line per event on stderr; never payloads, never keys or tokens. */
+export const jsonLog: Log = (event, fields = {}) => {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), event, ...fields })}\n`);
+};
+
+/**
+ * `lunanexa-agent enroll`: generates the machine key locally (0600, never sent), collects inventory and trades
+ * the single-use enrollment token for a machine identity, pinning the control plane's JWKS.
+ */
+export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string; labels?: Record<string, string> }): Promise<AgentIdentity> {
+  const stateDir = resolve(opts.stateDir);
+  if (await loadIdentity(stateDir)) throw new Error(`${stateDir} already holds an enrolled identity`);
+  await ensureStateDir(stateDir);
+  const key = await generateMachineKey();
+  const inventory = await collectInventory({ agentVersion: AGENT_VERSION });
+  const name = opts.name ?? hostname().toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 63);
+  const response = await fetch(new URL('/agent/v1/enroll', opts.url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: canonicalize({ token: opts.token, name, publicKey: key.publicJwk, inventory, labels: opts.labels ?? {} }),
+    dispatcher: proxyDispatcher(),
+  });
+  const result = await readResult(response, EnrollResponse);
+  if (!result.success) throw new Error(`enrollment failed: ${result.error.code}: ${result.error.message}`);
+  await saveKey(stateDir, key.privateJwk);
+  const identity: AgentIdentity = {
+    url: opts.url,
+    name,
+    machineId: result.data.machineId,
+    workspaceId: result.data.workspaceId,
+    clusterId: result.data.clusterId,
+    credentialId: result.data.credentialId,
+    credentialIssuedAt: new Date().toISOString(),
+    credentialExpiresAt: result.data.credentialExpiresAt,
+    jwks: result.data.jwks,
+    heartbeatIntervalMs: result.data.heartbeatIntervalMs,
+  };
+  await saveIdentity(stateDir, identity);
+  return identity;
+}
+
+export interface RunningAgent {
+  /** Resolves with why the agent stopped. */
+  done: Promise<'stopped' | 'revoked'>;
+  stop(): Promise<void>;
+}
+
+/** `lunanexa-agent run`: the dial-out link, the reporter and the supervisor of one machine. */
+export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: boolean; log?: Log }): Promise<RunningAgent> {
+  const log = opts.log ?? jsonLog;
+  const stateDir = resolve(opts.stateDir);
+  let identity = await loadIdentity(stateDir);
+  if (!identity) throw new Error(`${stateDir} holds no identity: run \`lunanexa-agent enroll\` first`);
+  const dispatcher = proxyDispatcher();
+  let credentials: MachineCredentials = { machineId: identity.machineId, clusterId: identity.clusterId, credentialId: identity.credentialId, key: await loadKey(stateDir) };
+  const client = createSignedClient({ baseUrl: identity.url, credentials: () => credentials, dispatcher });
+  const bootId = crypto.randomUUID();
+  let seq = 0;
+  let heldGen = await loadHeldGen(stateDir);
+  let intervalMs = identity.heartbeatIntervalMs;
+  const counters = { desired_rejected_total: 0, stream_malformed_total: 0, stream_connects_total: 0, heartbeat_failures_total: 0 };
+  let finish!: (reason: 'stopped' | 'revoked') => void;
+  const done = new Promise<'stopped' | 'revoked'>((r) => (finish = r));
+  let stopping = false;
+
+  let reporting: Promise<void> | null = null;
+  let reportAgain = false;
+  const report = (): Promise<void> => {
+    if (reporting) {
+      reportAgain = true;
+      return reporting;
+    }
+    reporting = (async () => {
+      do {
+        reportAgain = false;
+        const heartbeat: Heartbeat = {
+          machineId: identity!.machineId,
+          bootId,
+          seq: ++seq,
+          status: 'ready',
+          gen: heldGen,
+          runtimes: supervisor.reports(),
+          warmModels: supervisor.handles().filter((h) => h.state === 'ready').map((h) => h.assignment.model),
+          metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), ...counters },
+        };
+        const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
+        if (result.success) intervalMs = result.data.heartbeatIntervalMs;
+        else {
+          counters.heartbeat_failures_total += 1;
+          log('heartbeat rejected', { status: result.status, code: result.error.code });
+          if (result.error.code === 'machine_revoked') void shutdown('revoked');
+        }
+      } while (reportAgain && !stopping);
+    })().finally(() => (reporting = null));
+    return reporting;
+  };
+
+  const supervisor = new Supervisor({ adapters: createAdapters(stateDir), onChange: () => void report(), log: (event, fields) => log(event, fields) });
+  supervisor.start();
+
+  const maybeRotate = async () => {
+    const issued = Date.parse(identity!.credentialIssuedAt);
+    const expires = Date.parse(identity!.credentialExpiresAt);
+    if (Date.now() < issued + ((expires - issued) * 2) / 3) return;
+    const next = await generateMachineKey();
+    await saveKey(stateDir, next.privateJwk, true);
+    const result = await client.request('POST', '/agent/v1/credentials', { publicKey: next.publicJwk }, RotateCredentialResponse);
+    if (!result.success) {
+      log('credential rotation failed', { code: result.error.code });
+      return;
+    }
+    await promoteNextKey(stateDir);
+    identity = { ...identity!, credentialId: result.data.credentialId, credentialIssuedAt: new Date().toISOString(), credentialExpiresAt: result.data.credentialExpiresAt };
+    await saveIdentity(stateDir, identity);
+    credentials = { ...credentials, credentialId: result.data.credentialId, key: next.privateKey };
+    log('credential rotated', { credentialId: result.data.credentialId, expiresAt: result.data.credentialExpiresAt });
+  };
+
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  const keepAlive = async () => {
+    if (stopping) return;
+    await report();
+    await maybeRotate().catch((error: unknown) => log('credential rotation failed', { error: String(error) }));
+    if (!stopping) heartbeatTimer = setTimeout(() => void keepAlive(), intervalMs);
+  };
+
+  const link = openStreamLink({
+    baseUrl: identity.url,
+    dispatcher,
+    signedInit: client.signedInit,
+    silenceTimeoutMs: 45_000,
+    onState: (state, detail) => {
+      if (state === 'open') counters.stream_connects_total += 1;
+      log(`stream ${state}`, detail ? { detail } : {});
+    },
+    onMalformed: (error) => {
+      counters.stream_malformed_total += 1;
+      log('stream message rejected', { error });
+    },
+    onFatal: (status) => log('stream refused', { status }),
+    onEvent: (event) => {
+      if (event.event === 'desired') {
+        void (async () => {
+          const verdict = await verifyDesiredState({ jws: event.data.jws, jwks: identity!.jwks, machineId: identity!.machineId, clusterId: identity!.clusterId, heldGen });
+          if (!verdict.accepted) {
+            counters.desired_rejected_total += 1;
+            log('desired state rejected', { reason: verdict.reason });
+            void report();
+            return;
+          }
+          if (verdict.desired.gen !== heldGen) await saveHeldGen(stateDir, verdict.desired.gen);
+          heldGen = verdict.desired.gen;
+          supervisor.apply(verdict.desired.gen, verdict.desired.assignments);
+        })();
+      } else if (event.event === 'revoked') {
+        log('machine revoked', { reason: event.data.reason });
+        void shutdown('revoked');
+      }
+    },
+  });
+
+  async function shutdown(reason: 'stopped' | 'revoked') {
+    if (stopping) return;
+    stopping = true;
+    clearTimeout(heartbeatTimer);
+    link.close();
+    // A revoked machine is no longer trusted with its desired state: its runtimes stop too.
+    await supervisor.shutdown({ stopRuntimes: reason === 'revoked' || (opts.stopRuntimesOnExit ?? false) });
+    await reporting;
+    finish(reason);
+  }
+
+  void keepAlive();
+  return { done, stop: () => shutdown('stopped') };
+}

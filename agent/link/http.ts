@@ -1,0 +1,69 @@
+import { EnvHttpProxyAgent, fetch, type Dispatcher, type RequestInit, type Response } from 'undici';
+import type { CryptoKey } from 'jose';
+import type { z } from 'zod';
+import { canonicalize } from '../../shared/canonical.js';
+import { signMachineRequest } from '../../shared/machine-jwt.js';
+
+export type LinkResult<T> = { success: true; data: T } | { success: false; status: number; error: { code: string; message: string } };
+
+/** The dispatcher for every outbound request: honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY. */
+export function proxyDispatcher(): Dispatcher {
+  return new EnvHttpProxyAgent();
+}
+
+function failure(status: number, code: string, message: string): { success: false; status: number; error: { code: string; message: string } } {
+  return { success: false, status, error: { code, message } };
+}
+
+/** Reads a response into a `LinkResult`, validating success bodies with `schema`. Never throws. */
+export async function readResult<S extends z.ZodType>(response: Response, schema: S): Promise<LinkResult<z.output<S>>> {
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = text.length ? JSON.parse(text) : null;
+  } catch {
+    return failure(response.status, 'invalid_response', `control plane answered ${response.status} with non-JSON`);
+  }
+  if (!response.ok) {
+    const error = (json as { error?: { code?: string; message?: string } } | null)?.error;
+    return failure(response.status, error?.code ?? 'http_error', error?.message ?? `HTTP ${response.status}`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) return failure(response.status, 'invalid_response', 'control plane response does not match the contract');
+  return { success: true, data: parsed.data };
+}
+
+export interface MachineCredentials {
+  machineId: string;
+  clusterId: string;
+  credentialId: string;
+  key: CryptoKey;
+}
+
+/**
+ * The agent's signed HTTP client: every request carries a fresh machine JWT bound to its method, path and
+ * body digest. Returns results instead of throwing across the network boundary.
+ */
+export function createSignedClient(opts: { baseUrl: string; credentials: () => MachineCredentials; dispatcher: Dispatcher }) {
+  async function signedInit(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<RequestInit> {
+    const creds = opts.credentials();
+    const jwt = await signMachineRequest({ key: creds.key, kid: creds.credentialId, machineId: creds.machineId, clusterId: creds.clusterId, method, path, body });
+    const headers: Record<string, string> = { authorization: `Bearer ${jwt}`, ...extra };
+    if (body.length) headers['content-type'] = 'application/json';
+    return { method, headers, body: body.length ? body : undefined, dispatcher: opts.dispatcher };
+  }
+  return {
+    signedInit,
+    /** Sends `payload` as RFC 8785 canonical JSON. */
+    async request<S extends z.ZodType>(method: string, path: string, payload: unknown, schema: S, timeoutMs = 10_000): Promise<LinkResult<z.output<S>>> {
+      const body = payload === undefined ? '' : canonicalize(payload);
+      try {
+        const response = await fetch(new URL(path, opts.baseUrl), { ...(await signedInit(method, path, body)), signal: AbortSignal.timeout(timeoutMs) });
+        return await readResult(response, schema);
+      } catch (error) {
+        return failure(0, 'network_error', error instanceof Error ? error.message : String(error));
+      }
+    },
+  };
+}
+export type SignedClient = ReturnType<typeof createSignedClient>;

@@ -1,0 +1,51 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { enrollAgent, jsonLog, runAgent } from './agent.js';
+import { runSimServerCli } from './runtimes/sim-server.js';
+
+function labelPair(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const index = value.indexOf('=');
+  if (index <= 0) throw new InvalidArgumentError('labels are key=value');
+  return { ...previous, [value.slice(0, index)]: value.slice(index + 1) };
+}
+
+const program = new Command('lunanexa-agent').description('LunaNexa node agent: dials out to the control plane; opens no inbound port');
+
+program
+  .command('enroll')
+  .description('enroll this machine with a single-use enrollment token')
+  .requiredOption('--url <url>', 'control plane URL')
+  .requiredOption('--token <token>', 'enrollment token (or - to read it from LUNANEXA_ENROLLMENT_TOKEN)')
+  .option('--name <name>', 'machine name (defaults to the hostname)')
+  .option('--label <key=value>', 'a label to declare (repeatable)', labelPair)
+  .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
+  .action(async (opts: { url: string; token: string; name?: string; label?: Record<string, string>; stateDir: string }) => {
+    const token = opts.token === '-' ? (process.env.LUNANEXA_ENROLLMENT_TOKEN ?? '') : opts.token;
+    const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir, labels: opts.label });
+    jsonLog('enrolled', { machineId: identity.machineId, name: identity.name, stateDir: opts.stateDir });
+  });
+
+program
+  .command('run')
+  .description('connect to the control plane and supervise runtimes')
+  .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
+  .option('--stop-runtimes-on-exit', 'stop runtimes when the agent stops (by default they keep running and are re-adopted)')
+  .action(async (opts: { stateDir: string; stopRuntimesOnExit?: boolean }) => {
+    const agent = await runAgent({ stateDir: opts.stateDir, stopRuntimesOnExit: opts.stopRuntimesOnExit });
+    // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
+    const stop = () => void agent.stop();
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    const reason = await agent.done;
+    jsonLog('agent stopped', { reason });
+    process.exit(reason === 'revoked' ? 3 : 0);
+  });
+
+// The simulated runtime is this same binary, so that the single-file agent bundle can launch it; its flags
+// are its own and bypass the agent's parser.
+if (process.argv[2] === 'sim-runtime') await runSimServerCli(process.argv.slice(3));
+else {
+  await program.parseAsync(process.argv).catch((error: unknown) => {
+    jsonLog('fatal', { error: error instanceof Error ? error.message : String(error) });
+    process.exit(1);
+  });
+}

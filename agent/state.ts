@@ -1,0 +1,85 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import { Jwks, type Ed25519PublicJwk } from '../shared/contracts/enrollment.js';
+
+/** What an enrolled agent knows about itself; the private key lives beside it in its own 0600 file. */
+export const AgentIdentity = z.object({
+  url: z.string().url(),
+  name: z.string(),
+  machineId: z.string(),
+  workspaceId: z.string(),
+  clusterId: z.string(),
+  credentialId: z.string(),
+  credentialIssuedAt: z.string(),
+  credentialExpiresAt: z.string(),
+  /** The control plane's keys, pinned at enrollment: desired states signed by anything else are refused. */
+  jwks: Jwks,
+  heartbeatIntervalMs: z.number().int().positive(),
+});
+export type AgentIdentity = z.infer<typeof AgentIdentity>;
+
+export const IDENTITY_FILE = 'identity.json';
+export const KEY_FILE = 'machine-key.jwk';
+const NEXT_KEY_FILE = 'machine-key.next.jwk';
+
+/** Writes a file atomically (temp + rename) with the given mode. */
+export async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, text, { mode });
+  await rename(temp, path);
+}
+
+export async function ensureStateDir(dir: string): Promise<void> {
+  await mkdir(join(dir, 'runtimes'), { recursive: true, mode: 0o700 });
+}
+
+/** A new Ed25519 key pair, generated locally; only the public half ever leaves the machine. */
+export async function generateMachineKey(): Promise<{ privateKey: CryptoKey; publicJwk: Ed25519PublicJwk; privateJwk: JWK }> {
+  const { publicKey, privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+  const pub = await exportJWK(publicKey);
+  return { privateKey, publicJwk: { kty: 'OKP', crv: 'Ed25519', x: pub.x! }, privateJwk: await exportJWK(privateKey) };
+}
+
+export async function saveKey(dir: string, privateJwk: JWK, next = false): Promise<void> {
+  await writeFileAtomic(join(dir, next ? NEXT_KEY_FILE : KEY_FILE), JSON.stringify(privateJwk), 0o600);
+}
+
+/** Promotes the rotated key to the current one (after the control plane accepted it). */
+export async function promoteNextKey(dir: string): Promise<void> {
+  await rename(join(dir, NEXT_KEY_FILE), join(dir, KEY_FILE));
+}
+
+export async function loadKey(dir: string): Promise<CryptoKey> {
+  const jwk = JSON.parse(await readFile(join(dir, KEY_FILE), 'utf8')) as JWK;
+  return (await importJWK(jwk, 'EdDSA')) as CryptoKey;
+}
+
+export async function saveIdentity(dir: string, identity: AgentIdentity): Promise<void> {
+  await writeFileAtomic(join(dir, IDENTITY_FILE), JSON.stringify(identity, null, 2), 0o600);
+}
+
+/** The enrolled identity, or null when this state dir has not enrolled. */
+export async function loadIdentity(dir: string): Promise<AgentIdentity | null> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, IDENTITY_FILE), 'utf8');
+  } catch {
+    return null;
+  }
+  return AgentIdentity.parse(JSON.parse(text));
+}
+
+/** The newest desired-state generation this machine accepted, kept across restarts so it never goes back. */
+export async function loadHeldGen(dir: string): Promise<number> {
+  try {
+    return z.object({ gen: z.number().int() }).parse(JSON.parse(await readFile(join(dir, 'desired-gen.json'), 'utf8'))).gen;
+  } catch {
+    return 0;
+  }
+}
+
+export async function saveHeldGen(dir: string, gen: number): Promise<void> {
+  await writeFileAtomic(join(dir, 'desired-gen.json'), JSON.stringify({ gen }));
+}

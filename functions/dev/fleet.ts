@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { access, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createEnrollmentToken } from '../services/enrollment.js';
+import { applyDeployment } from '../services/deployments.js';
+import type { RunningControlPlane } from '../node.js';
+
+/** The agent's entry in the source tree; run with this process's own loader flags (tsx). */
+export const AGENT_ENTRY = fileURLToPath(new URL('../../agent/main.ts', import.meta.url));
+
+/** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
+export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
+  const child = spawn(process.execPath, [...process.execArgv, AGENT_ENTRY, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...opts.env },
+  });
+  const log = createWriteStream(opts.logFile, { flags: 'a', mode: 0o600 });
+  child.stdout!.pipe(log, { end: false });
+  child.stderr!.pipe(log, { end: false });
+  child.once('exit', () => log.end());
+  return child;
+}
+
+export async function waitForExit(child: ChildProcess, timeoutMs = 15_000): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  return await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${timeoutMs} ms`)), timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/** The demo deployment `npm start` serves: model `sim-chat` on every simulated node. */
+export async function seedDemoDeployment(plane: RunningControlPlane, replicas: number, runtime: { ttftMs?: number; loadMs?: number } = {}) {
+  return await applyDeployment({
+    ctx: plane.systemCtx,
+    input: {
+      workspaceId: plane.workspaceId,
+      name: 'sim-chat',
+      model: 'sim-chat',
+      runtime: {
+        kind: 'simulated',
+        model: 'sim-chat',
+        ttftMs: runtime.ttftMs ?? 20,
+        tokensPerSecond: 200,
+        loadMs: runtime.loadMs ?? 300,
+        memoryMiB: 1024,
+        failureRate: 0,
+      },
+      artifact: null,
+      restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 500 },
+      replicas,
+      selector: { sim: 'true' },
+      gpus: 0,
+      memoryMiB: 1024,
+    },
+  });
+}
+
+export interface SimNode {
+  name: string;
+  stateDir: string;
+  logFile: string;
+  process: ChildProcess;
+}
+
+/**
+ * Enrolls (first time only, through the real enrollment path) and runs one simulated node: a separate agent
+ * process with its own identity and state dir.
+ */
+export async function startSimNode(plane: RunningControlPlane, name: string, rootDir: string, runArgs: string[] = ['--stop-runtimes-on-exit']): Promise<SimNode> {
+  const stateDir = join(rootDir, name);
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  const logFile = join(stateDir, 'agent.log');
+  const enrolled = await access(join(stateDir, 'identity.json')).then(
+    () => true,
+    () => false,
+  );
+  if (!enrolled) {
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
+    });
+    const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
+      logFile,
+      env: { LUNANEXA_ENROLLMENT_TOKEN: token.token },
+    });
+    const code = await waitForExit(enroll, 60_000);
+    if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
+  }
+  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, ...runArgs], { logFile }) };
+}
+
+/** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */
+export async function stopSimNodes(nodes: SimNode[]): Promise<void> {
+  for (const node of nodes) node.process.kill('SIGTERM');
+  await Promise.all(nodes.map((node) => waitForExit(node.process).catch(() => node.process.kill('SIGKILL'))));
+}

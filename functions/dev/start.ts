@@ -1,0 +1,64 @@
+import { join, resolve } from 'node:path';
+import { NodeEnv, configFromEnv } from '../env.js';
+import { startControlPlane } from '../node.js';
+import { listMachines } from '../services/machines.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
+
+/**
+ * `npm start`: the control plane on the embedded store (or DATABASE_URL) with LUNANEXA_SIM_NODES simulated
+ * nodes `dgx-1`...`dgx-N`, each a separate agent process serving the demo deployment `sim-chat`.
+ */
+const env = NodeEnv.parse(process.env);
+const startedAt = performance.now();
+const dataDir = resolve(env.LUNANEXA_DATA_DIR);
+const plane = await startControlPlane({
+  port: env.LUNANEXA_PORT,
+  host: env.LUNANEXA_HOST,
+  dataDir,
+  databaseUrl: env.DATABASE_URL,
+  config: configFromEnv(env),
+});
+const count = env.LUNANEXA_SIM_NODES;
+if (count > 0) await seedDemoDeployment(plane, count);
+const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
+
+console.log(`
+LunaNexa control plane  ${plane.url}
+console                 ${plane.url}/
+admin token             ${plane.adminTokenPath}  (mode 0600)
+store                   ${env.DATABASE_URL ? 'DATABASE_URL' : join(dataDir, 'store')}
+simulated nodes         ${nodes.map((n) => n.name).join(', ') || 'none'}  (agent logs in ${join(dataDir, 'nodes')}/<name>/agent.log)
+
+  curl -H "Authorization: Bearer $(cat ${plane.adminTokenPath})" ${plane.url}/api/v1/machines
+`);
+
+let shuttingDown = false;
+async function shutdown(signal: string) {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  console.log(`\n${signal}: stopping ${nodes.length} agents and the control plane...`);
+  clearInterval(watch);
+  await stopSimNodes(nodes);
+  await plane.close();
+  console.log('stopped cleanly');
+  process.exit(0);
+}
+process.once('SIGINT', () => void shutdown('SIGINT'));
+process.once('SIGTERM', () => void shutdown('SIGTERM'));
+
+for (const node of nodes) {
+  node.process.once('exit', (code, signal) => {
+    if (!shuttingDown) console.log(`agent ${node.name} exited (code ${code}, signal ${signal}); see ${node.logFile}`);
+  });
+}
+
+let announced = count === 0;
+const watch = setInterval(async () => {
+  if (announced) return clearInterval(watch);
+  const machines = await listMachines({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId } });
+  const ready = machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable));
+  if (ready.length >= count) {
+    announced = true;
+    console.log(`${ready.length} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+  }
+}, 250);
