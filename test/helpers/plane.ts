@@ -1,0 +1,73 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { FAST_TEST_CONFIG, type ControlPlaneConfig } from '../../functions/config.js';
+import { startControlPlane, type RunningControlPlane } from '../../functions/node.js';
+import { createTestDatabase } from './pg.js';
+
+export type StoreKind = 'pglite' | 'pg';
+
+export interface TestPlane extends RunningControlPlane {
+  dataDir: string;
+  databaseUrl?: string;
+  /** Closes the plane, and with `keepData` leaves its store for a restart. */
+  stop(opts?: { keepData?: boolean }): Promise<void>;
+  /** `fetch` against the plane with the admin token. */
+  admin(path: string, init?: RequestInit): Promise<Response>;
+}
+
+/** Starts a real control plane on a free loopback port with the fast test timings. */
+export async function startTestPlane(
+  opts: { store?: StoreKind; config?: Partial<ControlPlaneConfig>; dataDir?: string; databaseUrl?: string; port?: number } = {},
+): Promise<TestPlane> {
+  const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'lnx-test-')));
+  let databaseUrl = opts.databaseUrl;
+  let drop: (() => Promise<void>) | undefined;
+  if (opts.store === 'pg' && !databaseUrl) {
+    const db = await createTestDatabase();
+    databaseUrl = db.url;
+    drop = db.drop;
+  }
+  const plane = await startControlPlane({
+    port: opts.port ?? 0,
+    dataDir,
+    databaseUrl,
+    config: { ...FAST_TEST_CONFIG, ...opts.config },
+    logger: pino({ level: process.env.LUNANEXA_TEST_LOG ?? 'silent' }),
+  });
+  return {
+    ...plane,
+    dataDir,
+    databaseUrl,
+    async stop(stopOpts = {}) {
+      await plane.close();
+      if (!stopOpts.keepData) {
+        await drop?.();
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+    admin(path, init = {}) {
+      const headers = new Headers(init.headers);
+      headers.set('authorization', `Bearer ${plane.adminToken}`);
+      if (init.body && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      return fetch(`${plane.url}${path}`, { ...init, headers });
+    },
+  };
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor<T>(check: () => Promise<T | null | undefined | false>, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${opts.what ?? 'condition'}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 100));
+  }
+}
