@@ -7,12 +7,12 @@ import { createEnrollmentToken } from '../services/enrollment.js';
 import { applyDeployment } from '../services/deployments.js';
 import type { RunningControlPlane } from '../node.js';
 
-/** The agent's entry in the source tree; run with this process's own loader flags (tsx). */
+/** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
 export const AGENT_ENTRY = fileURLToPath(new URL('../../agent/main.ts', import.meta.url));
 
 /** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
 export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
-  const child = spawn(process.execPath, [...process.execArgv, AGENT_ENTRY, ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', AGENT_ENTRY, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },
   });
