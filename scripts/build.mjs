@@ -1,5 +1,5 @@
 // Bundles the three deliverables into dist/: the Workers entry, the Node control plane and the single-file agent.
-import { cp, mkdir, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -17,25 +17,40 @@ const NOT_IN_WORKER = ['@electric-sql/pglite', 'pg', 'pg-pool', '@hono/node-serv
 const BUILTINS = new Set(builtinModules.filter((name) => !name.startsWith('_')));
 
 /**
- * Node built-ins inside the Workers bundle. `nodejs_compat` serves `node:*` imports, but a CJS dependency's
- * `require('buffer')` would become esbuild's throwing dynamic-require stub in ESM output. Each built-in is
- * therefore routed through a tiny ESM module that imports `node:<name>` statically, which esbuild can then
- * hand to `require` as a namespace. Built-ins workerd does not have are reported by Miniflare at load time.
+ * Node built-ins that workerd serves under `nodejs_compat` (checked against Miniflare 4.20251217 with
+ * compatibility_date 2025-09-01). `node:cluster`, `node:v8`, `node:fs`, `node:os`, `node:perf_hooks` and
+ * `node:worker_threads` are not among them: importing one stops the Worker from loading at all.
  */
-function workerBuiltins() {
+export const WORKERD_BUILTINS = new Set([
+  'assert', 'async_hooks', 'buffer', 'crypto', 'diagnostics_channel', 'dns', 'events', 'http', 'https', 'module', 'net',
+  'path', 'process', 'querystring', 'stream', 'string_decoder', 'timers', 'tls', 'url', 'util', 'zlib',
+]);
+
+const builtinName = (path) => {
+  const name = path.replace(/^node:/, '');
+  return BUILTINS.has(name) || BUILTINS.has(name.split('/')[0]) ? name : undefined;
+};
+
+/**
+ * Node built-ins inside the Workers bundle. ESM imports stay `node:*` externals. CJS `require()` calls (only
+ * prom-client makes them) become esbuild's `__require`, which throws in ESM unless a `require` is in scope, so
+ * workerBanner() declares one over static imports. prom-client loads `v8`, `fs` and `cluster` eagerly but uses
+ * them only for default process metrics and cluster aggregation, neither of which the Worker enables; those
+ * resolve to a stub that throws on first use, which is why a load-time failure cannot hide behind it.
+ */
+function workerBuiltins(required) {
   return {
     name: 'worker-node-builtins',
     setup(build) {
-      build.onResolve({ filter: /^(node:)?[a-z_/]+$/ }, (args) => {
-        const name = args.path.replace(/^node:/, '');
-        if (!BUILTINS.has(name) && !BUILTINS.has(name.split('/')[0])) return undefined;
-        if (args.kind === 'import-statement' || args.kind === 'dynamic-import') return { path: `node:${name}`, external: true };
-        return { path: name, namespace: 'node-builtin' };
+      build.onResolve({ filter: /^(node:)?[a-z0-9_/]+$/ }, (args) => {
+        const name = builtinName(args.path);
+        if (!name) return undefined;
+        if (args.kind === 'require-call') required.add(name);
+        else if (!WORKERD_BUILTINS.has(name)) {
+          return { errors: [{ text: `node:${name} is not available in Workers (imported from ${relative(ROOT, args.importer)})` }] };
+        }
+        return { path: `node:${name}`, external: true };
       });
-      build.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => ({
-        contents: `import * as m from 'node:${args.path}'; export default (m.default ?? m); export * from 'node:${args.path}';`,
-        loader: 'js',
-      }));
       build.onResolve({ filter: /.*/ }, (args) => {
         const hit = NOT_IN_WORKER.find((name) => args.path === name || args.path.startsWith(`${name}/`));
         if (hit) return { errors: [{ text: `${args.path} must not be bundled into the Worker (imported from ${relative(ROOT, args.importer)})` }] };
@@ -43,6 +58,35 @@ function workerBuiltins() {
       });
     },
   };
+}
+
+/** The `require` the Worker bundle's CJS dependencies call, over the built-ins they asked for. */
+function workerBanner(required) {
+  const lines = [];
+  const entries = [];
+  [...required].sort().forEach((name, i) => {
+    if (WORKERD_BUILTINS.has(name)) {
+      lines.push(`import __lnxBuiltin${i} from 'node:${name}';`);
+      entries.push(`  ${JSON.stringify(name)}: __lnxBuiltin${i},`);
+    } else {
+      entries.push(`  ${JSON.stringify(name)}: __lnxMissing(${JSON.stringify(name)}),`);
+    }
+  });
+  return [
+    ...lines,
+    'function __lnxMissing(name) {',
+    "  return new Proxy({}, { get(_, key) { throw new Error(`node:${name} is not available in Workers (reading ${String(key)})`); } });",
+    '}',
+    'const __lnxBuiltins = {',
+    ...entries,
+    '};',
+    'const require = (id) => {',
+    "  const name = id.startsWith('node:') ? id.slice(5) : id;",
+    '  if (name in __lnxBuiltins) return __lnxBuiltins[name];',
+    "  throw new Error(`require(${id}) is not available in the Worker bundle`);",
+    '};',
+    '',
+  ].join('\n');
 }
 
 /** @type {import('esbuild').BuildOptions} */
@@ -70,15 +114,23 @@ export async function build(opts = {}) {
 
   if (only.has('worker')) {
     jobs.push(
-      esbuild.build({
-        ...COMMON,
-        entryPoints: [join(ROOT, 'functions/worker.ts')],
-        outfile: join(outDir, 'worker.mjs'),
-        platform: 'browser',
-        conditions: ['workerd', 'worker', 'browser'],
-        mainFields: ['browser', 'module', 'main'],
-        plugins: [workerBuiltins()],
-      }),
+      (async () => {
+        const required = new Set();
+        const outfile = join(outDir, 'worker.mjs');
+        const result = await esbuild.build({
+          ...COMMON,
+          entryPoints: [join(ROOT, 'functions/worker.ts')],
+          outfile,
+          write: false,
+          platform: 'browser',
+          conditions: ['workerd', 'worker', 'browser'],
+          mainFields: ['browser', 'module', 'main'],
+          plugins: [workerBuiltins(required)],
+        });
+        const [output] = result.outputFiles;
+        await writeFile(outfile, workerBanner(required) + output.text);
+        return result;
+      })(),
     );
   }
 

@@ -72,7 +72,12 @@ export interface SimNode {
  * Enrolls (first time only, through the real enrollment path) and runs one simulated node: a separate agent
  * process with its own identity and state dir.
  */
-export async function startSimNode(plane: RunningControlPlane, name: string, rootDir: string, runArgs: string[] = ['--stop-runtimes-on-exit']): Promise<SimNode> {
+export async function startSimNode(
+  plane: RunningControlPlane,
+  name: string,
+  rootDir: string,
+  opts: { runArgs?: string[]; env?: NodeJS.ProcessEnv } = {},
+): Promise<SimNode> {
   const stateDir = join(rootDir, name);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
   const logFile = join(stateDir, 'agent.log');
@@ -87,12 +92,13 @@ export async function startSimNode(plane: RunningControlPlane, name: string, roo
     });
     const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
       logFile,
-      env: { LUNANEXA_ENROLLMENT_TOKEN: token.token },
+      env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
     });
     const code = await waitForExit(enroll, 60_000);
     if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
   }
-  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, ...runArgs], { logFile }) };
+  const runArgs = opts.runArgs ?? ['--stop-runtimes-on-exit'];
+  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, ...runArgs], { logFile, env: opts.env }) };
 }
 
 /** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */

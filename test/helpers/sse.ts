@@ -11,7 +11,7 @@ export class SseReader {
   private readonly queue: SseItem[] = [];
   private readonly waiters: Array<() => void> = [];
   private buffer = '';
-  private ended = false;
+  private finished = false;
   /** When the server ended the stream (or the read failed), by `Date.now()`. */
   endedAt: number | null = null;
   readonly pumping: Promise<void>;
@@ -36,7 +36,7 @@ export class SseReader {
     } catch {
       // An aborted or reset body is an end of stream for the test's purposes.
     } finally {
-      this.ended = true;
+      this.finished = true;
       this.endedAt = Date.now();
       this.wake();
     }
@@ -75,7 +75,7 @@ export class SseReader {
     for (;;) {
       const item = this.queue.shift();
       if (item) return item;
-      if (this.ended) return null;
+      if (this.finished) return null;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no SSE item within ${timeoutMs} ms`);
       await new Promise<void>((resolve) => {
@@ -107,9 +107,9 @@ export class SseReader {
   }
 
   /** Resolves true once the stream has ended, false if it is still open after `timeoutMs`. */
-  async ended_(timeoutMs: number): Promise<boolean> {
+  async waitForEnd(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (!this.ended && Date.now() < deadline) {
+    while (!this.finished && Date.now() < deadline) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, deadline - Date.now());
         this.waiters.push(() => {
@@ -118,6 +118,6 @@ export class SseReader {
         });
       });
     }
-    return this.ended;
+    return this.finished;
   }
 }
