@@ -1,0 +1,13 @@
+/** Which bundle to build: dist/worker.mjs, dist/control-plane.mjs (+ dist/migrations/), dist/lunanexa-agent.mjs. */
+export type BundleName = 'worker' | 'control-plane' | 'agent';
+
+export interface BuiltBundle {
+  path: string;
+  bytes: number;
+}
+
+/** Node built-ins the Workers runtime serves under `nodejs_compat`. */
+export declare const WORKERD_BUILTINS: ReadonlySet<string>;
+
+/** Builds the bundles (all three by default) and returns each one's path and size; throws on esbuild errors. */
+export declare function build(opts?: { outDir?: string; only?: BundleName[] }): Promise<Partial<Record<BundleName, BuiltBundle>>>;

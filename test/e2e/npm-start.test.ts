@@ -1,0 +1,62 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, pidAlive } from '../../agent/runtimes/process.js';
+import { waitForExit } from '../../functions/dev/fleet.js';
+import type { MachineView } from '../../shared/contracts/machine.js';
+import { waitFor } from '../helpers/plane.js';
+
+/** The public contract of DESIGN.md section 10: `npm start` on a fresh data dir, then Ctrl-C. */
+describe('npm start', () => {
+  let dataDir: string;
+  afterAll(async () => {
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('serves four ready simulated nodes with sim-chat, an admin token file, and stops cleanly on Ctrl-C', async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'lnx-start-'));
+    const port = await freePort();
+    // Its own process group, so that a signal to the group is what Ctrl-C in a terminal does.
+    const child = spawn('npm', ['start'], {
+      cwd: process.cwd(),
+      env: { ...process.env, LUNANEXA_DATA_DIR: dataDir, LUNANEXA_PORT: String(port), LUNANEXA_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let output = '';
+    child.stdout!.on('data', (chunk) => (output += chunk));
+    child.stderr!.on('data', (chunk) => (output += chunk));
+    try {
+      const tokenPath = join(dataDir, 'admin.token');
+      const token = await waitFor(async () => (await readFile(tokenPath, 'utf8')).trim(), { timeoutMs: 60_000, what: 'admin.token' });
+      expect((await stat(tokenPath)).mode & 0o777).toBe(0o600);
+      const machines = await waitFor(
+        async () => {
+          const response = await fetch(`http://127.0.0.1:${port}/api/v1/machines`, { headers: { authorization: `Bearer ${token}` } });
+          const data = ((await response.json()) as { data: MachineView[] }).data;
+          return data.length === 4 && data.every((m) => m.state === 'ready' && m.runtimes[0]?.routable) ? data : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 250, what: 'four routable simulated nodes' },
+      );
+      expect(machines.map((m) => m.name)).toEqual(['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4']);
+      expect(machines.every((m) => m.runtimes[0]!.model === 'sim-chat')).toBe(true);
+      expect(output).toContain(`http://127.0.0.1:${port}`);
+      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    } finally {
+      process.kill(-child.pid!, 'SIGINT');
+      await waitForExit(child, 30_000);
+    }
+    // npm itself may die of the SIGINT; the launcher it ran must finish its orderly stop.
+    await waitFor(async () => output.includes('stopped cleanly'), { timeoutMs: 30_000, what: 'orderly stop' });
+    // Every runtime the agents launched is gone.
+    for (const node of await readdir(join(dataDir, 'nodes'))) {
+      const runtimes = join(dataDir, 'nodes', node, 'runtimes');
+      for (const file of (await readdir(runtimes)).filter((f) => f.endsWith('.json'))) {
+        const { pid } = JSON.parse(await readFile(join(runtimes, file), 'utf8')) as { pid: number };
+        expect(pidAlive(pid)).toBe(false);
+      }
+    }
+  }, 180_000);
+});

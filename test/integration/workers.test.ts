@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
+import pino from 'pino';
+import { WebSocket } from 'ws';
+import { Miniflare } from 'miniflare';
+import { build } from '../../scripts/build.mjs';
+import { ControlPlaneConfig } from '../../functions/config.js';
+import { createMemoryBus } from '../../functions/relay/bus.js';
+import { createMetrics } from '../../functions/telemetry/metrics.js';
+import { createIdentityLoader } from '../../functions/services/identity.js';
+import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
+import { openPgStore } from '../../functions/store/pg.js';
+import { clusterSettings, machines } from '../../functions/store/schema/index.js';
+import { generateMachineKey } from '../../agent/state.js';
+import { newId } from '../../shared/ids.js';
+import type { Ports } from '../../functions/context.js';
+import type { Store } from '../../functions/store/db.js';
+import type { ServiceCtx } from '../../functions/services/service-context.js';
+import { describePg, createTestDatabase } from '../helpers/pg.js';
+import { startNeonWsProxy, type NeonWsProxy } from '../helpers/neon-ws-proxy.js';
+import { TEST_INVENTORY } from '../helpers/machine.js';
+
+const COMPATIBILITY_DATE = '2025-09-01';
+const BASE = 'http://lunanexa.test';
+
+type ErrorEnvelope = { error: { code: string; message: string; requestId: string; details?: unknown } };
+
+describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver over a WebSocket proxy)', () => {
+  let database: { url: string; drop(): Promise<void> };
+  let store: Store;
+  let ctx: ServiceCtx;
+  let proxy: NeonWsProxy;
+  let mf: Miniflare;
+  let adminToken: string;
+  let workerPath: string;
+
+  beforeAll(async () => {
+    const [outputs, db] = await Promise.all([build({ only: ['worker'] }), createTestDatabase()]);
+    workerPath = outputs.worker!.path;
+    database = db;
+    // The worker never migrates (npm run db:migrate does); the pg store migrates on open, like that command.
+    store = await openPgStore(database.url, { max: 2 });
+    const ports: Ports = {
+      store,
+      bus: createMemoryBus(),
+      config: ControlPlaneConfig.parse({}),
+      logger: pino({ level: 'silent' }),
+      metrics: createMetrics(),
+      instanceId: newId('instance'),
+      identity: createIdentityLoader(store.db),
+    };
+    ctx = { db: store.db, ports, actor: 'system' };
+    const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });
+    adminToken = (await createApiToken({ ctx, input: { workspaceId, name: 'workers test admin', role: 'admin' } })).token;
+    proxy = await startNeonWsProxy();
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: workerPath,
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: ['nodejs_compat'],
+      bindings: { DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, LUNANEXA_LOG_LEVEL: 'warn' },
+    });
+    await mf.ready;
+  });
+
+  afterAll(async () => {
+    await mf?.dispose();
+    await proxy?.close();
+    await store?.close();
+    await database?.drop();
+  });
+
+  const call = (path: string, init: RequestInit & { token?: string } = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.token) headers.set('authorization', `Bearer ${init.token}`);
+    if (init.body && !headers.has('content-type')) headers.set('content-type', 'application/json');
+    return mf.dispatchFetch(`${BASE}${path}`, { method: init.method, body: init.body as string | undefined, headers: Object.fromEntries(headers) });
+  };
+
+  it('answers /healthz without touching the store', async () => {
+    const response = await call('/healthz');
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok' });
+  });
+
+  it('reads the real PostgreSQL through the Neon driver for /readyz', async () => {
+    const response = await call('/readyz');
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ status: 'ready', store: 'neon', migrated: true });
+  });
+
+  it('mints an enrollment token, enrolls a machine and lists it, all through the Worker', async () => {
+    const minted = await call('/api/v1/enrollment-tokens', { method: 'POST', token: adminToken, body: JSON.stringify({ name: 'edge-node', labels: { via: 'worker' } }) });
+    expect(minted.status).toBe(201);
+    const { token } = (await minted.json()) as { token: string };
+
+    const key = await generateMachineKey();
+    const enrolled = await call('/agent/v1/enroll', {
+      method: 'POST',
+      body: JSON.stringify({ token, name: 'edge-node', publicKey: key.publicJwk, inventory: TEST_INVENTORY }),
+    });
+    expect(enrolled.status).toBe(201);
+    const { machineId, jwks } = (await enrolled.json()) as { machineId: string; jwks: { keys: unknown[] } };
+    expect(machineId).toMatch(/^mch_/);
+    expect(jwks.keys.length).toBeGreaterThan(0);
+    // The row is really in PostgreSQL, not in some Worker-local state.
+    const [row] = await store.db.select().from(machines).where(eq(machines.id, machineId));
+    expect(row?.labels).toEqual({ via: 'worker' });
+
+    const listed = await call('/api/v1/machines', { token: adminToken });
+    expect(listed.status).toBe(200);
+    const { data } = (await listed.json()) as { data: { id: string; name: string }[] };
+    expect(data.map((m) => m.id)).toContain(machineId);
+  });
+
+  it('rejects an unknown API token with the 401 envelope', async () => {
+    const response = await call('/api/v1/machines', { token: 'lnx_not-a-real-token-at-all' });
+    expect(response.status).toBe(401);
+    const body = (await response.json()) as ErrorEnvelope;
+    expect(body.error.code).toBe('invalid_token');
+    expect(body.error.requestId).toBeTruthy();
+  });
+
+  it('answers malformed JSON with 400, not a 500', async () => {
+    const response = await call('/agent/v1/enroll', { method: 'POST', body: '{"token": "abc",' });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as ErrorEnvelope).error.code).toBe('invalid_json');
+  });
+
+  it('serves prom-client metrics from inside workerd', async () => {
+    const response = await call('/metrics');
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('lunanexa_enrollments_total{result="ok"}');
+  });
+
+  it('runs the controller tick from the cron trigger', async () => {
+    const before = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
+    expect(before).toEqual([]);
+    const worker = await mf.getWorker();
+    const result = await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() });
+    expect(result.outcome).toBe('ok');
+    const [after] = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
+    const lastTickAt = new Date((after?.value as { lastTickAt: string }).lastTickAt);
+    expect(Math.abs(Date.now() - lastTickAt.getTime())).toBeLessThan(60_000);
+  });
+
+  it('answers a bad environment with a 500 that names the variable but not its value', async () => {
+    const secret = 'hunter2-should-never-leak';
+    const broken = new Miniflare({
+      modules: true,
+      scriptPath: workerPath,
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: ['nodejs_compat'],
+      bindings: { DATABASE_URL: `not a url ${secret}`, LUNANEXA_RUNTIME_TTL_MS: 'soon' },
+    });
+    try {
+      const response = await broken.dispatchFetch(`${BASE}/healthz`);
+      expect(response.status).toBe(500);
+      const text = await response.text();
+      expect(text).not.toContain(secret);
+      const body = JSON.parse(text) as ErrorEnvelope;
+      expect(body.error.code).toBe('invalid_environment');
+      expect(body.error.details).toMatchObject({ variables: ['DATABASE_URL', 'LUNANEXA_RUNTIME_TTL_MS'] });
+    } finally {
+      await broken.dispose();
+    }
+  });
+
+  it('has a test proxy that refuses non-loopback targets', async () => {
+    const ws = new WebSocket(`ws://${proxy.address}?address=10.1.2.3:5432`);
+    const status = await new Promise<number>((resolve) => {
+      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on('open', () => resolve(101));
+      ws.on('error', () => resolve(-1));
+    });
+    ws.terminate();
+    expect(status).toBe(403);
+    expect(proxy.refused).toContain('10.1.2.3:5432');
+  });
+});
