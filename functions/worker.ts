@@ -73,7 +73,7 @@ function workerLogger(level: string): Logger {
 
 /** Parses the bindings once per isolate; Workers hand every request of an isolate the same `env` object. */
 function isolateState(raw: unknown): EnvResult {
-  if (isolate?.raw === raw) return isolate.result;
+  if (isolate && isolate.raw === raw) return isolate.result;
   const parsed = WorkerEnv.safeParse(raw ?? {});
   let result: EnvResult;
   if (!parsed.success) {

@@ -32,11 +32,10 @@ const builtinName = (path) => {
 };
 
 /**
- * Node built-ins inside the Workers bundle. ESM imports stay `node:*` externals. CJS `require()` calls (only
- * prom-client makes them) become esbuild's `__require`, which throws in ESM unless a `require` is in scope, so
- * workerBanner() declares one over static imports. prom-client loads `v8`, `fs` and `cluster` eagerly but uses
- * them only for default process metrics and cluster aggregation, neither of which the Worker enables; those
- * resolve to a stub that throws on first use, which is why a load-time failure cannot hide behind it.
+ * Node built-ins inside the Workers bundle. ESM imports stay `node:*` externals (and fail the build when
+ * workerd lacks them). CJS `require()` calls (only prom-client makes them) become esbuild's `__require`, which
+ * throws in ESM unless a `require` is in scope, so workerBanner() declares one over static imports; a required
+ * built-in workerd lacks becomes a stub that throws on first use, never at load.
  */
 function workerBuiltins(required) {
   return {
@@ -51,6 +50,24 @@ function workerBuiltins(required) {
         }
         return { path: `node:${name}`, external: true };
       });
+      // prom-client's index eagerly loads its default process metrics, and processStartTime.js calls
+      // process.uptime() at load, which workerd lacks ("TypeError: process.uptime is not a function": the
+      // Worker never starts). The Worker needs only the metric classes, so it gets them without that index.
+      build.onResolve({ filter: /^prom-client$/ }, (args) => ({ path: args.path, namespace: 'worker-prom-client' }));
+      build.onLoad({ filter: /.*/, namespace: 'worker-prom-client' }, () => ({
+        contents: [
+          "export { default as Registry } from 'prom-client/lib/registry';",
+          "export { default as Counter } from 'prom-client/lib/counter';",
+          "export { default as Gauge } from 'prom-client/lib/gauge';",
+          "export { default as Histogram } from 'prom-client/lib/histogram';",
+          "export { default as Summary } from 'prom-client/lib/summary';",
+          'export function collectDefaultMetrics() {',
+          "  throw new Error('prom-client default (process) metrics are not available in Workers');",
+          '}',
+        ].join('\n'),
+        resolveDir: ROOT,
+        loader: 'js',
+      }));
       build.onResolve({ filter: /.*/ }, (args) => {
         const hit = NOT_IN_WORKER.find((name) => args.path === name || args.path.startsWith(`${name}/`));
         if (hit) return { errors: [{ text: `${args.path} must not be bundled into the Worker (imported from ${relative(ROOT, args.importer)})` }] };
@@ -74,6 +91,22 @@ function workerBanner(required) {
   });
   return [
     ...lines,
+    // prom-client times histograms with process.hrtime(), which workerd's `process` does not have (wrangler
+    // would add it through unenv; this bundle is not built by wrangler). Workers advance performance.now()
+    // only across I/O, which is what a reconcile duration is made of anyway.
+    "if (globalThis.process && typeof globalThis.process.hrtime !== 'function') {",
+    '  globalThis.process.hrtime = (previous) => {',
+    '    const now = performance.now();',
+    '    let seconds = Math.floor(now / 1000);',
+    '    let nanos = Math.round((now % 1000) * 1e6);',
+    '    if (previous) {',
+    '      seconds -= previous[0];',
+    '      nanos -= previous[1];',
+    '      if (nanos < 0) { seconds -= 1; nanos += 1e9; }',
+    '    }',
+    '    return [seconds, nanos];',
+    '  };',
+    '}',
     'function __lnxMissing(name) {',
     "  return new Proxy({}, { get(_, key) { throw new Error(`node:${name} is not available in Workers (reading ${String(key)})`); } });",
     '}',

@@ -27,9 +27,8 @@ export function registerStream(app: Hono<AppEnv>) {
     // Sign before the stream opens so that a failure is an ordinary error response.
     const first = await signDesiredState({ ctx, input: { machineId } });
 
-    c.header('Cache-Control', 'no-cache, no-transform');
     c.header('X-Accel-Buffering', 'no');
-    return streamSSE(c, async (stream) => {
+    const response = streamSSE(c, async (stream) => {
       ports.metrics.streamsAttached.inc();
       let closed = false;
       let finish!: () => void;
@@ -83,5 +82,8 @@ export function registerStream(app: Hono<AppEnv>) {
       ports.metrics.streamsAttached.dec();
       await detachStream({ ctx, input: { machineId, connectionId } }).catch(() => {});
     });
+    // streamSSE sets its own `Cache-Control: no-cache`; proxies must not transform the stream either.
+    response.headers.set('Cache-Control', 'no-cache, no-transform');
+    return response;
   });
 }

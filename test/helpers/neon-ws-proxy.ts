@@ -7,6 +7,10 @@ export interface NeonWsProxy {
   address: string;
   /** TCP targets the proxy refused (not loopback), so a test can see the guard act. */
   refused: string[];
+  /** TCP connections to PostgreSQL open right now; the Worker must not leave any behind after a request. */
+  openConnections(): number;
+  /** TCP connections opened since start. */
+  acceptedConnections(): number;
   close(): Promise<void>;
 }
 
@@ -59,6 +63,7 @@ function pipe(ws: WebSocket, tcp: Socket): void {
 export async function startNeonWsProxy(): Promise<NeonWsProxy> {
   const refused: string[] = [];
   const sockets = new Set<Socket>();
+  let accepted = 0;
   const wss = new WebSocketServer({
     host: '127.0.0.1',
     port: 0,
@@ -75,6 +80,7 @@ export async function startNeonWsProxy(): Promise<NeonWsProxy> {
     const tcp = connect({ host: target.host, port: target.port });
     tcp.setNoDelay(true);
     sockets.add(tcp);
+    accepted += 1;
     tcp.on('close', () => sockets.delete(tcp));
     pipe(ws, tcp);
   });
@@ -87,6 +93,8 @@ export async function startNeonWsProxy(): Promise<NeonWsProxy> {
     port,
     address: `127.0.0.1:${port}/v2`,
     refused,
+    openConnections: () => sockets.size,
+    acceptedConnections: () => accepted,
     async close() {
       for (const ws of wss.clients) ws.terminate();
       for (const socket of sockets) socket.destroy();

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import pino from 'pino';
 import { WebSocket } from 'ws';
@@ -19,10 +22,12 @@ import type { ServiceCtx } from '../../functions/services/service-context.js';
 import { describePg, createTestDatabase } from '../helpers/pg.js';
 import { startNeonWsProxy, type NeonWsProxy } from '../helpers/neon-ws-proxy.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
+import { waitFor } from '../helpers/plane.js';
 
 const COMPATIBILITY_DATE = '2025-09-01';
 const BASE = 'http://lunanexa.test';
 
+type ScheduledFetcher = { scheduled(opts: { cron?: string; scheduledTime?: Date }): Promise<{ outcome: string; noRetry: boolean }> };
 type ErrorEnvelope = { error: { code: string; message: string; requestId: string; details?: unknown } };
 
 describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver over a WebSocket proxy)', () => {
@@ -33,9 +38,12 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   let mf: Miniflare;
   let adminToken: string;
   let workerPath: string;
+  let outDir: string | undefined;
 
   beforeAll(async () => {
-    const [outputs, db] = await Promise.all([build({ only: ['worker'] }), createTestDatabase()]);
+    // A private output folder: the build suite may be writing dist/ at the same time.
+    outDir = await mkdtemp(join(tmpdir(), 'lnx-worker-'));
+    const [outputs, db] = await Promise.all([build({ outDir, only: ['worker'] }), createTestDatabase()]);
     workerPath = outputs.worker!.path;
     database = db;
     // The worker never migrates (npm run db:migrate does); the pg store migrates on open, like that command.
@@ -68,6 +76,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     await proxy?.close();
     await store?.close();
     await database?.drop();
+    if (outDir) await rm(outDir, { recursive: true, force: true });
   });
 
   const call = (path: string, init: RequestInit & { token?: string } = {}) => {
@@ -113,6 +122,15 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     expect(data.map((m) => m.id)).toContain(machineId);
   });
 
+  it('closes its Neon connections once each request is answered', async () => {
+    const before = proxy.acceptedConnections();
+    expect((await call('/readyz')).status).toBe(200);
+    expect(proxy.acceptedConnections()).toBeGreaterThan(before);
+    // Closing is handed to ctx.waitUntil, so it may finish just after the response.
+    await waitFor(async () => proxy.openConnections() === 0, { timeoutMs: 5_000, what: 'the worker to close its connection' });
+    expect(proxy.openConnections()).toBe(0);
+  });
+
   it('rejects an unknown API token with the 401 envelope', async () => {
     const response = await call('/api/v1/machines', { token: 'lnx_not-a-real-token-at-all' });
     expect(response.status).toBe(401);
@@ -136,7 +154,8 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   it('runs the controller tick from the cron trigger', async () => {
     const before = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
     expect(before).toEqual([]);
-    const worker = await mf.getWorker();
+    // Miniflare types its Fetcher through @cloudflare/workers-types, which this project does not install.
+    const worker = (await mf.getWorker()) as unknown as ScheduledFetcher;
     const result = await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() });
     expect(result.outcome).toBe('ok');
     const [after] = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
