@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { fetch } from 'undici';
 import { EnrollResponse, HeartbeatResponse, RotateCredentialResponse } from '../shared/contracts/index.js';
 import type { Heartbeat } from '../shared/contracts/heartbeat.js';
+import { z } from 'zod';
 import { canonicalize } from '../shared/canonical.js';
 import { collectInventory } from './inventory/index.js';
 import { proxyDispatcher, createSignedClient, readResult, type MachineCredentials } from './link/http.js';
@@ -24,6 +25,8 @@ import {
 } from './state.js';
 
 export const AGENT_VERSION = '0.1.0';
+
+const LogUploadAccepted = z.object({ accepted: z.literal(true) });
 
 type Log = (event: string, fields?: Record<string, unknown>) => void;
 
@@ -124,7 +127,8 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     return reporting;
   };
 
-  const supervisor = new Supervisor({ adapters: createAdapters(stateDir), onChange: () => void report(), log: (event, fields) => log(event, fields) });
+  const adapters = createAdapters(stateDir);
+  const supervisor = new Supervisor({ adapters, onChange: () => void report(), log: (event, fields) => log(event, fields) });
   supervisor.start();
 
   const maybeRotate = async () => {
@@ -180,6 +184,15 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
           if (verdict.desired.gen !== heldGen) await saveHeldGen(stateDir, verdict.desired.gen);
           heldGen = verdict.desired.gen;
           supervisor.apply(verdict.desired.gen, verdict.desired.assignments);
+        })();
+      } else if (event.event === 'logs') {
+        void (async () => {
+          const runtime = supervisor.handles().find((h) => h.assignment.assignmentId === event.data.assignmentId);
+          const adapter = runtime && adapters[runtime.assignment.runtime.kind];
+          const lines = runtime?.handle && adapter ? await adapter.logs(runtime.handle, event.data.lines) : [];
+          const path = `/agent/v1/runtimes/${encodeURIComponent(event.data.assignmentId)}/logs`;
+          const result = await client.request('POST', path, { requestId: event.data.requestId, lines }, LogUploadAccepted);
+          if (!result.success) log('log upload rejected', { code: result.error.code });
         })();
       } else if (event.event === 'revoked') {
         log('machine revoked', { reason: event.data.reason });

@@ -1,17 +1,18 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pino from 'pino';
+import type { Hono } from 'hono';
 import { z } from 'zod';
 import { NodeEnv, configFromEnv } from './env.js';
 import { newApp } from './app.js';
-import { createMemoryBus, type Bus } from './relay/bus.js';
+import { createMemoryBus } from './relay/bus.js';
 import { REDACT_PATHS, type Logger } from './telemetry/logger.js';
-import { createMetrics, type Metrics } from './telemetry/metrics.js';
+import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader, type ControlPlaneIdentity } from './services/identity.js';
 import { controllerTick } from './controller/driver.js';
 import { openNeonStore } from './store/neon.js';
 import { newId } from '../shared/ids.js';
-import type { ControlPlaneConfig } from './config.js';
 import type { Store } from './store/db.js';
-import type { Ports } from './context.js';
+import type { AppEnv, Ports } from './context.js';
 
 /** The part of the Workers `ExecutionContext` this entry uses (no @cloudflare/workers-types dependency). */
 export interface WorkerExecutionContext {
@@ -45,21 +46,36 @@ export const WorkerEnv = z.object({
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;
 
-/** What outlives a request in one isolate: nothing here holds a socket, so sharing it across requests is safe. */
+/** What one request or cron run owns: its Neon connection, which no other invocation may touch. */
+interface Invocation {
+  store: Store;
+}
+
+/**
+ * What outlives a request in one isolate. Nothing here holds a socket: the store in `ports` is a view onto the
+ * current invocation's store, so the app (whose routes cost milliseconds of CPU to build) is built once.
+ */
 interface IsolateState {
   env: WorkerEnv;
-  config: ControlPlaneConfig;
-  logger: Logger;
-  metrics: Metrics;
-  bus: Bus;
-  instanceId: string;
+  /** The parsed bindings as JSON, to recognise an equal `env` object handed over again. */
+  fingerprint: string;
+  ports: Ports;
+  app: Hono<AppEnv>;
   /** Only the resolved value is kept: a pending load belongs to the request whose connection runs it. */
   identity?: ControlPlaneIdentity;
 }
 
 type EnvResult = { ok: true; state: IsolateState } | { ok: false; variables: string[]; issues: { variable: string; code: string }[] };
 
+const invocations = new AsyncLocalStorage<Invocation>();
+
 let isolate: { raw: unknown; result: EnvResult } | undefined;
+
+function currentInvocation(): Invocation {
+  const invocation = invocations.getStore();
+  if (!invocation) throw new Error('the store was used outside a request or cron invocation');
+  return invocation;
+}
 
 function workerLogger(level: string): Logger {
   // pino's browser build (the one the Workers bundle gets) honours `redact`; `write` makes it emit one JSON line
@@ -71,7 +87,36 @@ function workerLogger(level: string): Logger {
   }).child({ name: 'lunanexa' }) as Logger;
 }
 
-/** Parses the bindings once per isolate; Workers hand every request of an isolate the same `env` object. */
+function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
+  const store: Store = {
+    get db() {
+      return currentInvocation().store.db;
+    },
+    kind: 'neon',
+    close: () => currentInvocation().store.close(),
+  };
+  return {
+    store,
+    // One isolate serves many requests, but another isolate may hold a machine's stream: a memory bus reaches
+    // only streams attached here.
+    bus: createMemoryBus(),
+    // configFromEnv reads only the timing overrides; the Node-only fields are filled with their defaults.
+    config: configFromEnv({ ...NodeEnv.parse({}), ...env }),
+    logger: workerLogger(env.LUNANEXA_LOG_LEVEL),
+    // No process metrics: an isolate's process.* numbers describe the runtime, not this deployment.
+    metrics: createMetrics(),
+    instanceId: newId('instance'),
+    identity: async () => {
+      const cached = state().identity;
+      if (cached) return cached;
+      const identity = await createIdentityLoader(currentInvocation().store.db)();
+      state().identity = identity;
+      return identity;
+    },
+  };
+}
+
+/** Parses the bindings once per isolate; Workers hand the requests of an isolate the same `env`. */
 function isolateState(raw: unknown): EnvResult {
   if (isolate && isolate.raw === raw) return isolate.result;
   const parsed = WorkerEnv.safeParse(raw ?? {});
@@ -81,47 +126,30 @@ function isolateState(raw: unknown): EnvResult {
     const issues = parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '(env)'), code: issue.code }));
     result = { ok: false, variables: [...new Set(issues.map((i) => i.variable))], issues };
   } else {
-    const env = parsed.data;
-    // configFromEnv reads only the timing overrides; the Node-only fields are filled with their defaults.
-    const config = configFromEnv({ ...NodeEnv.parse({}), ...env });
-    result = {
-      ok: true,
-      state: {
-        env,
-        config,
-        logger: workerLogger(env.LUNANEXA_LOG_LEVEL),
-        // No process metrics: an isolate's process.* numbers describe the runtime, not this deployment.
-        metrics: createMetrics(),
-        bus: createMemoryBus(),
-        instanceId: newId('instance'),
-      },
-    };
+    const fingerprint = JSON.stringify(parsed.data);
+    if (isolate?.result.ok && isolate.result.state.fingerprint === fingerprint) {
+      result = isolate.result;
+    } else {
+      const env = parsed.data;
+      let state: IsolateState | undefined;
+      const ports = isolatePorts(env, () => state!);
+      state = { env, fingerprint, ports, app: newApp(ports) };
+      result = { ok: true, state };
+    }
   }
   isolate = { raw, result };
   return result;
 }
 
-/**
- * Ports for one request or one cron run. Neon's Pool rides on WebSockets, which a Worker may use only inside the
- * request that opened them, so the store is per invocation and the caller must close it.
- */
-function invocationPorts(state: IsolateState): Ports {
-  const store: Store = openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY });
-  const load = createIdentityLoader(store.db);
-  return {
-    store,
-    bus: state.bus,
-    config: state.config,
-    logger: state.logger,
-    metrics: state.metrics,
-    instanceId: state.instanceId,
-    identity: async () => {
-      if (state.identity) return state.identity;
-      const identity = await load();
-      state.identity = identity;
-      return identity;
-    },
-  };
+/** Runs `fn` with a fresh Neon store as the current invocation's; the caller closes the returned store. */
+async function withInvocation<T>(state: IsolateState, fn: () => Promise<T>): Promise<{ value: T; store: Store }> {
+  const store = openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY });
+  try {
+    return { value: await invocations.run({ store }, fn), store };
+  } catch (error) {
+    await store.close().catch(() => {});
+    throw error;
+  }
 }
 
 function invalidEnvResponse(result: Extract<EnvResult, { ok: false }>): Response {
@@ -154,35 +182,26 @@ function closeAfterBody(response: Response, store: Store, ctx: WorkerExecutionCo
   return new Response(readable, response);
 }
 
-/** Handles one HTTP request with a fresh app over per-request ports. */
+/** Handles one HTTP request with the isolate's app over this request's store. */
 async function handleFetch(request: Request, rawEnv: unknown, ctx: WorkerExecutionContext): Promise<Response> {
   const result = isolateState(rawEnv);
   if (!result.ok) return invalidEnvResponse(result);
-  const ports = invocationPorts(result.state);
-  let response: Response;
-  try {
-    response = await newApp(ports).fetch(request);
-  } catch (error) {
-    ctx.waitUntil(ports.store.close().catch(() => {}));
-    throw error;
-  }
-  return closeAfterBody(response, ports.store, ctx, ports.logger);
+  const { state } = result;
+  const { value: response, store } = await withInvocation(state, async () => await state.app.fetch(request));
+  return closeAfterBody(response, store, ctx, state.ports.logger);
 }
 
 /** Runs one controller tick (the cron trigger replaces the Node entry's interval). */
 async function handleScheduled(event: WorkerScheduledEvent, rawEnv: unknown, ctx: WorkerExecutionContext): Promise<void> {
   const result = isolateState(rawEnv);
-  if (!result.ok) {
-    throw new Error(`invalid Worker environment: ${result.variables.join(', ')}`);
-  }
-  const ports = invocationPorts(result.state);
+  if (!result.ok) throw new Error(`invalid Worker environment: ${result.variables.join(', ')}`);
+  const { ports } = result.state;
   try {
-    await controllerTick({ ctx: { db: ports.store.db, ports, actor: 'system' } });
+    const { store } = await withInvocation(result.state, () => controllerTick({ ctx: { db: ports.store.db, ports, actor: 'system' } }));
+    ctx.waitUntil(store.close().catch(() => {}));
   } catch (error) {
     ports.logger.error({ err: error instanceof Error ? error.message : String(error), cron: event.cron }, 'controller tick failed');
     throw error;
-  } finally {
-    ctx.waitUntil(ports.store.close().catch(() => {}));
   }
 }
 

@@ -5,6 +5,7 @@ import { registerEnroll } from './enroll.js';
 import { registerHeartbeat } from './heartbeat.js';
 import { registerCredentials } from './credentials.js';
 import { registerStream } from './stream.js';
+import { registerLogs } from './logs.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
 export function agentGateway(maxBodyBytes: number): Hono<AppEnv> {
@@ -14,5 +15,6 @@ export function agentGateway(maxBodyBytes: number): Hono<AppEnv> {
   registerStream(app);
   registerHeartbeat(app);
   registerCredentials(app);
+  registerLogs(app);
   return app;
 }

@@ -6,7 +6,7 @@ import { STREAM_PROTOCOL_VERSION } from '../../shared/contracts/stream.js';
 import { attachStream, detachStream, renewStream, signDesiredState } from '../services/streams.js';
 import { machineAuth } from '../http/machine-auth.js';
 import type { AppEnv } from '../context.js';
-import type { MachineSignal } from '../relay/bus.js';
+import type { BusMessage } from '../relay/bus.js';
 
 const LAST_EVENT_ID = /^desired-\d{1,12}$/;
 
@@ -53,8 +53,12 @@ export function registerStream(app: Hono<AppEnv>) {
         unsubscribe();
         finish();
       };
-      const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: MachineSignal) => {
+      const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
         if (signal.type === 'desired') void enqueue(() => sendDesired());
+        else if (signal.type === 'logs') {
+          const { requestId, assignmentId, lines } = signal;
+          void enqueue(() => stream.writeSSE({ event: 'logs', data: JSON.stringify({ requestId, assignmentId, lines }) }));
+        }
         else if (signal.type === 'revoked') {
           void enqueue(async () => {
             await stream.writeSSE({ event: 'revoked', data: JSON.stringify({ reason: signal.reason }) });

@@ -1,6 +1,7 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { MachineList, MachineView } from '../../shared/contracts/machine.js';
 import { getMachine, listMachines, revokeMachine, setMachineCordon } from '../services/machines.js';
+import { fetchRuntimeLogs } from '../services/runtime-logs.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import type { AppEnv } from '../context.js';
@@ -43,7 +44,31 @@ const cordonRoute = (verb: 'cordon' | 'uncordon') =>
     responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
   });
 
+const logs = createRoute({
+  method: 'get',
+  path: '/machines/{id}/runtimes/{assignmentId}/logs',
+  summary: "Tail of a runtime's log ring, fetched from the node over its own stream",
+  middleware: [requireRole('operator')] as const,
+  request: {
+    params: MachineIdParam.extend({ assignmentId: z.string().min(1).max(64) }),
+    query: z.object({ lines: z.coerce.number().int().min(1).max(1000).default(100) }),
+  },
+  responses: {
+    200: { description: 'Log lines', content: { 'application/json': { schema: z.object({ lines: z.array(z.string()) }) } } },
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
+});
+
 export function registerMachines(app: OpenAPIHono<AppEnv>) {
+  app.openapi(logs, async (c) => {
+    const ports = c.get('ports');
+    const { id, assignmentId } = c.req.valid('param');
+    const lines = await fetchRuntimeLogs({
+      ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId },
+      input: { workspaceId: c.get('actor').workspaceId, machineId: id, assignmentId, lines: c.req.valid('query').lines },
+    });
+    return c.json({ lines }, 200);
+  });
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
     const data = await listMachines({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });

@@ -1,19 +1,27 @@
 /** Messages that tell the instance holding a machine's stream to act. Small: ids and reasons only. */
-export type MachineSignal = { type: 'desired' } | { type: 'revoked'; reason: string };
+export type MachineSignal =
+  | { type: 'desired' }
+  | { type: 'revoked'; reason: string }
+  | { type: 'logs'; requestId: string; assignmentId: string; lines: number };
+
+/** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
+export type LogLines = { type: 'log-lines'; lines: string[] };
+
+export type BusMessage = MachineSignal | LogLines;
 
 /**
  * The relay bus port (DESIGN.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
- * Channels are `machine:<id>`.
+ * Channels are `machine:<id>` (signals to a machine's stream) and `logs:<request id>` (uploaded log tails).
  */
 export interface Bus {
-  publish(channel: string, message: MachineSignal): Promise<void>;
-  subscribe(channel: string, handler: (message: MachineSignal) => void): () => void;
+  publish(channel: string, message: BusMessage): Promise<void>;
+  subscribe(channel: string, handler: (message: BusMessage) => void): () => void;
   close(): Promise<void>;
 }
 
 /** The in-process adapter. */
 export function createMemoryBus(): Bus {
-  const handlers = new Map<string, Set<(message: MachineSignal) => void>>();
+  const handlers = new Map<string, Set<(message: BusMessage) => void>>();
   return {
     async publish(channel, message) {
       for (const handler of handlers.get(channel) ?? []) handler(message);

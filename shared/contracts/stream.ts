@@ -13,7 +13,8 @@ export const StreamEvents = {
   revoked: z.object({ reason: z.string() }),
   invoke: z.object({ invocationId: z.string() }).passthrough(),
   cancel: z.object({ invocationId: z.string(), reason: z.string() }),
-  logs: z.object({ assignmentId: z.string(), lines: z.number().int().positive().max(10_000) }),
+  /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
+  logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),
 } as const;
 export type StreamEventName = keyof typeof StreamEvents;
 /** A parsed stream message, discriminated by event name. */
@@ -33,3 +34,10 @@ export function parseStreamEvent(event: string, data: string): { success: true; 
   if (!parsed.success) return { success: false, error: `event ${event}: ${parsed.error.issues[0]?.message ?? 'invalid'}` };
   return { success: true, value: { event: name, data: parsed.data } as StreamEvent };
 }
+
+/** Body of POST /agent/v1/runtimes/{assignmentId}/logs: the answer to a `logs` event. */
+export const LogUpload = z.object({
+  requestId: z.string().max(64),
+  lines: z.array(z.string().max(4096)).max(1_000),
+});
+export type LogUpload = z.infer<typeof LogUpload>;

@@ -4,13 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/dev/fleet.js';
 import { pidAlive } from '../../agent/runtimes/process.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { loadIdentity, loadKey } from '../../agent/state.js';
+import { signMachineRequest } from '../../shared/machine-jwt.js';
+import { describePg } from '../helpers/pg.js';
+import { startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
 
 /**
  * The simulated fleet end to end: real control plane, real agent processes over loopback HTTP/SSE, real
  * simulated runtimes launched through the process adapter. Timings are the fast test configuration.
  */
-describe('simulated fleet: failures and recovery', () => {
+function fleetSuite(store: StoreKind) {
   let plane: TestPlane;
   let nodes: SimNode[] = [];
   const nodesDir = () => join(plane.dataDir, 'nodes');
@@ -32,7 +35,7 @@ describe('simulated fleet: failures and recovery', () => {
   };
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store: 'pglite' });
+    plane = await startTestPlane({ store });
     await seedDemoDeployment(plane, 2, { loadMs: 100 });
     nodes = await Promise.all(['dgx-1', 'dgx-2'].map((name) => startSimNode(plane, name, nodesDir())));
     await waitFor(async () => (await routable('dgx-1')) && (await routable('dgx-2')), { timeoutMs: 45_000, what: 'two routable nodes' });
@@ -53,6 +56,33 @@ describe('simulated fleet: failures and recovery', () => {
       expect(m.reportedGen).toBe(m.desiredGen);
       expect(m.runtimes[0]).toMatchObject({ deploymentName: 'sim-chat', model: 'sim-chat', state: 'ready', restarts: 0 });
     }
+  });
+
+  it("fetches a runtime's log tail over the node's own stream; another machine cannot upload it", async () => {
+    const node = (await machine('dgx-1'))!;
+    const assignmentId = node.runtimes[0]!.assignmentId;
+    const response = await plane.admin(`/api/v1/machines/${node.id}/runtimes/${assignmentId}/logs?lines=50`);
+    expect(response.status).toBe(200);
+    const { lines } = (await response.json()) as { lines: string[] };
+    expect(lines.some((line) => line.includes('"event":"listening"'))).toBe(true);
+
+    // dgx-2 signs with its own key, for dgx-1's runtime.
+    const other = nodes[1]!;
+    const identity = (await loadIdentity(other.stateDir))!;
+    const path = `/agent/v1/runtimes/${assignmentId}/logs`;
+    const body = JSON.stringify({ requestId: 'forged', lines: ['forged line'] });
+    const jwt = await signMachineRequest({
+      key: await loadKey(other.stateDir),
+      kid: identity.credentialId,
+      machineId: identity.machineId,
+      clusterId: identity.clusterId,
+      method: 'POST',
+      path,
+      body,
+    });
+    const forged = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body });
+    expect(forged.status).toBe(403);
+    expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('forbidden_machine');
   });
 
   it('restarts a crashed runtime by policy and reports it', async () => {
@@ -105,8 +135,9 @@ describe('simulated fleet: failures and recovery', () => {
     const before = await machines();
     const connectsBefore = await Promise.all(nodes.map(async (n) => (await readFile(n.logFile, 'utf8')).split('stream open').length));
     const { port, dataDir } = plane;
+    const previous = plane;
     await plane.stop({ keepData: true });
-    plane = await startTestPlane({ store: 'pglite', dataDir, port });
+    plane = await startTestPlane({ store, dataDir, port, databaseUrl: previous.databaseUrl });
     // Leases of the old instance may still be unexpired: wait for the agents' own new connections.
     const connects = () => Promise.all(nodes.map(async (n) => (await readFile(n.logFile, 'utf8')).split('stream open').length));
     await waitFor(async () => (await connects()).every((count, i) => count > connectsBefore[i]!), { timeoutMs: 45_000, what: 'agents reconnected' });
@@ -130,4 +161,7 @@ describe('simulated fleet: failures and recovery', () => {
     expect(log).toContain('machine revoked');
     expect((await machine('dgx-1'))!.streamAttached).toBe(false);
   });
-});
+}
+
+describe('simulated fleet on PGlite: failures and recovery', () => fleetSuite('pglite'));
+describePg('simulated fleet on PostgreSQL: failures and recovery', () => fleetSuite('pg'));

@@ -1,0 +1,23 @@
+import type { Hono } from 'hono';
+import { and, eq } from 'drizzle-orm';
+import { ApiError, parseJsonOr400, parseOr400 } from '../errors.js';
+import { LogUpload } from '../../shared/contracts/stream.js';
+import { assignments } from '../store/schema/index.js';
+import { machineAuth } from '../http/machine-auth.js';
+import type { AppEnv } from '../context.js';
+
+/** POST /agent/v1/runtimes/{assignmentId}/logs: a machine uploads a log tail of one of its own runtimes. */
+export function registerLogs(app: Hono<AppEnv>) {
+  app.post('/runtimes/:assignmentId/logs', machineAuth, async (c) => {
+    const ports = c.get('ports');
+    const { machineId } = c.get('machine');
+    const upload = parseOr400(LogUpload, parseJsonOr400(c.get('rawBody')));
+    const [owned] = await ports.store.db
+      .select({ id: assignments.id })
+      .from(assignments)
+      .where(and(eq(assignments.id, c.req.param('assignmentId')), eq(assignments.machineId, machineId)));
+    if (!owned) throw new ApiError('forbidden_machine', 'a machine may upload logs only of its own runtimes');
+    await ports.bus.publish(`logs:${upload.requestId}`, { type: 'log-lines', lines: upload.lines });
+    return c.json({ accepted: true }, 202);
+  });
+}

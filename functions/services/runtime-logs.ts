@@ -1,0 +1,38 @@
+import { and, eq, isNull } from 'drizzle-orm';
+import { assignments, machines } from '../store/schema/index.js';
+import { ApiError } from '../errors.js';
+import type { ServiceCtx } from './service-context.js';
+
+/**
+ * Fetches the tail of a runtime's log ring from its node: asks over the machine's own stream (`logs`
+ * event) and waits for the agent's upload. Nodes have no inbound port, so this is the only way in.
+ */
+export async function fetchRuntimeLogs({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; machineId: string; assignmentId: string; lines: number; timeoutMs?: number };
+}): Promise<string[]> {
+  const [row] = await ctx.db
+    .select({ revokedAt: machines.revokedAt })
+    .from(assignments)
+    .innerJoin(machines, eq(machines.id, assignments.machineId))
+    .where(and(eq(assignments.id, input.assignmentId), eq(machines.id, input.machineId), eq(machines.workspaceId, input.workspaceId), isNull(assignments.removedAt)));
+  if (!row) throw new ApiError('not_found', `runtime ${input.assignmentId} not found on machine ${input.machineId}`);
+  if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
+  const requestId = crypto.randomUUID();
+  return await new Promise<string[]>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      unsubscribe();
+      reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
+    }, input.timeoutMs ?? 5_000);
+    const unsubscribe = ctx.ports.bus.subscribe(`logs:${requestId}`, (message) => {
+      if (message.type !== 'log-lines') return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve(message.lines);
+    });
+    void ctx.ports.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines });
+  });
+}
