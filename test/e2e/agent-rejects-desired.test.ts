@@ -11,12 +11,6 @@ import { assignments, machines, runtimeReports } from '../../functions/store/sch
 import type { MachineList } from '../../shared/contracts/machine.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
-/** The agent runs from source: outside a tsx-launched parent (vitest's workers) it needs the loader itself. */
-function agentEnv(): NodeJS.ProcessEnv {
-  const hasTsx = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => arg.includes('tsx'));
-  return hasTsx ? {} : { NODE_OPTIONS: [process.env.NODE_OPTIONS, '--import tsx'].filter(Boolean).join(' ') };
-}
-
 /** Processes whose parent is `pid` and whose command line mentions `needle` (Linux /proc). */
 async function childrenMatching(pid: number, needle: string): Promise<number[]> {
   const found: number[] = [];
@@ -68,7 +62,7 @@ describe('agent refuses an unverifiable desired state', () => {
     const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 } });
     const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
       logFile,
-      env: { ...agentEnv(), LUNANEXA_ENROLLMENT_TOKEN: token.token },
+      env: { LUNANEXA_ENROLLMENT_TOKEN: token.token },
     });
     expect(await waitForExit(enroll, 30_000)).toBe(0);
 
@@ -81,7 +75,7 @@ describe('agent refuses an unverifiable desired state', () => {
     await writeFile(identityPath, JSON.stringify(identity, null, 2), { mode: 0o600 });
     const machineId = identity.machineId;
 
-    agent = spawnAgent(['run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], { logFile, env: agentEnv() });
+    agent = spawnAgent(['run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], { logFile });
 
     // Heartbeats flow and the stream attaches: the agent is alive and connected, only the state is refused.
     await waitFor(
