@@ -101,7 +101,8 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
     // only streams attached here.
     bus: createMemoryBus(),
     // configFromEnv reads only the timing overrides; the Node-only fields are filled with their defaults.
-    config: configFromEnv({ ...NodeEnv.parse({}), ...env }),
+    // The cron trigger ticks once a minute: the controller must know its period to tell a tick gap from an outage.
+    config: configFromEnv({ ...NodeEnv.parse({}), LUNANEXA_RECONCILE_INTERVAL_MS: 60_000, ...env }),
     logger: workerLogger(env.LUNANEXA_LOG_LEVEL),
     // No process metrics: an isolate's process.* numbers describe the runtime, not this deployment.
     metrics: createMetrics(),

@@ -4,6 +4,7 @@ export type BundleName = 'worker' | 'control-plane' | 'agent';
 export interface BuiltBundle {
   path: string;
   bytes: number;
+  gzipBytes: number;
 }
 
 export type BuildOutputs = Partial<Record<BundleName, BuiltBundle>>;

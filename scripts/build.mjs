@@ -1,5 +1,6 @@
 // Bundles the three deliverables into dist/: the Workers entry, the Node control plane and the single-file agent.
-import { cp, mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { gzipSync } from 'node:zlib';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -131,12 +132,11 @@ const COMMON = {
   legalComments: 'none',
   logLevel: 'warning',
   absWorkingDir: ROOT,
-  metafile: true,
 };
 
 /**
  * Builds dist/worker.mjs, dist/control-plane.mjs (+ dist/migrations/) and dist/lunanexa-agent.mjs.
- * Returns each bundle's path and size in bytes; throws on any esbuild error.
+ * Returns each bundle's path, size and gzipped size in bytes; throws on any esbuild error.
  * @param {{ outDir?: string, only?: Array<'worker' | 'control-plane' | 'agent'> }} [opts]
  */
 export async function build(opts = {}) {
@@ -191,14 +191,20 @@ export async function build(opts = {}) {
 
   if (only.has('agent')) {
     jobs.push(
-      esbuild.build({
-        ...COMMON,
-        entryPoints: [join(ROOT, 'agent/main.ts')],
-        outfile: join(outDir, 'lunanexa-agent.mjs'),
-        platform: 'node',
-        target: 'node20',
-        banner: { js: `#!/usr/bin/env node\n${CREATE_REQUIRE_BANNER}` },
-      }),
+      (async () => {
+        const outfile = join(outDir, 'lunanexa-agent.mjs');
+        const result = await esbuild.build({
+          ...COMMON,
+          entryPoints: [join(ROOT, 'agent/main.ts')],
+          outfile,
+          platform: 'node',
+          target: 'node20',
+          banner: { js: `#!/usr/bin/env node\n${CREATE_REQUIRE_BANNER}` },
+        });
+        // Installers copy it to /usr/local/bin as is.
+        await chmod(outfile, 0o755);
+        return result;
+      })(),
     );
   }
 
@@ -208,7 +214,7 @@ export async function build(opts = {}) {
   for (const [key, file] of Object.entries(names)) {
     if (!only.has(key)) continue;
     const path = join(outDir, file);
-    outputs[key] = { path, bytes: (await stat(path)).size };
+    outputs[key] = { path, bytes: (await stat(path)).size, gzipBytes: gzipSync(await readFile(path)).length };
   }
   return outputs;
 }
@@ -216,8 +222,10 @@ export async function build(opts = {}) {
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const started = Date.now();
   const outputs = await build();
-  for (const { path, bytes } of Object.values(outputs)) {
-    console.log(`${relative(process.cwd(), path).padEnd(28)} ${(bytes / 1024).toFixed(1).padStart(8)} KiB`);
+  const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`.padStart(11);
+  // Workers limit the compressed size (3 MiB free, 10 MiB paid), hence the gzip column.
+  for (const { path, bytes, gzipBytes } of Object.values(outputs)) {
+    console.log(`${relative(process.cwd(), path).padEnd(26)}${kib(bytes)}  (gzip${kib(gzipBytes)})`);
   }
   console.log(`built in ${Date.now() - started} ms`);
 }

@@ -82,15 +82,17 @@ export function isRoutable(input: {
 }
 
 /**
- * When the controller notices it has not ticked for longer than a machine lifetime, the control plane was
- * interrupted: it records the resumption so that missing heartbeats are not counted for one period.
+ * When the controller notices it has not ticked for longer than a machine lifetime beyond its own period,
+ * the control plane was interrupted: it records the resumption so that missing heartbeats are not counted
+ * for one period. (The period matters on Workers, whose cron ticks only once a minute.)
  */
 export function nextResumedAt(input: {
   lastTickAt: Date | null;
   resumedAt: Date | null;
   now: Date;
-  config: Pick<ControlPlaneConfig, 'machineLifetimeMs'>;
+  config: Pick<ControlPlaneConfig, 'machineLifetimeMs' | 'reconcileIntervalMs'>;
 }): Date | null {
-  if (input.lastTickAt && input.now.getTime() - input.lastTickAt.getTime() > input.config.machineLifetimeMs) return input.now;
+  const gap = input.lastTickAt ? input.now.getTime() - input.lastTickAt.getTime() : 0;
+  if (gap > input.config.machineLifetimeMs + input.config.reconcileIntervalMs) return input.now;
   return input.resumedAt;
 }

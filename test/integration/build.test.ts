@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -97,6 +97,7 @@ describe('npm run build', () => {
     }
     const agent = await readFile(outputs.agent!.path, 'utf8');
     expect(agent.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect((await stat(outputs.agent!.path)).mode & 0o111).not.toBe(0);
   });
 
   it('ships an agent that runs alone, with no node_modules beside it', async () => {

@@ -16,6 +16,9 @@ import { openPgStore } from '../../functions/store/pg.js';
 import { clusterSettings, machines } from '../../functions/store/schema/index.js';
 import { generateMachineKey } from '../../agent/state.js';
 import { newId } from '../../shared/ids.js';
+import { signMachineRequest } from '../../shared/machine-jwt.js';
+import { EnrollResponse } from '../../shared/contracts/enrollment.js';
+import type { CryptoKey } from 'jose';
 import type { Ports } from '../../functions/context.js';
 import type { Store } from '../../functions/store/db.js';
 import type { ServiceCtx } from '../../functions/services/service-context.js';
@@ -39,6 +42,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   let adminToken: string;
   let workerPath: string;
   let outDir: string | undefined;
+  let machine: (EnrollResponse & { key: CryptoKey }) | undefined;
 
   beforeAll(async () => {
     // A private output folder: the build suite may be writing dist/ at the same time.
@@ -64,19 +68,27 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     mf = new Miniflare({
       modules: true,
       scriptPath: workerPath,
+      // Module names are relative to this root; the default (the cwd) would put the bundle behind a "..".
+      modulesRoot: outDir,
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: ['nodejs_compat'],
-      bindings: { DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, LUNANEXA_LOG_LEVEL: 'warn' },
+      bindings: { DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, LUNANEXA_LOG_LEVEL: 'warn', LUNANEXA_STREAM_KEEPALIVE_MS: '200' },
     });
     await mf.ready;
   });
 
   afterAll(async () => {
-    await mf?.dispose();
-    await proxy?.close();
-    await store?.close();
-    await database?.drop();
-    if (outDir) await rm(outDir, { recursive: true, force: true });
+    // Each step runs even when an earlier one fails (a Miniflare that never started refuses to dispose).
+    const steps = [
+      () => mf?.dispose(),
+      () => proxy?.close(),
+      () => store?.close(),
+      () => database?.drop(),
+      () => (outDir ? rm(outDir, { recursive: true, force: true }) : undefined),
+    ];
+    const failures: unknown[] = [];
+    for (const step of steps) await Promise.resolve().then(step).catch((error: unknown) => failures.push(error));
+    if (failures.length > 0) throw failures[0];
   });
 
   const call = (path: string, init: RequestInit & { token?: string } = {}) => {
@@ -87,9 +99,12 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   };
 
   it('answers /healthz without touching the store', async () => {
+    const before = proxy.acceptedConnections();
     const response = await call('/healthz');
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: 'ok' });
+    // Neon's Pool connects lazily, so a liveness probe costs no database connection.
+    expect(proxy.acceptedConnections()).toBe(before);
   });
 
   it('reads the real PostgreSQL through the Neon driver for /readyz', async () => {
@@ -109,9 +124,11 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
       body: JSON.stringify({ token, name: 'edge-node', publicKey: key.publicJwk, inventory: TEST_INVENTORY }),
     });
     expect(enrolled.status).toBe(201);
-    const { machineId, jwks } = (await enrolled.json()) as { machineId: string; jwks: { keys: unknown[] } };
+    const body = EnrollResponse.parse(await enrolled.json());
+    const { machineId } = body;
     expect(machineId).toMatch(/^mch_/);
-    expect(jwks.keys.length).toBeGreaterThan(0);
+    expect(body.jwks.keys.length).toBeGreaterThan(0);
+    machine = { ...body, key: key.privateKey };
     // The row is really in PostgreSQL, not in some Worker-local state.
     const [row] = await store.db.select().from(machines).where(eq(machines.id, machineId));
     expect(row?.labels).toEqual({ via: 'worker' });
@@ -129,6 +146,33 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     // Closing is handed to ctx.waitUntil, so it may finish just after the response.
     await waitFor(async () => proxy.openConnections() === 0, { timeoutMs: 5_000, what: 'the worker to close its connection' });
     expect(proxy.openConnections()).toBe(0);
+  });
+
+  it('keeps the Neon connection for a live SSE stream and lets it go when the stream ends', async () => {
+    expect(machine, 'the enroll test runs first').toBeDefined();
+    const m = machine!;
+    const path = '/agent/v1/stream';
+    const jwt = await signMachineRequest({ key: m.key, kid: m.credentialId, machineId: m.machineId, clusterId: m.clusterId, method: 'GET', path, body: '' });
+    const response = await call(path, { headers: { authorization: `Bearer ${jwt}` } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const deadline = Date.now() + 10_000;
+    // Keep-alives renew the stream lease in the database after the response has been returned, so two of them
+    // prove the connection outlived the handler.
+    while ((text.match(/: keep-alive/g) ?? []).length < 2 && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(text).toContain('event: hello');
+    expect(text).toContain('event: desired');
+    expect((text.match(/: keep-alive/g) ?? []).length).toBeGreaterThanOrEqual(2);
+    expect(proxy.openConnections()).toBeGreaterThan(0);
+    await reader.cancel();
+    await waitFor(async () => proxy.openConnections() === 0, { timeoutMs: 10_000, what: 'the stream to release its connection' });
   });
 
   it('rejects an unknown API token with the 401 envelope', async () => {
@@ -168,6 +212,8 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     const broken = new Miniflare({
       modules: true,
       scriptPath: workerPath,
+      // Module names are relative to this root; the default (the cwd) would put the bundle behind a "..".
+      modulesRoot: outDir,
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: ['nodejs_compat'],
       bindings: { DATABASE_URL: `not a url ${secret}`, LUNANEXA_RUNTIME_TTL_MS: 'soon' },

@@ -86,10 +86,14 @@ describe('strict routing', () => {
 });
 
 describe('control-plane interruption', () => {
-  it('records a resumption only when the last tick is older than a machine lifetime', () => {
+  it('records a resumption only when the last tick is older than a machine lifetime plus the tick period', () => {
     expect(nextResumedAt({ lastTickAt: null, resumedAt: null, now: t0, config })).toBeNull();
     expect(nextResumedAt({ lastTickAt: at(-5_000), resumedAt: null, now: t0, config })).toBeNull();
-    expect(nextResumedAt({ lastTickAt: at(-61_000), resumedAt: null, now: t0, config })).toEqual(t0);
+    expect(nextResumedAt({ lastTickAt: at(-65_000), resumedAt: null, now: t0, config })).toBeNull();
+    expect(nextResumedAt({ lastTickAt: at(-65_001), resumedAt: null, now: t0, config })).toEqual(t0);
+    // A Workers cron ticks once a minute: a minute between ticks is no interruption.
+    const cron = { ...config, reconcileIntervalMs: 60_000 };
+    expect(nextResumedAt({ lastTickAt: at(-110_000), resumedAt: null, now: t0, config: cron })).toBeNull();
     const earlier = at(-1_000_000);
     expect(nextResumedAt({ lastTickAt: at(-1_000), resumedAt: earlier, now: t0, config })).toBe(earlier);
   });
