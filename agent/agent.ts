@@ -8,6 +8,7 @@ import { canonicalize } from '../shared/canonical.js';
 import { collectInventory } from './inventory/index.js';
 import { proxyDispatcher, createSignedClient, readResult, type MachineCredentials } from './link/http.js';
 import { openStreamLink } from './link/stream.js';
+import { createInvocationRunner } from './link/invocations.js';
 import { verifyDesiredState } from './link/desired.js';
 import { Supervisor } from './supervisor/supervisor.js';
 import { createAdapters } from './runtimes/simulated.js';
@@ -113,7 +114,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
           gen: heldGen,
           runtimes: supervisor.reports(),
           warmModels: supervisor.handles().filter((h) => h.state === 'ready').map((h) => h.assignment.model),
-          metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), ...counters },
+          metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
         };
         const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
         if (result.success) intervalMs = result.data.heartbeatIntervalMs;
@@ -157,6 +158,15 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     if (!stopping) heartbeatTimer = setTimeout(() => void keepAlive(), intervalMs);
   };
 
+  const invocations = createInvocationRunner({
+    baseUrl: identity.url,
+    dispatcher,
+    signedInit: client.signedInit,
+    runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
+    log,
+    onActivity: () => {},
+  });
+
   const link = openStreamLink({
     baseUrl: identity.url,
     dispatcher,
@@ -185,6 +195,10 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
           heldGen = verdict.desired.gen;
           supervisor.apply(verdict.desired.gen, verdict.desired.assignments);
         })();
+      } else if (event.event === 'invoke') {
+        invocations.run(event.data);
+      } else if (event.event === 'cancel') {
+        invocations.cancel(event.data.invocationId, event.data.reason);
       } else if (event.event === 'logs') {
         void (async () => {
           const runtime = supervisor.handles().find((h) => h.assignment.assignmentId === event.data.assignmentId);

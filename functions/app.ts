@@ -4,6 +4,8 @@ import type { AppEnv, Ports } from './context.js';
 import { handleError, notFound } from './http/errors.js';
 import { managementApi } from './api/index.js';
 import { agentGateway } from './agent-gateway/index.js';
+import { inferenceApi } from './api/v1/index.js';
+import { handleOpenAIError, OpenAIError } from './api/v1/errors.js';
 import { isMigrated } from './store/migration-status.js';
 
 /** Composes every surface over the given ports. Does no I/O at import time or here. */
@@ -14,8 +16,8 @@ export function newApp(ports: Ports): Hono<AppEnv> {
     c.set('ports', ports);
     await next();
   });
-  app.onError(handleError);
-  app.notFound(notFound);
+  app.onError((error, c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(error, c) : handleError(error, c)));
+  app.notFound((c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(new OpenAIError(404, 'invalid_request_error', 'unknown_url', `Unknown request URL: ${c.req.method} ${c.req.path}`), c) : notFound(c)));
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
@@ -27,6 +29,7 @@ export function newApp(ports: Ports): Hono<AppEnv> {
     return c.body(await ports.metrics.registry.metrics());
   });
   app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
-  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes));
+  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
+  app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
   return app;
 }

@@ -27,6 +27,18 @@ export const ControlPlaneConfig = z.object({
   agentMaxBodyBytes: z.number().int().positive().default(256 * 1024),
   /** Largest request body a management endpoint accepts. */
   apiMaxBodyBytes: z.number().int().positive().default(64 * 1024),
+  /** Largest inference request body (`/v1`). */
+  inferenceMaxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
+  /** Largest frames upload of one invocation. */
+  framesMaxBytes: z.number().int().positive().default(256 * 1024 * 1024),
+  /** How often each instance refreshes its routing snapshot from the store. */
+  routingRefreshMs: z.number().int().positive().default(250),
+  /** A node that has not answered an `invoke` with its first frame by then is given up on (and the call retried). */
+  invokeAckTimeoutMs: z.number().int().positive().default(10_000),
+  /** Attempts of one inference request across replicas, while no byte has reached the client. */
+  maxAttempts: z.number().int().min(1).max(10).default(3),
+  /** Deadline of an inference request that names none. */
+  defaultDeadlineMs: z.number().int().positive().default(10 * 60_000),
 });
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 
@@ -39,6 +51,8 @@ export const FAST_TEST_CONFIG: Partial<ControlPlaneConfig> = {
   streamKeepAliveMs: 250,
   streamLeaseTtlMs: 1_500,
   reconcileIntervalMs: 250,
+  routingRefreshMs: 100,
+  invokeAckTimeoutMs: 3_000,
 };
 
 /** A machine is `stale` once it missed a keep-alive and its grace: interval + grace. */

@@ -5,6 +5,7 @@ import type { Logger } from './telemetry/logger.js';
 import type { Metrics } from './telemetry/metrics.js';
 import type { Role } from '../shared/contracts/common.js';
 import type { ControlPlaneIdentity } from './services/identity.js';
+import type { Relay } from './relay/index.js';
 
 /** Everything the app needs from the outside world; entry points build it, tests build it too. */
 export interface Ports {
@@ -17,6 +18,8 @@ export interface Ports {
   instanceId: string;
   /** Cluster id and signing key, loaded once. */
   identity: () => Promise<ControlPlaneIdentity>;
+  /** The data plane: invocation relay, routing snapshot, admission. */
+  relay: Relay;
 }
 
 /** An authenticated API token holder. */

@@ -6,6 +6,9 @@ import { ControlPlaneConfig } from './config.js';
 import { NodeEnv, configFromEnv } from './env.js';
 import { newApp } from './app.js';
 import { createMemoryBus } from './relay/bus.js';
+import { createPgBus } from './relay/pg-bus.js';
+import { createRelay } from './relay/index.js';
+import { abandonStaleWorkloads } from './services/workloads.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader } from './services/identity.js';
@@ -60,20 +63,27 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const logger = opts.logger ?? createLogger();
   const config = ControlPlaneConfig.parse(opts.config ?? {});
   const store = opts.databaseUrl ? await openPgStore(opts.databaseUrl) : await openPgliteStore(join(dataDir, 'store'));
+  // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
+  const bus = opts.databaseUrl
+    ? await createPgBus(opts.databaseUrl, { onError: (error) => logger.warn({ err: error.message }, 'relay bus error') })
+    : createMemoryBus();
   const ports: Ports = {
     store,
-    bus: createMemoryBus(),
+    bus,
     config,
     logger,
     metrics: createMetrics({ processMetrics: true }),
     instanceId: newId('instance'),
     identity: createIdentityLoader(store.db),
+    relay: createRelay({ bus, db: store.db, ports: () => ports }),
   };
   const systemCtx: ServiceCtx = { db: store.db, ports, actor: 'system' };
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });
   const adminTokenPath = join(dataDir, 'admin.token');
   const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
   await ports.identity();
+  await abandonStaleWorkloads({ ctx: systemCtx });
+  await ports.relay.routing.start();
 
   const app = newApp(ports);
   const server: ServerType = await new Promise((resolveServer) => {
@@ -102,6 +112,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     systemCtx,
     async close() {
       clearInterval(interval);
+      ports.relay.routing.stop();
       await ticking;
       await ports.bus.close();
       await new Promise<void>((done) => {

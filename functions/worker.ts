@@ -4,6 +4,7 @@ import type { Hono } from 'hono';
 import { z } from 'zod';
 import { NodeEnv, configFromEnv } from './env.js';
 import { newApp } from './app.js';
+import { createRelay } from './relay/index.js';
 import { createMemoryBus } from './relay/bus.js';
 import { REDACT_PATHS, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
@@ -95,11 +96,12 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
     kind: 'neon',
     close: () => currentInvocation().store.close(),
   };
-  return {
+  const bus = createMemoryBus();
+  const ports: Ports = {
     store,
     // One isolate serves many requests, but another isolate may hold a machine's stream: a memory bus reaches
     // only streams attached here.
-    bus: createMemoryBus(),
+    bus,
     // configFromEnv reads only the timing overrides; the Node-only fields are filled with their defaults.
     // The cron trigger ticks once a minute: the controller must know its period to tell a tick gap from an outage.
     config: configFromEnv({ ...NodeEnv.parse({}), LUNANEXA_RECONCILE_INTERVAL_MS: 60_000, ...env }),
@@ -114,7 +116,10 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
       state().identity = identity;
       return identity;
     },
+    // The routing snapshot refreshes on demand within requests: Workers run no background timers.
+    relay: createRelay({ bus, db: store.db, ports: () => ports }),
   };
+  return ports;
 }
 
 /** Parses the bindings once per isolate; Workers hand the requests of an isolate the same `env`. */

@@ -6,11 +6,14 @@ import { registerHeartbeat } from './heartbeat.js';
 import { registerCredentials } from './credentials.js';
 import { registerStream } from './stream.js';
 import { registerLogs } from './logs.js';
+import { registerFrames } from './frames.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
-export function agentGateway(maxBodyBytes: number): Hono<AppEnv> {
+export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  app.use('*', limitBody(maxBodyBytes));
+  // Frame uploads stream long generations; they carry their own, larger limit.
+  app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limitBody(maxBodyBytes)(c, next)));
+  registerFrames(app, framesMaxBytes);
   registerEnroll(app);
   registerStream(app);
   registerHeartbeat(app);

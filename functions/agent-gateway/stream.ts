@@ -7,6 +7,7 @@ import { attachStream, detachStream, renewStream, signDesiredState } from '../se
 import { machineAuth } from '../http/machine-auth.js';
 import type { AppEnv } from '../context.js';
 import type { BusMessage } from '../relay/bus.js';
+import type { Invoke } from '../../shared/contracts/relay.js';
 
 const LAST_EVENT_ID = /^desired-\d{1,12}$/;
 
@@ -51,10 +52,20 @@ export function registerStream(app: Hono<AppEnv>) {
         closed = true;
         clearInterval(keepAlive);
         unsubscribe();
+        detachRelay();
         finish();
       };
+      // Relay events go straight to the socket: no other write can be in the middle of an SSE frame since
+      // each writeSSE is one write, and the hot path must not wait behind keep-alive renewals.
+      const sink = {
+        invoke: (invoke: Invoke) => void stream.writeSSE({ event: 'invoke', data: JSON.stringify(invoke) }).catch(close),
+        cancel: (invocationId: string, reason: string) => void stream.writeSSE({ event: 'cancel', data: JSON.stringify({ invocationId, reason }) }).catch(close),
+      };
+      const detachRelay = ports.relay.hub.attachStream(machineId, sink);
       const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
         if (signal.type === 'desired') void enqueue(() => sendDesired());
+        else if (signal.type === 'invoke') void ports.relay.hub.pickup(machineId, signal.invocationId).catch(() => {});
+        else if (signal.type === 'cancel') sink.cancel(signal.invocationId, signal.reason);
         else if (signal.type === 'logs') {
           const { requestId, assignmentId, lines } = signal;
           void enqueue(() => stream.writeSSE({ event: 'logs', data: JSON.stringify({ requestId, assignmentId, lines }) }));

@@ -1,13 +1,21 @@
+import type { Frame } from '../../shared/contracts/relay.js';
+
 /** Messages that tell the instance holding a machine's stream to act. Small: ids and reasons only. */
 export type MachineSignal =
   | { type: 'desired' }
   | { type: 'revoked'; reason: string }
-  | { type: 'logs'; requestId: string; assignmentId: string; lines: number };
+  | { type: 'logs'; requestId: string; assignmentId: string; lines: number }
+  /** The payload waits in `invocation_payloads`; the stream holder picks it up. */
+  | { type: 'invoke'; invocationId: string }
+  | { type: 'cancel'; invocationId: string; reason: string };
+
+/** Frames or failure of one invocation, on their way to the instance holding the client (`inv:<id>`). */
+export type InvocationSignal = { type: 'frames'; frames: Frame[] } | { type: 'failed'; code: string; message: string };
 
 /** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
 export type LogLines = { type: 'log-lines'; lines: string[] };
 
-export type BusMessage = MachineSignal | LogLines;
+export type BusMessage = MachineSignal | LogLines | InvocationSignal;
 
 /**
  * The relay bus port (DESIGN.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.

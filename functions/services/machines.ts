@@ -8,14 +8,14 @@ import { dbNow } from '../store/rows.js';
 import { loadControllerState } from './controller-state.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 
-/** Machines of a workspace as the control plane sees them now (liveness judged with the database's clock). */
-export async function listMachines({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId?: string } }): Promise<MachineView[]> {
+/** Machines of a workspace (or of all, for routing) as the control plane sees them now (liveness judged with the database's clock). */
+export async function listMachines({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId?: string; machineId?: string } }): Promise<MachineView[]> {
   const now = await dbNow(ctx.db);
   const { resumedAt } = await loadControllerState(ctx.db);
   const rows = await ctx.db
     .select()
     .from(machines)
-    .where(and(eq(machines.workspaceId, input.workspaceId), input.machineId ? eq(machines.id, input.machineId) : undefined))
+    .where(and(input.workspaceId ? eq(machines.workspaceId, input.workspaceId) : undefined, input.machineId ? eq(machines.id, input.machineId) : undefined))
     .orderBy(machines.name, machines.createdAt);
   if (rows.length === 0) return [];
   const ids = rows.map((m) => m.id);

@@ -5,3 +5,5 @@ export * from './heartbeat.js';
 export * from './enrollment.js';
 export * from './stream.js';
 export * from './machine.js';
+export * from './openai.js';
+export * from './relay.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Invoke } from './relay.js';
 
 /** Version of the SSE catalogue; sent in the `hello` event so agents can refuse what they do not speak. */
 export const STREAM_PROTOCOL_VERSION = 1;
@@ -11,7 +12,7 @@ export const StreamEvents = {
   hello: z.object({ protocol: z.number().int(), machineId: z.string(), connectionId: z.string(), keepAliveMs: z.number().int() }),
   desired: z.object({ jws: z.string() }),
   revoked: z.object({ reason: z.string() }),
-  invoke: z.object({ invocationId: z.string() }).passthrough(),
+  invoke: Invoke,
   cancel: z.object({ invocationId: z.string(), reason: z.string() }),
   /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
   logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),

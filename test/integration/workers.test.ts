@@ -8,6 +8,7 @@ import { WebSocket } from 'ws';
 import { Miniflare } from 'miniflare';
 import { build } from '../../scripts/build.mjs';
 import { ControlPlaneConfig } from '../../functions/config.js';
+import { createRelay } from '../../functions/relay/index.js';
 import { createMemoryBus } from '../../functions/relay/bus.js';
 import { createMetrics } from '../../functions/telemetry/metrics.js';
 import { createIdentityLoader } from '../../functions/services/identity.js';
@@ -52,14 +53,16 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     database = db;
     // The worker never migrates (npm run db:migrate does); the pg store migrates on open, like that command.
     store = await openPgStore(database.url, { max: 2 });
+    const bus = createMemoryBus();
     const ports: Ports = {
       store,
-      bus: createMemoryBus(),
+      bus,
       config: ControlPlaneConfig.parse({}),
       logger: pino({ level: 'silent' }),
       metrics: createMetrics(),
       instanceId: newId('instance'),
       identity: createIdentityLoader(store.db),
+      relay: createRelay({ bus, db: store.db, ports: () => ports }),
     };
     ctx = { db: store.db, ports, actor: 'system' };
     const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });

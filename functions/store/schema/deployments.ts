@@ -18,6 +18,10 @@ export const deployments = pgTable(
     selector: jsonb('selector').$type<Record<string, string>>().notNull().default({}),
     gpus: integer('gpus').notNull().default(0),
     memoryMiB: integer('memory_mib').notNull().default(0),
+    /** Concurrent invocations one replica runs; more wait in its queue under their deadline. */
+    maxConcurrency: integer('max_concurrency').notNull().default(16),
+    /** Admission bound on queued + running invocations of the whole deployment; past it, 429. */
+    queueCapacity: integer('queue_capacity').notNull().default(256),
     generation: integer('generation').notNull().default(1),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),

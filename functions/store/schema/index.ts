@@ -11,3 +11,5 @@ export * from './runtime-reports.js';
 export * from './audit-events.js';
 export * from './signing-keys.js';
 export * from './cluster-settings.js';
+export * from './workloads.js';
+export * from './invocation-payloads.js';

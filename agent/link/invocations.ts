@@ -1,0 +1,163 @@
+import { fetch, type Dispatcher, type RequestInit } from 'undici';
+import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import { FramesAccepted } from '../../shared/contracts/relay.js';
+import type { RuntimeAdapter, RuntimeHandle } from '../runtimes/adapter.js';
+import { readResult } from './http.js';
+
+/** Largest frame: bytes beyond it start the next frame. */
+const BATCH_BYTES = 32 * 1024;
+
+/** Resolves after pending I/O callbacks ran: whatever the runtime already sent has been read by then. */
+const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(null)));
+
+export interface InvocationRunnerOptions {
+  baseUrl: string;
+  dispatcher: Dispatcher;
+  signedInit: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<RequestInit>;
+  runtime: (assignmentId: string) => { handle: RuntimeHandle; adapter: RuntimeAdapter } | null;
+  log: (event: string, fields?: Record<string, unknown>) => void;
+  onActivity: () => void;
+}
+
+/** Counts generated tokens in OpenAI SSE bytes without parsing them: one `data:` event per token chunk. */
+function countEvents(text: string): number {
+  let count = 0;
+  for (let at = text.indexOf('data: '); at !== -1; at = text.indexOf('data: ', at + 6)) count += 1;
+  return count;
+}
+
+/**
+ * Runs invocations sent on the stream: calls the runtime through its adapter and streams the response back as
+ * NDJSON frames on one upload per invocation (resumable by offset), honouring cancel and the deadline.
+ */
+export function createInvocationRunner(opts: InvocationRunnerOptions) {
+  const running = new Map<string, AbortController>();
+
+  async function upload(invocationId: string, frames: AsyncIterable<Frame>, sent: Frame[]): Promise<void> {
+    const path = `/agent/v1/invocations/${encodeURIComponent(invocationId)}/frames`;
+    const encoder = new TextEncoder();
+    const iterator = frames[Symbol.asyncIterator]();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const next = await iterator.next();
+        if (next.done) return controller.close();
+        sent.push(next.value);
+        controller.enqueue(encoder.encode(`${JSON.stringify(next.value)}\n`));
+      },
+    });
+    const init = await opts.signedInit('POST', path, '', { 'content-type': 'application/x-ndjson' });
+    const first = await fetch(new URL(path, opts.baseUrl), { ...init, body, duplex: 'half' } as unknown as RequestInit).then(
+      (response) => readResult(response, FramesAccepted),
+      (error: unknown) => ({ success: false as const, status: 0, error: { code: 'network_error', message: String(error) } }),
+    );
+    if (first.success || first.status !== 0) {
+      if (!first.success) throw new Error(`${first.error.code}: ${first.error.message}`);
+      return;
+    }
+    // The upload broke: drain what is left, ask where the control plane stopped, resend from there.
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) break;
+      sent.push(next.value);
+    }
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const at = await fetch(new URL(path, opts.baseUrl), await opts.signedInit('GET', path, '')).then((r) => readResult(r, FramesAccepted)).catch(() => null);
+      if (!at?.success) continue;
+      const rest = sent.filter((frame) => frame.o >= at.data.nextOffset).map((frame) => `${JSON.stringify(frame)}\n`).join('');
+      const resent = await fetch(new URL(path, opts.baseUrl), { ...(await opts.signedInit('POST', path, '', { 'content-type': 'application/x-ndjson' })), body: rest }).catch(() => null);
+      if (resent?.ok) return;
+    }
+    throw new Error('frames upload failed after resuming');
+  }
+
+  async function* produce(invoke: Invoke, signal: AbortSignal): AsyncGenerator<Frame> {
+    let offset = 0;
+    const runtime = opts.runtime(invoke.assignmentId);
+    if (!runtime) {
+      yield { o: offset++, t: 'error', code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
+      return;
+    }
+    let response: Response;
+    try {
+      response = await runtime.adapter.invoke(runtime.handle, invoke.path, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-lunanexa-deadline': new Date(invoke.deadline).toISOString(),
+          ...(invoke.idempotencyKey ? { 'idempotency-key': invoke.idempotencyKey } : {}),
+        },
+        body: invoke.body,
+        signal,
+      });
+    } catch (error) {
+      yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_unreachable', message: signal.aborted ? String(signal.reason) : 'the runtime did not answer' };
+      return;
+    }
+    yield { o: offset++, t: 'head', status: response.status, contentType: response.headers.get('content-type') ?? 'application/json' };
+    const reader = response.body?.getReader();
+    if (!reader) {
+      yield { o: offset++, t: 'end', tokens: 0 };
+      return;
+    }
+    const decoder = new TextDecoder();
+    let tokens = 0;
+    let pending = '';
+    let read: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
+    try {
+      for (;;) {
+        read ??= reader.read();
+        // With bytes in hand, take only what has already arrived, then send: batches form under load, and
+        // the first token never waits for a timer.
+        const result = pending ? await Promise.race([read, afterIo()]) : await read;
+        if (result === null || result.done || pending.length >= BATCH_BYTES) {
+          if (pending) {
+            tokens += countEvents(pending);
+            yield { o: offset++, t: 'data', d: pending };
+            pending = '';
+          }
+          if (result === null) continue;
+        }
+        if (result.done) break;
+        read = null;
+        pending += decoder.decode(result.value, { stream: true });
+      }
+    } catch {
+      if (pending) yield { o: offset++, t: 'data', d: pending };
+      yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken', message: signal.aborted ? String(signal.reason) : 'the runtime stream broke' };
+      return;
+    }
+    // `[DONE]` is an event too but not a token.
+    yield { o: offset++, t: 'end', tokens: invoke.stream ? Math.max(0, tokens - 1) : 0 };
+  }
+
+  function abortCode(signal: AbortSignal): string {
+    return signal.reason === 'deadline_exceeded' ? 'deadline_exceeded' : 'cancelled';
+  }
+
+  return {
+    run(invoke: Invoke): void {
+      const controller = new AbortController();
+      running.set(invoke.invocationId, controller);
+      const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
+      opts.onActivity();
+      const sent: Frame[] = [];
+      void upload(invoke.invocationId, produce(invoke, controller.signal), sent)
+        .catch((error: unknown) => {
+          // The control plane no longer wants these frames (cancelled, finished elsewhere): stop the runtime call.
+          controller.abort('upload_refused');
+          opts.log('frames upload failed', { invocationId: invoke.invocationId, error: error instanceof Error ? error.message : String(error) });
+        })
+        .finally(() => {
+          clearTimeout(timer);
+          running.delete(invoke.invocationId);
+          opts.onActivity();
+        });
+    },
+    cancel(invocationId: string, reason: string): void {
+      running.get(invocationId)?.abort(reason);
+    },
+    active(): number {
+      return running.size;
+    },
+  };
+}

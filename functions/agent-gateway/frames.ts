@@ -1,0 +1,70 @@
+import type { Hono } from 'hono';
+import { ApiError } from '../errors.js';
+import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
+import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
+import { limitBody } from '../http/body-limit.js';
+import type { FrameAcceptance } from '../relay/hub.js';
+import type { AppEnv } from '../context.js';
+
+function refuse(acceptance: Extract<FrameAcceptance, { ok: false }>): never {
+  if (acceptance.reason === 'not_yours') throw new ApiError('forbidden_machine', 'a machine may upload frames only of its own invocations');
+  throw new ApiError('not_found', 'unknown or finished invocation: abort the runtime call');
+}
+
+/**
+ * POST /agent/v1/invocations/{id}/frames: the node's streamed NDJSON upload of one invocation's frames,
+ * forwarded batch by batch as they arrive (DESIGN.md section 5, step 4). GET tells where to resume.
+ */
+export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
+  app.get('/invocations/:id/frames', machineAuth, (c) => {
+    const acceptance = c.get('ports').relay.hub.nextOffset(c.get('machine').machineId, c.req.param('id'));
+    if (!acceptance.ok) refuse(acceptance);
+    const body: FramesAccepted = { nextOffset: acceptance.nextOffset };
+    return c.json(body);
+  });
+
+  app.post('/invocations/:id/frames', limitBody(maxBytes), machineAuthStreamed, async (c) => {
+    const hub = c.get('ports').relay.hub;
+    const { machineId } = c.get('machine');
+    const invocationId = c.req.param('id');
+    const known = hub.nextOffset(machineId, invocationId);
+    if (!known.ok) refuse(known);
+    const reader = c.req.raw.body?.getReader();
+    if (!reader) throw new ApiError('bad_request', 'frames body is empty');
+    const decoder = new TextDecoder();
+    let buffered = '';
+    let nextOffset = known.nextOffset;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (value) buffered += decoder.decode(value, { stream: true });
+      const lines = buffered.split('\n');
+      buffered = done ? '' : lines.pop()!;
+      const frames: Frame[] = [];
+      for (const line of lines) {
+        if (line.length === 0) continue;
+        let parsed;
+        try {
+          parsed = Frame.safeParse(JSON.parse(line));
+        } catch {
+          parsed = null;
+        }
+        if (!parsed?.success) {
+          await reader.cancel().catch(() => {});
+          throw new ApiError('invalid_json', `frame after offset ${nextOffset} is not a valid NDJSON frame`);
+        }
+        frames.push(parsed.data);
+      }
+      if (frames.length > 0) {
+        const accepted = hub.acceptFrames(machineId, invocationId, frames);
+        if (!accepted.ok) {
+          await reader.cancel().catch(() => {});
+          refuse(accepted);
+        }
+        nextOffset = accepted.nextOffset;
+      }
+      if (done) break;
+    }
+    const body: FramesAccepted = { nextOffset };
+    return c.json(body);
+  });
+}

@@ -1,0 +1,109 @@
+import { Hono, type Context } from 'hono';
+import type { z } from 'zod';
+import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, type ModelList } from '../../../shared/contracts/openai.js';
+import type { InferencePath } from '../../../shared/contracts/relay.js';
+import type { AppEnv } from '../../context.js';
+import { limitBody } from '../../http/body-limit.js';
+import { bearer } from '../../http/api-auth.js';
+import { authenticateApiToken } from '../../services/api-tokens.js';
+import { executeInference } from '../../relay/execute.js';
+import { handleOpenAIError, OpenAIError } from './errors.js';
+
+/** Parses `X-LunaNexa-Deadline` (ISO-8601 or epoch ms) or the body's `timeout` (seconds) into epoch ms. */
+export function parseDeadline(header: string | undefined, timeoutS: number | undefined, now: number, defaultMs: number): number {
+  if (header !== undefined) {
+    const asNumber = Number(header);
+    const at = /^\d+$/.test(header.trim()) ? asNumber : Date.parse(header);
+    if (!Number.isFinite(at)) throw new OpenAIError(400, 'invalid_request_error', 'invalid_deadline', 'X-LunaNexa-Deadline must be an ISO-8601 time or epoch milliseconds');
+    return at;
+  }
+  return now + (timeoutS !== undefined ? timeoutS * 1000 : defaultMs);
+}
+
+async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
+  const text = await c.req.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new OpenAIError(400, 'invalid_request_error', 'invalid_json', 'We could not parse the JSON body of your request.');
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = issue.path.length ? issue.path.join('.') : null;
+    throw new OpenAIError(400, 'invalid_request_error', 'invalid_value', `${issue.message}${param ? ` (${param})` : ''}`, param);
+  }
+  return parsed.data;
+}
+
+/** The OpenAI-compatible consumer surface `/v1` (DESIGN.md section 5). */
+export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.onError(handleOpenAIError);
+  app.use('*', limitBody(maxBodyBytes));
+  app.use('*', async (c, next) => {
+    const ports = c.get('ports');
+    let token: string;
+    try {
+      token = bearer(c.req.header('authorization'));
+    } catch {
+      throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
+    }
+    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token } }).catch(() => {
+      throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
+    });
+    c.set('actor', actor);
+    await next();
+  });
+
+  app.get('/models', async (c) => {
+    const ports = c.get('ports');
+    await ports.relay.routing.fresh();
+    const body: ModelList = {
+      object: 'list',
+      data: ports.relay.routing.list(c.get('actor').workspaceId).map((route) => ({
+        id: route.name,
+        object: 'model',
+        created: Math.floor(route.createdAt.getTime() / 1000),
+        owned_by: 'lunanexa',
+      })),
+    };
+    return c.json(body);
+  });
+
+  const inference = <S extends typeof ChatCompletionRequest | typeof CompletionRequest | typeof EmbeddingRequest>(
+    path: InferencePath,
+    kind: 'chat' | 'completions' | 'embeddings',
+    schema: S,
+  ) =>
+    app.post(path.slice('/v1'.length), async (c) => {
+      const ports = c.get('ports');
+      const startedAt = performance.now();
+      const body = (await parseBody(c, schema)) as Record<string, unknown> & { model: string; stream?: boolean; timeout?: number };
+      const now = Date.now();
+      const deadline = parseDeadline(c.req.header('x-lunanexa-deadline'), body.timeout, now, ports.config.defaultDeadlineMs);
+      if (deadline <= now) throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
+      const idempotencyKey = c.req.header('idempotency-key') ?? null;
+      if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 256)) {
+        throw new OpenAIError(400, 'invalid_request_error', 'invalid_idempotency_key', 'Idempotency-Key must be 1-256 characters');
+      }
+      const { timeout: _timeout, ...forward } = body;
+      return await executeInference(ports, {
+        actor: c.get('actor'),
+        path,
+        kind,
+        model: body.model,
+        body: forward,
+        stream: kind !== 'embeddings' && body.stream === true,
+        deadline,
+        idempotencyKey,
+        signal: c.req.raw.signal,
+        startedAt,
+      });
+    });
+  inference('/v1/chat/completions', 'chat', ChatCompletionRequest);
+  inference('/v1/completions', 'completions', CompletionRequest);
+  inference('/v1/embeddings', 'embeddings', EmbeddingRequest);
+  return app;
+}

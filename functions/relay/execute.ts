@@ -1,0 +1,358 @@
+import type { Frame, InferencePath } from '../../shared/contracts/relay.js';
+import { newId } from '../../shared/ids.js';
+import type { Actor, Ports } from '../context.js';
+import { ApiError } from '../errors.js';
+import { SlotWaitAborted } from '../policy/admission.js';
+import { pickReplica } from '../scheduler/route.js';
+import { finishWorkload, recordWorkload, workloadByKey, type WorkloadState } from '../services/workloads.js';
+import type { ServiceCtx } from '../services/service-context.js';
+import { OpenAIError } from '../api/v1/errors.js';
+import { FrameQueue, type QueueItem } from './frame-queue.js';
+import type { DeploymentRoute, RoutableReplica } from './routing.js';
+
+export interface InferenceRequest {
+  actor: Actor;
+  path: InferencePath;
+  kind: 'chat' | 'completions' | 'embeddings';
+  model: string;
+  /** The validated request body; forwarded with `model` rewritten to the runtime's model. */
+  body: Record<string, unknown>;
+  stream: boolean;
+  /** Epoch ms. */
+  deadline: number;
+  idempotencyKey: string | null;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+  startedAt: number;
+}
+
+const encoder = new TextEncoder();
+
+function errorEvent(code: string, message: string): Uint8Array {
+  return encoder.encode(`data: ${JSON.stringify({ error: { message, type: 'server_error', code, param: null } })}\n\n`);
+}
+
+type Attempt =
+  | { ok: true; head: Extract<Frame, { t: 'head' }>; rest: Frame[]; replica: RoutableReplica; invocationId: string; queueMs: number; dispatchedAt: number }
+  | { ok: false; code: string; message: string; retry: boolean };
+
+/**
+ * Executes one canonical workload (DESIGN.md section 5): admission, routing with retries before the first
+ * byte, dispatch over the node's stream, relay of the runtime's bytes in batches (never re-serialised),
+ * cancellation, deadlines, idempotency and metrics. Returns the client's Response.
+ */
+export async function executeInference(ports: Ports, request: InferenceRequest): Promise<Response> {
+  const { relay, config, metrics } = ports;
+  const ctx: ServiceCtx = { db: ports.store.db, ports, actor: request.actor.tokenId };
+  await relay.routing.fresh();
+  const route = relay.routing.resolve(request.actor.workspaceId, request.model);
+  if (!route) throw new OpenAIError(404, 'not_found_error', 'model_not_found', `The model \`${request.model}\` does not exist or you do not have access to it.`, 'model');
+  const labels = { model: route.model, deployment: route.name };
+
+  try {
+    relay.admission.enter(route.id, route.queueCapacity);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    metrics.admissionRejected.inc(labels);
+    throw new OpenAIError(429, 'rate_limit_error', 'capacity_exceeded', `${route.name} is at capacity; retry later`, null, { 'Retry-After': '1' });
+  }
+
+  const workloadId = newId('workload');
+  let finished = false;
+  let attempts = 0;
+  let machineId: string | null = null;
+  const finish = (state: WorkloadState, statusCode: number | null, errorCode: string | null) => {
+    if (finished) return;
+    finished = true;
+    relay.admission.leave(route.id);
+    relay.live.delete(workloadId);
+    void recorded.then(() => finishWorkload({ ctx, input: { id: workloadId, state, machineId, attempts, statusCode, errorCode } })).catch(() => {});
+  };
+
+  const recorded = recordWorkload({
+    ctx,
+    input: { id: workloadId, workspaceId: request.actor.workspaceId, deploymentId: route.id, kind: request.kind, idempotencyKey: request.idempotencyKey, deadline: new Date(request.deadline) },
+  });
+  if (request.idempotencyKey) {
+    let fresh: boolean;
+    try {
+      fresh = await recorded;
+    } catch (error) {
+      relay.admission.leave(route.id);
+      throw error;
+    }
+    if (!fresh) {
+      relay.admission.leave(route.id);
+      finished = true;
+      const previous = await workloadByKey({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey } });
+      throw new OpenAIError(409, 'invalid_request_error', 'idempotency_key_reused', `Idempotency-Key already used by workload ${previous?.id ?? 'unknown'} (${previous?.state ?? 'unknown'}); it never executes twice`, null, {
+        ...(previous ? { 'X-LunaNexa-Workload-Id': previous.id } : {}),
+      });
+    }
+  } else {
+    recorded.catch((error: unknown) => ports.logger.warn({ err: String(error), workloadId }, 'workload record failed'));
+  }
+
+  // A cancel API call or a client disconnect both end up here.
+  const cancelled = new AbortController();
+  request.signal.addEventListener('abort', () => cancelled.abort('client disconnected'), { once: true });
+  relay.live.set(workloadId, { cancel: (reason) => cancelled.abort(reason) });
+
+  const body = JSON.stringify({ ...request.body, model: route.model });
+  const tried = new Set<string>();
+  let last: Extract<Attempt, { ok: false }> | null = null;
+  try {
+    while (attempts < config.maxAttempts && Date.now() < request.deadline && !cancelled.signal.aborted) {
+      attempts += 1;
+      if (attempts > 1) metrics.retries.inc({ ...labels, node: machineId ?? 'none' });
+      const attempt = await tryReplica(ports, route, request, workloadId, body, tried, cancelled.signal);
+      if (attempt.ok) {
+        machineId = attempt.replica.machineId;
+        return respond(ports, route, request, workloadId, attempt, cancelled, finish);
+      }
+      last = attempt;
+      if (!attempt.retry) break;
+    }
+  } catch (error) {
+    finish('failed', 500, 'internal');
+    throw error;
+  }
+  if (cancelled.signal.aborted) {
+    finish('cancelled', null, 'cancelled');
+    metrics.cancellations.inc({ ...labels, node: machineId ?? 'none' });
+    throw new OpenAIError(499 as never, 'invalid_request_error', 'cancelled', 'the request was cancelled');
+  }
+  if (Date.now() >= request.deadline || last?.code === 'deadline_exceeded') {
+    finish('failed', 504, 'deadline_exceeded');
+    throw new OpenAIError(504, 'timeout_error', 'deadline_exceeded', 'the deadline passed before the request could be served');
+  }
+  finish('failed', 503, last?.code ?? 'no_replica');
+  if (!last || last.code === 'no_replica') throw new OpenAIError(503, 'server_error', 'no_replica_available', `no routable replica of ${route.name}; retry later`, null, { 'Retry-After': '1' });
+  throw new OpenAIError(502, 'server_error', last.code, `the request failed on every replica tried: ${last.message}`);
+}
+
+/** One attempt: pick, queue, dispatch, and wait for the runtime's head frame. */
+async function tryReplica(
+  ports: Ports,
+  route: DeploymentRoute,
+  request: InferenceRequest,
+  workloadId: string,
+  body: string,
+  tried: Set<string>,
+  signal: AbortSignal,
+): Promise<Attempt> {
+  const { relay, config, metrics } = ports;
+  const candidates = route.replicas.map((replica) => ({ ...replica, ...relay.admission.load(replica.assignmentId), concurrency: route.maxConcurrency, warm: true }));
+  const picked = pickReplica(candidates, tried);
+  if (!picked) return { ok: false, code: 'no_replica', message: 'no routable replica left to try', retry: false };
+  tried.add(picked.assignmentId);
+  const replica = route.replicas.find((r) => r.assignmentId === picked.assignmentId)!;
+  const labels = { model: route.model, deployment: route.name, node: replica.machineName };
+
+  let queueMs: number;
+  try {
+    queueMs = await relay.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal);
+  } catch (error) {
+    if (error instanceof SlotWaitAborted) return { ok: false, code: error.reason === 'deadline' ? 'deadline_exceeded' : 'cancelled', message: error.message, retry: false };
+    throw error;
+  }
+  metrics.queueTime.observe(labels, queueMs / 1000);
+  const invocationId = newId('invocation');
+  const queue = new FrameQueue();
+  const dispatchedAt = performance.now();
+  const giveUp = (code: string, message: string, retry: boolean): Attempt => {
+    relay.admission.release(replica.assignmentId);
+    relay.hub.release(invocationId);
+    void relay.hub.cancel(invocationId, replica.machineId, code).catch(() => {});
+    if (code !== 'cancelled') metrics.runtimeFailures.inc(labels);
+    return { ok: false, code, message, retry };
+  };
+  try {
+    await relay.hub.dispatch(
+      { invocationId, workloadId, assignmentId: replica.assignmentId, path: request.path, body, deadline: request.deadline, idempotencyKey: request.idempotencyKey, stream: request.stream },
+      replica.machineId,
+      queue,
+    );
+  } catch (error) {
+    return giveUp('dispatch_failed', error instanceof Error ? error.message : String(error), true);
+  }
+
+  const ack = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, Math.min(config.invokeAckTimeoutMs, request.deadline - Date.now())))]);
+  const frames: Frame[] = [];
+  while (!frames.some((f) => f.t === 'head' || f.t === 'error' || f.t === 'end')) {
+    const item: QueueItem | null = await queue.next(ack);
+    if (!item) {
+      if (signal.aborted) return giveUp('cancelled', 'cancelled', false);
+      return giveUp('node_timeout', 'the node did not answer in time', Date.now() < request.deadline);
+    }
+    if (item.kind === 'failed') return giveUp(item.code, item.message, true);
+    frames.push(...item.frames);
+  }
+  const headIndex = frames.findIndex((f) => f.t === 'head');
+  const head = frames[headIndex];
+  if (!head || head.t !== 'head') {
+    const error = frames.find((f) => f.t === 'error');
+    return giveUp(error && error.t === 'error' ? error.code : 'runtime_error', error && error.t === 'error' ? error.message : 'no response head', error?.t === 'error' && error.code === 'deadline_exceeded' ? false : true);
+  }
+  // A runtime failure before the first byte reached the client is retried elsewhere.
+  if (head.status >= 500) return giveUp('runtime_error', `runtime answered ${head.status}`, true);
+  return { ok: true, head, rest: frames.slice(headIndex + 1), replica, invocationId, queueMs, dispatchedAt };
+}
+
+/** Relays a successful attempt to the client: streamed batch by batch, or collected for a plain response. */
+function respond(
+  ports: Ports,
+  route: DeploymentRoute,
+  request: InferenceRequest,
+  workloadId: string,
+  attempt: Extract<Attempt, { ok: true }>,
+  cancelled: AbortController,
+  finish: (state: WorkloadState, statusCode: number | null, errorCode: string | null) => void,
+): Response | Promise<Response> {
+  const { relay, metrics } = ports;
+  const { replica, invocationId, head } = attempt;
+  // One signal for the rest of the request: cancelled, or out of time.
+  const until = AbortSignal.any([cancelled.signal, AbortSignal.timeout(Math.max(1, request.deadline - Date.now()))]);
+  const labels = { model: route.model, deployment: route.name, node: replica.machineName };
+  let firstDataAt = 0;
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    relay.admission.release(replica.assignmentId);
+    relay.hub.release(invocationId);
+  };
+  const observeEnd = (tokens: number) => {
+    const now = performance.now();
+    const seconds = (now - request.startedAt) / 1000;
+    metrics.requestDuration.observe(labels, seconds);
+    metrics.accelTime.observe(labels, (now - attempt.dispatchedAt) / 1000);
+    if (firstDataAt && tokens > 0) {
+      const generating = (now - firstDataAt) / 1000;
+      if (tokens > 1 && generating > 0) {
+        metrics.interTokenLatency.observe(labels, generating / (tokens - 1));
+        metrics.tokensPerSecond.observe(labels, (tokens - 1) / generating);
+      }
+    }
+  };
+  const onCancel = () => {
+    void relay.hub.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled')).catch(() => {});
+    metrics.cancellations.inc(labels);
+  };
+  cancelled.signal.addEventListener('abort', onCancel, { once: true });
+  const noteData = () => {
+    if (firstDataAt) return;
+    firstDataAt = performance.now();
+    metrics.ttft.observe(labels, (firstDataAt - attempt.dispatchedAt) / 1000);
+  };
+  const timing = (accelMs: number) => `queue;dur=${attempt.queueMs.toFixed(2)}, accel;dur=${accelMs.toFixed(2)}`;
+  const headers = (accelMs: number): Record<string, string> => ({
+    'content-type': head.contentType,
+    'x-lunanexa-workload-id': workloadId,
+    'server-timing': timing(accelMs),
+  });
+
+  if (!request.stream) {
+    return (async () => {
+      const parts: string[] = [];
+      let pending = attempt.rest;
+      for (;;) {
+        for (const frame of pending) {
+          if (frame.t === 'data') {
+            noteData();
+            parts.push(frame.d);
+          } else if (frame.t === 'end') {
+            release();
+            observeEnd(frame.tokens);
+            cancelled.signal.removeEventListener('abort', onCancel);
+            finish(head.status < 400 ? 'succeeded' : 'failed', head.status, null);
+            return new Response(parts.join(''), { status: head.status, headers: headers(performance.now() - attempt.dispatchedAt) });
+          } else if (frame.t === 'error') {
+            release();
+            metrics.runtimeFailures.inc(labels);
+            finish('failed', 502, frame.code);
+            throw new OpenAIError(502, 'server_error', frame.code, frame.message);
+          }
+        }
+        const item = await relayQueueNext(ports, invocationId, until);
+        if (!item) {
+          release();
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', null, cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded');
+          throw cancelled.signal.aborted
+            ? new OpenAIError(499 as never, 'invalid_request_error', 'cancelled', 'the request was cancelled')
+            : new OpenAIError(504, 'timeout_error', 'deadline_exceeded', 'the deadline passed during generation');
+        }
+        if (item.kind === 'failed') {
+          release();
+          metrics.runtimeFailures.inc(labels);
+          finish('failed', 502, item.code);
+          throw new OpenAIError(502, 'server_error', item.code, item.message);
+        }
+        pending = item.frames;
+      }
+    })();
+  }
+
+  let pending: Frame[] | null = attempt.rest;
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        const frames = pending ?? (await nextFrames());
+        pending = null;
+        if (frames === 'closed') return;
+        let text = '';
+        for (const frame of frames) {
+          if (frame.t === 'data') text += frame.d;
+          else if (frame.t === 'end') {
+            if (text) controller.enqueue(encoder.encode(text));
+            if (frame.tokens === 0 && text === '' && !firstDataAt) noteData();
+            release();
+            observeEnd(frame.tokens);
+            cancelled.signal.removeEventListener('abort', onCancel);
+            finish('succeeded', head.status, null);
+            controller.close();
+            return;
+          } else if (frame.t === 'error') {
+            if (text) controller.enqueue(encoder.encode(text));
+            return fail(controller, frame.code, frame.message);
+          }
+        }
+        if (text) {
+          noteData();
+          controller.enqueue(encoder.encode(text));
+          return;
+        }
+      }
+    },
+    cancel() {
+      cancelled.abort('client disconnected');
+      release();
+      finish('cancelled', head.status, 'client_disconnected');
+    },
+  });
+  const fail = (controller: ReadableStreamDefaultController<Uint8Array>, code: string, message: string) => {
+    // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
+    controller.enqueue(errorEvent(code, message));
+    release();
+    metrics.runtimeFailures.inc(labels);
+    finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, code);
+    controller.close();
+  };
+  const nextFrames = async (): Promise<Frame[] | 'closed'> => {
+    const item = await relayQueueNext(ports, invocationId, until);
+    if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded', message: cancelled.signal.aborted ? 'the request was cancelled' : 'the deadline passed during generation' } as Frame];
+    if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message } as Frame];
+    return item.frames;
+  };
+  return new Response(stream, {
+    status: head.status,
+    headers: { ...headers(performance.now() - attempt.dispatchedAt), 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },
+  });
+}
+
+/** The next frames of an invocation, ending at cancellation or the deadline. */
+async function relayQueueNext(ports: Ports, invocationId: string, until: AbortSignal): Promise<QueueItem | null> {
+  const queue = ports.relay.hub.queueOf(invocationId);
+  if (!queue) return null;
+  return await queue.next(until);
+}

@@ -1,0 +1,35 @@
+/** A routable replica as the router sees it at the moment of the decision. */
+export interface RouteCandidate {
+  assignmentId: string;
+  machineId: string;
+  /** Invocations running on the replica (this instance's view). */
+  active: number;
+  /** Invocations waiting for a slot on the replica. */
+  queued: number;
+  concurrency: number;
+  /** The model is loaded and has served recently. */
+  warm: boolean;
+}
+
+/**
+ * Picks the replica for one invocation (DESIGN.md section 5, step 2): least expected queue delay
+ * ((active + queued + 1) / concurrency), then warm, then the lowest id. Pure and deterministic.
+ */
+export function pickReplica(candidates: readonly RouteCandidate[], exclude: ReadonlySet<string> = new Set()): RouteCandidate | null {
+  let best: RouteCandidate | null = null;
+  let bestDelay = Infinity;
+  for (const candidate of candidates) {
+    if (exclude.has(candidate.assignmentId)) continue;
+    const delay = (candidate.active + candidate.queued + 1) / Math.max(1, candidate.concurrency);
+    if (
+      best === null ||
+      delay < bestDelay ||
+      (delay === bestDelay && candidate.warm && !best.warm) ||
+      (delay === bestDelay && candidate.warm === best.warm && candidate.assignmentId < best.assignmentId)
+    ) {
+      best = candidate;
+      bestDelay = delay;
+    }
+  }
+  return best;
+}

@@ -1,0 +1,59 @@
+import { and, eq, sql } from 'drizzle-orm';
+import { workloads } from '../store/schema/index.js';
+import type { ServiceCtx } from './service-context.js';
+
+export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/**
+ * Records a workload. With an Idempotency-Key the insert is the guard: false when the key was used before in
+ * this workspace (by any instance, before or after a restart), so the request must not execute again.
+ */
+export async function recordWorkload({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { id: string; workspaceId: string; deploymentId: string; kind: string; idempotencyKey: string | null; deadline: Date };
+}): Promise<boolean> {
+  const inserted = await ctx.db
+    .insert(workloads)
+    .values({ ...input, state: 'running', instanceId: ctx.ports.instanceId })
+    .onConflictDoNothing()
+    .returning({ id: workloads.id });
+  return inserted.length === 1;
+}
+
+/** The workload an Idempotency-Key already names. */
+export async function workloadByKey({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; idempotencyKey: string } }) {
+  const [row] = await ctx.db
+    .select()
+    .from(workloads)
+    .where(and(eq(workloads.workspaceId, input.workspaceId), eq(workloads.idempotencyKey, input.idempotencyKey)));
+  return row;
+}
+
+export async function finishWorkload({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { id: string; state: WorkloadState; machineId: string | null; attempts: number; statusCode: number | null; errorCode: string | null };
+}): Promise<void> {
+  await ctx.db
+    .update(workloads)
+    .set({ state: input.state, machineId: input.machineId, attempts: input.attempts, statusCode: input.statusCode, errorCode: input.errorCode, finishedAt: sql`now()` })
+    .where(eq(workloads.id, input.id));
+}
+
+export async function getWorkload({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }) {
+  const [row] = await ctx.db.select().from(workloads).where(and(eq(workloads.id, input.id), eq(workloads.workspaceId, input.workspaceId)));
+  return row;
+}
+
+/** Workloads a previous life of this control plane left running: they can never finish, so they failed. */
+export async function abandonStaleWorkloads({ ctx }: { ctx: ServiceCtx }): Promise<void> {
+  await ctx.db
+    .update(workloads)
+    .set({ state: 'failed', errorCode: 'control_plane_restarted', finishedAt: sql`now()` })
+    .where(and(eq(workloads.state, 'running'), sql`${workloads.deadline} < now()`));
+}

@@ -1,0 +1,31 @@
+import { sql } from 'drizzle-orm';
+import { index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+
+/**
+ * One canonical workload (an inference request). Durable so that an Idempotency-Key never executes twice,
+ * across instances and restarts. Holds no payload.
+ */
+export const workloads = pgTable(
+  'workloads',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    deploymentId: text('deployment_id').notNull(),
+    kind: text('kind').notNull(),
+    idempotencyKey: text('idempotency_key'),
+    /** accepted | running | succeeded | failed | cancelled */
+    state: text('state').notNull(),
+    instanceId: text('instance_id').notNull(),
+    machineId: text('machine_id'),
+    attempts: integer('attempts').notNull().default(0),
+    statusCode: integer('status_code'),
+    errorCode: text('error_code'),
+    deadline: timestamp('deadline', { withTimezone: true }).notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('workloads_idempotency').on(t.workspaceId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    index('workloads_state').on(t.state),
+  ],
+);
