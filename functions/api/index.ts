@@ -4,6 +4,7 @@ import type { AppEnv } from '../context.js';
 import { limitBody } from '../http/body-limit.js';
 import { registerEnrollmentTokens } from './enrollment-tokens.js';
 import { registerMachines } from './machines.js';
+import { registerWorkloads } from './workloads.js';
 
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
 export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
@@ -19,6 +20,7 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   app.use('*', limitBody(maxBodyBytes));
   registerEnrollmentTokens(app);
   registerMachines(app);
+  registerWorkloads(app);
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: { title: 'LunaNexa management API', version: '1' },

@@ -15,7 +15,10 @@ export type InvocationSignal = { type: 'frames'; frames: Frame[] } | { type: 'fa
 /** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
 export type LogLines = { type: 'log-lines'; lines: string[] };
 
-export type BusMessage = MachineSignal | LogLines | InvocationSignal;
+/** Sent to `workload:<id>`: whichever instance runs the workload cancels it. */
+export type WorkloadSignal = { type: 'cancel-workload' };
+
+export type BusMessage = MachineSignal | LogLines | InvocationSignal | WorkloadSignal;
 
 /**
  * The relay bus port (DESIGN.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.

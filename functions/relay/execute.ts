@@ -66,6 +66,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     finished = true;
     relay.admission.leave(route.id);
     relay.live.delete(workloadId);
+    unsubscribeCancel();
     void recorded.then(() => finishWorkload({ ctx, input: { id: workloadId, state, machineId, attempts, statusCode, errorCode } })).catch(() => {});
   };
 
@@ -97,6 +98,10 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   const cancelled = new AbortController();
   request.signal.addEventListener('abort', () => cancelled.abort('client disconnected'), { once: true });
   relay.live.set(workloadId, { cancel: (reason) => cancelled.abort(reason) });
+  // The cancel API may be answered by another instance: it reaches this one through the bus.
+  const unsubscribeCancel = ports.bus.subscribe(`workload:${workloadId}`, (message) => {
+    if (message.type === 'cancel-workload') cancelled.abort('cancelled by API');
+  });
 
   const body = JSON.stringify({ ...request.body, model: route.model });
   const tried = new Set<string>();

@@ -1,0 +1,72 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { requireRole } from '../http/api-auth.js';
+import { ApiError } from '../errors.js';
+import { getWorkload } from '../services/workloads.js';
+import type { AppEnv } from '../context.js';
+import { errorResponses } from './schemas.js';
+
+const WorkloadView = z.object({
+  id: z.string(),
+  state: z.string(),
+  deploymentId: z.string(),
+  machineId: z.string().nullable(),
+  attempts: z.number().int(),
+  statusCode: z.number().int().nullable(),
+  errorCode: z.string().nullable(),
+  createdAt: z.string(),
+  finishedAt: z.string().nullable(),
+});
+
+const get = createRoute({
+  method: 'get',
+  path: '/workloads/{id}',
+  summary: 'One inference workload (no payload is ever stored)',
+  middleware: [requireRole('viewer')] as const,
+  request: { params: z.object({ id: z.string().min(1).max(64) }) },
+  responses: { 200: { description: 'Workload', content: { 'application/json': { schema: WorkloadView } } }, ...errorResponses(401, 403, 404) },
+});
+
+const cancel = createRoute({
+  method: 'post',
+  path: '/workloads/{id}/cancel',
+  summary: 'Cancel a running workload: the runtime call on the node is aborted',
+  middleware: [requireRole('operator')] as const,
+  request: { params: z.object({ id: z.string().min(1).max(64) }) },
+  responses: {
+    202: { description: 'Cancellation sent', content: { 'application/json': { schema: z.object({ id: z.string(), cancelled: z.literal(true) }) } } },
+    ...errorResponses(401, 403, 404, 409),
+  },
+});
+
+export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
+  app.openapi(get, async (c) => {
+    const ports = c.get('ports');
+    const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id: c.req.valid('param').id } });
+    if (!row) throw new ApiError('not_found', 'workload not found');
+    return c.json(
+      {
+        id: row.id,
+        state: row.state,
+        deploymentId: row.deploymentId,
+        machineId: row.machineId,
+        attempts: row.attempts,
+        statusCode: row.statusCode,
+        errorCode: row.errorCode,
+        createdAt: row.createdAt.toISOString(),
+        finishedAt: row.finishedAt?.toISOString() ?? null,
+      },
+      200,
+    );
+  });
+  app.openapi(cancel, async (c) => {
+    const ports = c.get('ports');
+    const { id } = c.req.valid('param');
+    const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id } });
+    if (!row) throw new ApiError('not_found', 'workload not found');
+    if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);
+    const live = ports.relay.live.get(id);
+    if (live) live.cancel('cancelled by API');
+    else await ports.bus.publish(`workload:${id}`, { type: 'cancel-workload' });
+    return c.json({ id, cancelled: true as const }, 202);
+  });
+}
