@@ -5,6 +5,7 @@ import { limitBody } from '../http/body-limit.js';
 import { registerEnrollmentTokens } from './enrollment-tokens.js';
 import { registerMachines } from './machines.js';
 import { registerWorkloads } from './workloads.js';
+import { registerDeployments } from './deployments.js';
 
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
 export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
@@ -21,6 +22,7 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   registerEnrollmentTokens(app);
   registerMachines(app);
   registerWorkloads(app);
+  registerDeployments(app);
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: { title: 'LunaNexa management API', version: '1' },

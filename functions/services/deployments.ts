@@ -2,6 +2,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import type { ArtifactPin, RestartPolicy, RuntimeSpec } from '../../shared/contracts/desired.js';
+import type { DeploymentView } from '../../shared/contracts/deployment.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 
 export interface DeploymentInput {
@@ -15,11 +16,47 @@ export interface DeploymentInput {
   selector: Record<string, string>;
   gpus: number;
   memoryMiB: number;
+  /** Active adapter calls per replica; defaults to the column default, 16. */
+  maxConcurrency?: number;
+  /** Queued + running invocations of the deployment before 429; defaults to the column default, 256. */
+  queueCapacity?: number;
+}
+
+type DeploymentRow = typeof deployments.$inferSelect;
+
+export function deploymentView(row: DeploymentRow): DeploymentView {
+  return {
+    id: row.id,
+    name: row.name,
+    model: row.model,
+    runtime: row.runtime,
+    artifact: row.artifact ?? null,
+    restartPolicy: row.restartPolicy,
+    replicas: row.replicas,
+    selector: row.selector,
+    gpus: row.gpus,
+    memoryMiB: row.memoryMiB,
+    maxConcurrency: row.maxConcurrency,
+    queueCapacity: row.queueCapacity,
+    generation: row.generation,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** Live deployments of a workspace. */
+export async function listDeployments({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<DeploymentView[]> {
+  const rows = await ctx.db
+    .select()
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)))
+    .orderBy(deployments.name);
+  return rows.map(deploymentView);
 }
 
 /**
  * Creates the deployment, or updates it (bumping its generation) when its spec differs; a no-op otherwise.
- * The registry and deployments API will own this; until then the simulator seeds through it.
+ * Capacity changes (concurrency, queue) apply at once through routing; spec changes roll the replicas.
  */
 export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: DeploymentInput }): Promise<{ id: string; generation: number; changed: boolean }> {
   return await withTransaction(ctx, async (tx) => {
@@ -37,6 +74,8 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       selector: input.selector,
       gpus: input.gpus,
       memoryMiB: input.memoryMiB,
+      maxConcurrency: input.maxConcurrency ?? 16,
+      queueCapacity: input.queueCapacity ?? 256,
     };
     if (!existing) {
       const id = newId('deployment');
@@ -53,6 +92,8 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       selector: existing.selector,
       gpus: existing.gpus,
       memoryMiB: existing.memoryMiB,
+      maxConcurrency: existing.maxConcurrency,
+      queueCapacity: existing.queueCapacity,
     });
     if (before === JSON.stringify(spec)) return { id: existing.id, generation: existing.generation, changed: false };
     const generation = existing.generation + 1;

@@ -15,7 +15,8 @@ export const RuntimeSpec = z.discriminatedUnion('kind', [
     kind: z.literal('simulated'),
     model: z.string().min(1).max(200),
     ttftMs: z.number().nonnegative().default(20),
-    tokensPerSecond: z.number().positive().default(200),
+    /** 0 = as fast as it can (benchmarks). */
+    tokensPerSecond: z.number().nonnegative().default(200),
     loadMs: z.number().nonnegative().default(200),
     memoryMiB: z.number().nonnegative().default(1024),
     /** Fraction of requests that fail, for fault injection. */

@@ -7,3 +7,4 @@ export * from './stream.js';
 export * from './machine.js';
 export * from './openai.js';
 export * from './relay.js';
+export * from './deployment.js';

@@ -1,0 +1,47 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
+import { applyDeployment, listDeployments } from '../services/deployments.js';
+import { reconcileOnce } from '../controller/driver.js';
+import { requireRole } from '../http/api-auth.js';
+import { ApiError } from '../errors.js';
+import type { AppEnv } from '../context.js';
+import { errorResponses } from './schemas.js';
+
+const list = createRoute({
+  method: 'get',
+  path: '/deployments',
+  summary: 'List deployments',
+  middleware: [requireRole('viewer')] as const,
+  responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: z.object({ data: z.array(DeploymentView) }) } } }, ...errorResponses(401, 403) },
+});
+
+const put = createRoute({
+  method: 'put',
+  path: '/deployments/{name}',
+  summary: 'Declare a deployment (create, or update and roll its replicas); the controller makes the fleet match',
+  middleware: [requireRole('operator')] as const,
+  request: { params: z.object({ name: DeploymentName }), body: { content: { 'application/json': { schema: DeploymentSpec } }, required: true } },
+  responses: {
+    200: { description: 'Applied', content: { 'application/json': { schema: DeploymentView } } },
+    ...errorResponses(400, 401, 403, 413),
+  },
+});
+
+export function registerDeployments(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const ports = c.get('ports');
+    const data = await listDeployments({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });
+    return c.json({ data }, 200);
+  });
+  app.openapi(put, async (c) => {
+    const ports = c.get('ports');
+    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const workspaceId = c.get('actor').workspaceId;
+    const name = c.req.valid('param').name;
+    await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
+    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    const view = (await listDeployments({ ctx, input: { workspaceId } })).find((d) => d.name === name);
+    if (!view) throw new ApiError('conflict', 'the deployment changed concurrently');
+    return c.json(view, 200);
+  });
+}
