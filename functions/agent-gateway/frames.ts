@@ -2,7 +2,6 @@ import type { Hono } from 'hono';
 import { ApiError } from '../errors.js';
 import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
-import { limitBody } from '../http/body-limit.js';
 import type { FrameAcceptance } from '../relay/hub.js';
 import type { AppEnv } from '../context.js';
 
@@ -23,7 +22,11 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     return c.json(body);
   });
 
-  app.post('/invocations/:id/frames', limitBody(maxBytes), machineAuthStreamed, async (c) => {
+  // Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every
+  // frame of a generation back until its end. The limit is enforced while streaming instead.
+  app.post('/invocations/:id/frames', machineAuthStreamed, async (c) => {
+    const declared = Number(c.req.header('content-length'));
+    if (Number.isFinite(declared) && declared > maxBytes) throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
     const hub = c.get('ports').relay.hub;
     const { machineId } = c.get('machine');
     const invocationId = c.req.param('id');
@@ -34,8 +37,14 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     const decoder = new TextDecoder();
     let buffered = '';
     let nextOffset = known.nextOffset;
+    let size = 0;
     for (;;) {
       const { done, value } = await reader.read();
+      size += value?.length ?? 0;
+      if (size > maxBytes) {
+        await reader.cancel().catch(() => {});
+        throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
+      }
       if (value) buffered += decoder.decode(value, { stream: true });
       const lines = buffered.split('\n');
       buffered = done ? '' : lines.pop()!;

@@ -1,7 +1,7 @@
 import { createMiddleware } from 'hono/factory';
 import { ApiError } from '../errors.js';
-import { verifyMachineRequest } from '../services/machine-auth.js';
-import type { AppEnv } from '../context.js';
+import { MachineAuthCache, verifyMachineRequest } from '../services/machine-auth.js';
+import type { AppEnv, Ports } from '../context.js';
 import { bearer } from './api-auth.js';
 
 /**
@@ -17,6 +17,8 @@ export const machineAuth = machineAuthFor('buffered');
  */
 export const machineAuthStreamed = machineAuthFor('streamed');
 
+const caches = new WeakMap<object, MachineAuthCache>();
+
 function machineAuthFor(mode: 'buffered' | 'streamed') {
   return createMiddleware<AppEnv>(async (c, next) => {
     const ports = c.get('ports');
@@ -25,7 +27,14 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
       const identity = await ports.identity();
       const machine = await verifyMachineRequest({
         ctx: { db: ports.store.db, ports, actor: 'agent' },
-        input: { token: bearer(c.req.header('authorization')), method: c.req.method, path: c.req.path, body, clusterId: identity.clusterId },
+        input: {
+          token: bearer(c.req.header('authorization')),
+          method: c.req.method,
+          path: c.req.path,
+          body,
+          clusterId: identity.clusterId,
+          cache: mode === 'streamed' ? cacheOf(ports) : undefined,
+        },
       });
       c.set('machine', machine);
     } catch (error) {
@@ -38,4 +47,10 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
     c.set('rawBody', body);
     await next();
   });
+}
+
+function cacheOf(ports: Ports): MachineAuthCache {
+  let cache = caches.get(ports);
+  if (!cache) caches.set(ports, (cache = new MachineAuthCache()));
+  return cache;
 }

@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify, type CryptoKey } from 'jose';
 import { machineCredentials, machineJtis, machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { sha256Base64Url } from '../../shared/canonical.js';
@@ -24,7 +24,7 @@ export async function verifyMachineRequest({
   input,
 }: {
   ctx: ServiceCtx;
-  input: { token: string; method: string; path: string; body: string; clusterId: string };
+  input: { token: string; method: string; path: string; body: string; clusterId: string; cache?: MachineAuthCache };
 }): Promise<MachinePrincipal> {
   let kid: string | undefined;
   try {
@@ -37,24 +37,13 @@ export async function verifyMachineRequest({
   }
   if (!kid) throw reject('kid', 'the machine token names no key');
 
-  const [row] = await ctx.db
-    .select({
-      machineId: machines.id,
-      workspaceId: machines.workspaceId,
-      revokedAt: machines.revokedAt,
-      publicKey: machineCredentials.publicKey,
-      credentialExpired: sql<boolean>`${machineCredentials.expiresAt} <= now()`,
-      now: sql<string>`now()`,
-    })
-    .from(machineCredentials)
-    .innerJoin(machines, eq(machines.id, machineCredentials.machineId))
-    .where(eq(machineCredentials.id, kid));
+  const row = input.cache ? await input.cache.credential(ctx, kid) : await loadCredential(ctx, kid);
   if (!row) throw reject('unknown_key', 'the machine token is signed by an unknown key');
 
-  const now = new Date(row.now);
+  const now = row.now();
   let payload;
   try {
-    const key = await importJWK({ ...row.publicKey }, 'EdDSA');
+    const key = row.key;
     ({ payload } = await jwtVerify(input.token, key, {
       algorithms: ['EdDSA'],
       issuer: row.machineId,
@@ -71,7 +60,7 @@ export async function verifyMachineRequest({
   }
   // Checks after the signature, so an attacker learns nothing about a machine's state without its key.
   if (row.revokedAt) throw reject('revoked', 'the machine has been revoked', 'machine_revoked');
-  if (row.credentialExpired) throw reject('credential_expired', 'the machine credential has expired; enroll again', 'credential_expired');
+  if (row.expiresAt <= now) throw reject('credential_expired', 'the machine credential has expired; enroll again', 'credential_expired');
   const iat = payload.iat!;
   const exp = payload.exp!;
   if (exp - iat > MACHINE_JWT_MAX_LIFETIME_S) throw reject('lifetime', `machine tokens may live at most ${MACHINE_JWT_MAX_LIFETIME_S} s`);
@@ -81,13 +70,85 @@ export async function verifyMachineRequest({
   }
   if (payload.bdh !== (await sha256Base64Url(input.body))) throw reject('body_digest', 'the request body does not match the signed digest', 'body_digest_mismatch');
 
-  const fenced = await ctx.db
-    .insert(machineJtis)
-    .values({ jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + CLOCK_TOLERANCE_S) * 1000) })
-    .onConflictDoNothing()
-    .returning({ jti: machineJtis.jti });
-  if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
+  const jti = { jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + CLOCK_TOLERANCE_S) * 1000) };
+  if (input.cache) {
+    if (!input.cache.fence(jti.jti, jti.expiresAt.getTime())) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
+    // Recorded for the other instances without holding the request: see MachineAuthCache.
+    void ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().catch(() => {});
+  } else {
+    const fenced = await ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().returning({ jti: machineJtis.jti });
+    if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
+  }
   return { machineId: row.machineId, workspaceId: row.workspaceId, credentialId: kid };
+}
+
+interface CredentialRow {
+  machineId: string;
+  workspaceId: string;
+  revokedAt: Date | null;
+  expiresAt: Date;
+  key: CryptoKey;
+  /** The database's clock, now. */
+  now(): Date;
+}
+
+async function loadCredential(ctx: ServiceCtx, kid: string): Promise<CredentialRow | null> {
+  const [row] = await ctx.db
+    .select({
+      machineId: machines.id,
+      workspaceId: machines.workspaceId,
+      revokedAt: machines.revokedAt,
+      publicKey: machineCredentials.publicKey,
+      expiresAt: machineCredentials.expiresAt,
+      now: sql<string>`now()`,
+    })
+    .from(machineCredentials)
+    .innerJoin(machines, eq(machines.id, machineCredentials.machineId))
+    .where(eq(machineCredentials.id, kid));
+  if (!row) return null;
+  const dbNow = new Date(row.now).getTime();
+  const offset = dbNow - Date.now();
+  return {
+    machineId: row.machineId,
+    workspaceId: row.workspaceId,
+    revokedAt: row.revokedAt,
+    expiresAt: row.expiresAt,
+    key: (await importJWK({ ...row.publicKey }, 'EdDSA')) as CryptoKey,
+    now: () => new Date(Date.now() + offset),
+  };
+}
+
+/**
+ * The hot path's verifier state, for frame uploads only: credentials are cached for a couple of seconds
+ * (with the database clock's offset), and the replay fence is checked in memory and recorded in the store
+ * without waiting. That is safe there because a frame upload is also bound to an invocation that exists
+ * only on the instance that dispatched it and only while it runs; a revoked machine's stream is closed at
+ * once, which fails its invocations, so its uploads find nothing to write to.
+ */
+export class MachineAuthCache {
+  private readonly credentials = new Map<string, { row: CredentialRow; until: number }>();
+  private readonly jtis = new Map<string, number>();
+
+  constructor(private readonly ttlMs = 2_000) {}
+
+  async credential(ctx: ServiceCtx, kid: string): Promise<CredentialRow | null> {
+    const cached = this.credentials.get(kid);
+    if (cached && cached.until > performance.now()) return cached.row;
+    const row = await loadCredential(ctx, kid);
+    if (row) this.credentials.set(kid, { row, until: performance.now() + this.ttlMs });
+    return row;
+  }
+
+  /** False when the jti was seen before; remembers it until the token expires. */
+  fence(jti: string, expiresAtMs: number): boolean {
+    if (this.jtis.has(jti)) return false;
+    if (this.jtis.size > 10_000) {
+      const now = Date.now();
+      for (const [key, until] of this.jtis) if (until < now) this.jtis.delete(key);
+    }
+    this.jtis.set(jti, expiresAtMs);
+    return true;
+  }
 }
 
 /** Deletes replay-fence rows whose tokens can no longer be presented. */

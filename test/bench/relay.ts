@@ -1,0 +1,302 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { Agent, request } from 'undici';
+import { freePort } from '../../agent/runtimes/process.js';
+import { AGENT_ENTRY } from '../../functions/dev/fleet.js';
+
+/**
+ * `npm run bench:relay`: one simulated runtime emitting tokens as fast as it can, measured side by side and
+ * interleaved: (a) direct, (b) through nginx (the conventional inbound design), (c) through LunaNexa in one
+ * instance, (d) through LunaNexa across two instances via PostgreSQL (client on A, node attached to B).
+ * Prints a table and writes bench/results/relay.json.
+ */
+const PG_URL = process.env.LUNANEXA_TEST_PG_URL ?? 'postgres://lunanexa:lunanexa@127.0.0.1:5432/postgres';
+const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,64,256').split(',').map(Number);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const MAX_TOKENS = Number(process.env.BENCH_TOKENS ?? 128);
+const REQUESTS = (concurrency: number) => (concurrency === 1 ? 60 : concurrency * 3);
+const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const children: ChildProcess[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+
+function start(args: string[], env: NodeJS.ProcessEnv, logFile: string): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr!.on('data', (chunk) => (log += chunk));
+  child.once('exit', () => void writeFile(logFile, log).catch(() => {}));
+  children.push(child);
+  return child;
+}
+
+async function waitUntil<T>(what: string, check: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => null);
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+async function controlPlane(name: string, databaseUrl: string, root: string) {
+  const port = await freePort();
+  const dataDir = join(root, name);
+  start(['functions/node.ts'], { DATABASE_URL: databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: dataDir, LUNANEXA_LOG_LEVEL: 'warn' }, join(root, `${name}.log`));
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntil(`${name} ready`, async () => (await fetch(`${url}/readyz`)).ok);
+  const token = (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim();
+  return { url, token };
+}
+
+interface Sample {
+  ttft: number[];
+  itl: number[];
+  tokens: number;
+  errors: number;
+  wallMs: number;
+}
+
+const dispatcher = new Agent({ connections: 2048, keepAliveTimeout: 30_000 });
+const BODY = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'measure me' }], max_tokens: MAX_TOKENS, stream: true });
+const TOKEN_MARK = '"content":"tok';
+
+async function oneRequest(url: string, token: string | null, sample: Sample): Promise<void> {
+  const started = performance.now();
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  try {
+    const response = await request(`${url}/v1/chat/completions`, { method: 'POST', headers, body: BODY, dispatcher });
+    if (response.statusCode !== 200) {
+      sample.errors += 1;
+      await response.body.dump();
+      return;
+    }
+    let last = 0;
+    let count = 0;
+    let tail = '';
+    for await (const chunk of response.body) {
+      const now = performance.now();
+      const text = tail + (chunk as Buffer).toString('latin1');
+      let n = 0;
+      for (let at = text.indexOf(TOKEN_MARK); at !== -1; at = text.indexOf(TOKEN_MARK, at + 1)) n += 1;
+      tail = text.slice(-TOKEN_MARK.length);
+      if (tail.includes('"')) tail = tail.slice(tail.indexOf('"'));
+      else tail = '';
+      if (n > 0) {
+        if (count === 0) sample.ttft.push(now - started);
+        else sample.itl.push(now - last);
+        for (let i = 1; i < n; i += 1) sample.itl.push(0);
+        count += n;
+        last = now;
+      }
+      if (text.includes('"error"')) sample.errors += 1;
+    }
+    if (count !== MAX_TOKENS) sample.errors += 1;
+    sample.tokens += count;
+  } catch {
+    sample.errors += 1;
+  }
+}
+
+async function window(url: string, token: string | null, concurrency: number): Promise<Sample> {
+  const sample: Sample = { ttft: [], itl: [], tokens: 0, errors: 0, wallMs: 0 };
+  let remaining = REQUESTS(concurrency);
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (remaining > 0) {
+        remaining -= 1;
+        await oneRequest(url, token, sample);
+      }
+    }),
+  );
+  sample.wallMs = performance.now() - started;
+  return sample;
+}
+
+function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function main() {
+  if (!NGINX) throw new Error('nginx is required: apt-get install -y nginx');
+  const root = await mkdtemp(join(tmpdir(), 'lnx-bench-relay-'));
+  cleanups.push(() => rm(root, { recursive: true, force: true }));
+  const dbName = `lnx_bench_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`create database ${dbName}`);
+  await admin.end();
+  cleanups.push(async () => {
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`drop database if exists ${dbName} with (force)`);
+    await client.end();
+  });
+  const dbUrl = new URL(PG_URL);
+  dbUrl.pathname = `/${dbName}`;
+
+  const b = await controlPlane('instance-b', dbUrl.toString(), root);
+  const a = await controlPlane('instance-a', dbUrl.toString(), root);
+  const api = (path: string, init: RequestInit = {}) =>
+    fetch(`${b.url}${path}`, { ...init, headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' } });
+  const put = await api('/api/v1/deployments/bench', {
+    method: 'PUT',
+    body: JSON.stringify({
+      model: 'bench',
+      runtime: { kind: 'simulated', model: 'bench', ttftMs: 0, tokensPerSecond: 0, loadMs: 0 },
+      replicas: 1,
+      selector: { bench: 'true' },
+      maxConcurrency: 1024,
+      queueCapacity: 8192,
+    }),
+  });
+  if (!put.ok) throw new Error(`deployment: ${put.status} ${await put.text()}`);
+  const enrollment = (await (await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'bench-node', labels: { bench: 'true' } }) })).json()) as { token: string };
+  const stateDir = join(root, 'node');
+  const enroll = start([AGENT_ENTRY, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
+  await new Promise((r) => enroll.once('exit', r));
+  start([AGENT_ENTRY, 'run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
+  await waitUntil('bench runtime routable', async () => {
+    const machines = (await (await api('/api/v1/machines')).json()) as { data: Array<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }> };
+    return machines.data.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));
+  });
+  // Both instances route from their own snapshot; wait until A sees the replica too.
+  await waitUntil('instance A routes bench', async () => {
+    const r = await fetch(`${a.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: BODY });
+    await r.text();
+    return r.ok;
+  });
+  const record = JSON.parse(await readFile(join(stateDir, 'runtimes', (await readdir(join(stateDir, 'runtimes'))).find((f) => f.endsWith('.json'))!), 'utf8')) as { port: number };
+  const direct = `http://127.0.0.1:${record.port}`;
+
+  const nginxPort = await freePort();
+  const prefix = join(root, 'nginx');
+  await mkdir(join(prefix, 'logs'), { recursive: true });
+  await writeFile(
+    join(prefix, 'nginx.conf'),
+    `daemon off;
+worker_processes 1;
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy; fastcgi_temp_path ${prefix}/fcgi;
+  uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
+  upstream runtime { server 127.0.0.1:${record.port}; keepalive 1024; }
+  server {
+    listen 127.0.0.1:${nginxPort};
+    location / {
+      proxy_pass http://runtime;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+`,
+  );
+  const nginx = spawn(NGINX, ['-p', prefix, '-c', join(prefix, 'nginx.conf')], { stdio: 'ignore' });
+  children.push(nginx);
+  await waitUntil('nginx', async () => (await fetch(`http://127.0.0.1:${nginxPort}/health`)).ok);
+
+  const targets = [
+    { key: 'direct', label: '(a) direct', url: direct, token: null },
+    { key: 'nginx', label: '(b) nginx reverse proxy', url: `http://127.0.0.1:${nginxPort}`, token: null },
+    { key: 'lunanexa', label: '(c) LunaNexa, one instance', url: b.url, token: b.token },
+    { key: 'lunanexa-2', label: '(d) LunaNexa, two instances via PostgreSQL', url: a.url, token: a.token },
+  ];
+  // Warm every path (JIT, connection pools) before measuring.
+  for (const target of targets) await window(target.url, target.token, 8);
+
+  const results: Record<string, Record<number, Sample>> = {};
+  for (const concurrency of CONCURRENCY) {
+    for (let round = 0; round < ROUNDS; round += 1) {
+      // Interleave, rotating the order so no path always runs first or last.
+      const order = targets.map((_, i) => targets[(i + round) % targets.length]!);
+      for (const target of order) {
+        const sample = await window(target.url, target.token, concurrency);
+        const total = ((results[target.key] ??= {})[concurrency] ??= { ttft: [], itl: [], tokens: 0, errors: 0, wallMs: 0 });
+        total.ttft.push(...sample.ttft);
+        total.itl.push(...sample.itl);
+        total.tokens += sample.tokens;
+        total.errors += sample.errors;
+        total.wallMs += sample.wallMs;
+        process.stderr.write(`c=${concurrency} round ${round + 1} ${target.key}: ${Math.round(sample.tokens / (sample.wallMs / 1000))} tok/s, errors ${sample.errors}\n`);
+      }
+    }
+  }
+
+  const rows: Array<{ path: string; concurrency: number; requests: number; ttftP50Ms: number; ttftP99Ms: number; itlP50Ms: number; itlP99Ms: number; tokensPerSecond: number; errors: number }> = [];
+  for (const concurrency of CONCURRENCY) {
+    for (const target of targets) {
+      const s = results[target.key]![concurrency]!;
+      rows.push({
+        path: target.key,
+        concurrency,
+        requests: s.ttft.length,
+        ttftP50Ms: percentile(s.ttft, 50),
+        ttftP99Ms: percentile(s.ttft, 99),
+        itlP50Ms: percentile(s.itl, 50),
+        itlP99Ms: percentile(s.itl, 99),
+        tokensPerSecond: s.tokens / (s.wallMs / 1000),
+        errors: s.errors,
+      });
+    }
+  }
+  const row = (path: string, c: number) => rows.find((r) => r.path === path && r.concurrency === c)!;
+  const c1 = CONCURRENCY.includes(1) ? 1 : CONCURRENCY[0]!;
+  const c64 = CONCURRENCY.includes(64) ? 64 : CONCURRENCY[0]!;
+  const ratios = {
+    addedTtftP50MsVsDirect: row('lunanexa', c1).ttftP50Ms - row('direct', c1).ttftP50Ms,
+    addedTtftP99MsVsDirect: row('lunanexa', c1).ttftP99Ms - row('direct', c1).ttftP99Ms,
+    addedTtftP50MsVsNginx: row('lunanexa', c1).ttftP50Ms - row('nginx', c1).ttftP50Ms,
+    addedTtftP50MsCrossInstanceVsDirect: row('lunanexa-2', c1).ttftP50Ms - row('direct', c1).ttftP50Ms,
+    tokensPerSecondVsDirectAt64: row('lunanexa', c64).tokensPerSecond / row('direct', c64).tokensPerSecond,
+    tokensPerSecondVsNginxAt64: row('lunanexa', c64).tokensPerSecond / row('nginx', c64).tokensPerSecond,
+    tokensPerSecondCrossInstanceVsDirectAt64: row('lunanexa-2', c64).tokensPerSecond / row('direct', c64).tokensPerSecond,
+    errorsAt256: CONCURRENCY.includes(256) ? targets.map((t) => row(t.key, 256).errors).reduce((x, y) => x + y, 0) : null,
+  };
+  const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(n < 10 ? 3 : 0) : 'n/a');
+  console.log(`\nrelay benchmark: ${MAX_TOKENS} tokens per request, ${ROUNDS} interleaved rounds, simulated runtime at full speed\n`);
+  console.log('| path | concurrency | requests | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | tokens/s | errors |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.path} | ${r.concurrency} | ${r.requests} | ${fmt(r.ttftP50Ms)} | ${fmt(r.ttftP99Ms)} | ${fmt(r.itlP50Ms)} | ${fmt(r.itlP99Ms)} | ${fmt(r.tokensPerSecond)} | ${r.errors} |`);
+  }
+  console.log('\n| ratio | value | target |');
+  console.log('|---|---|---|');
+  console.log(`| added TTFT p50 vs direct (c=${c1}) | ${fmt(ratios.addedTtftP50MsVsDirect)} ms | <= 1 ms |`);
+  console.log(`| added TTFT p99 vs direct (c=${c1}) | ${fmt(ratios.addedTtftP99MsVsDirect)} ms | <= 3 ms |`);
+  console.log(`| added TTFT p50 vs nginx (c=${c1}) | ${fmt(ratios.addedTtftP50MsVsNginx)} ms | |`);
+  console.log(`| added TTFT p50 cross-instance vs direct (c=${c1}) | ${fmt(ratios.addedTtftP50MsCrossInstanceVsDirect)} ms | |`);
+  console.log(`| tokens/s vs direct (c=${c64}) | ${(ratios.tokensPerSecondVsDirectAt64 * 100).toFixed(1)} % | >= 95 % |`);
+  console.log(`| tokens/s vs nginx (c=${c64}) | ${(ratios.tokensPerSecondVsNginxAt64 * 100).toFixed(1)} % | |`);
+  console.log(`| tokens/s cross-instance vs direct (c=${c64}) | ${(ratios.tokensPerSecondCrossInstanceVsDirectAt64 * 100).toFixed(1)} % | |`);
+  console.log(`| errors at c=256 (all paths) | ${ratios.errorsAt256} | 0 |`);
+  await mkdir('bench/results', { recursive: true });
+  await writeFile(
+    'bench/results/relay.json',
+    `${JSON.stringify({ measuredAt: new Date().toISOString(), command: 'npm run bench:relay', maxTokens: MAX_TOKENS, rounds: ROUNDS, rows, ratios }, null, 2)}\n`,
+  );
+}
+
+try {
+  await main();
+} finally {
+  for (const child of children.reverse()) child.kill('SIGTERM');
+  await sleep(3_000);
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+  await dispatcher.close();
+}
