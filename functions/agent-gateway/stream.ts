@@ -93,6 +93,11 @@ export function registerStream(app: Hono<AppEnv>) {
         });
         await sendDesired(first);
       });
+      // A change committed between signing `first` and subscribing above signalled nobody: catch up once.
+      void enqueue(async () => {
+        const latest = await signDesiredState({ ctx, input: { machineId } });
+        if (latest.gen !== first.gen) await sendDesired(latest);
+      });
       await done;
       ports.metrics.streamsAttached.dec();
       await detachStream({ ctx, input: { machineId, connectionId } }).catch(() => {});
