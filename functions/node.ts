@@ -75,7 +75,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     metrics: createMetrics({ processMetrics: true }),
     instanceId: newId('instance'),
     identity: createIdentityLoader(store.db),
-    relay: createRelay({ bus, db: store.db, ports: () => ports }),
+    relay: createRelay({ bus, ports: () => ports }),
   };
   const systemCtx: ServiceCtx = { db: store.db, ports, actor: 'system' };
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });

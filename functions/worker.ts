@@ -117,7 +117,7 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
       return identity;
     },
     // The routing snapshot refreshes on demand within requests: Workers run no background timers.
-    relay: createRelay({ bus, db: store.db, ports: () => ports }),
+    relay: createRelay({ bus, ports: () => ports }),
   };
   return ports;
 }

@@ -38,6 +38,11 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     const encoder = new TextEncoder();
     const iterator = frames[Symbol.asyncIterator]();
     const body = new ReadableStream<Uint8Array>({
+      // An empty line (skipped by the control plane) opens the upload at once: its start is the node's ack of
+      // the invoke, which matters when the runtime answers only at the end (a request that is not streamed).
+      start(controller) {
+        controller.enqueue(encoder.encode('\n'));
+      },
       async pull(controller) {
         const next = await iterator.next();
         if (next.done) return controller.close();
@@ -102,6 +107,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     const decoder = new TextDecoder();
     let tokens = 0;
     let pending = '';
+    let tail = '';
     let read: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
     try {
       for (;;) {
@@ -112,6 +118,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         if (result === null || result.done || pending.length >= BATCH_BYTES) {
           if (pending) {
             tokens += countEvents(pending);
+            tail = (tail + pending).slice(-32);
             yield { o: offset++, t: 'data', d: pending };
             pending = '';
           }
@@ -124,6 +131,12 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     } catch {
       if (pending) yield { o: offset++, t: 'data', d: pending };
       yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken', message: signal.aborted ? String(signal.reason) : 'the runtime stream broke' };
+      return;
+    }
+    // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
+    // politely the connection closed: the client must not take it for a complete answer.
+    if (invoke.stream && response.ok && !tail.includes('data: [DONE]')) {
+      yield { o: offset++, t: 'error', code: 'runtime_stream_incomplete', message: 'the runtime ended the stream without [DONE]' };
       return;
     }
     // `[DONE]` is an event too but not a token.

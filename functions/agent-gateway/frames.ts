@@ -32,6 +32,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     const invocationId = c.req.param('id');
     const known = hub.nextOffset(machineId, invocationId);
     if (!known.ok) refuse(known);
+    hub.acknowledge(machineId, invocationId);
     const reader = c.req.raw.body?.getReader();
     if (!reader) throw new ApiError('bad_request', 'frames body is empty');
     const decoder = new TextDecoder();

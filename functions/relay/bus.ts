@@ -15,6 +15,12 @@ export type InvocationSignal = { type: 'frames'; frames: Frame[] } | { type: 'fa
 /** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
 export type LogLines = { type: 'log-lines'; lines: string[] };
 
+/**
+ * Largest bus message: Postgres NOTIFY payloads must stay under 8,000 bytes. Here, not in pg-bus.ts, so that
+ * the hub can size its messages without pulling the `pg` driver into the Worker bundle.
+ */
+export const MAX_NOTIFY_BYTES = 7_900;
+
 /** Sent to `workload:<id>`: whichever instance runs the workload cancels it. */
 export type WorkloadSignal = { type: 'cancel-workload' };
 

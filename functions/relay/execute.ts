@@ -34,7 +34,27 @@ function errorEvent(code: string, message: string): Uint8Array {
 
 type Attempt =
   | { ok: true; head: Extract<Frame, { t: 'head' }>; rest: Frame[]; replica: RoutableReplica; invocationId: string; queueMs: number; dispatchedAt: number }
-  | { ok: false; code: string; message: string; retry: boolean };
+  | { ok: false; code: string; message: string; retry: boolean; node?: string };
+
+/**
+ * `AbortSignal.any([signal, AbortSignal.timeout(ms)])` that does fire: Node 20 lets a timeout signal that only
+ * `any()` refers to be garbage-collected, and then it never aborts. The timer here holds it; `clear()` stops it.
+ */
+function abortAfter(signal: AbortSignal, ms: number): { signal: AbortSignal; clear(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
+  // setTimeout fires at once past 2^31-1 ms; a deadline that far away is as good as none.
+  const timer = setTimeout(() => controller.abort(new DOMException('The operation timed out.', 'TimeoutError')), Math.min(Math.max(1, ms), 2 ** 31 - 1));
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
 
 /**
  * Executes one canonical workload (DESIGN.md section 5): admission, routing with retries before the first
@@ -61,6 +81,8 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   let finished = false;
   let attempts = 0;
   let machineId: string | null = null;
+  /** The machine name of the last attempt that failed, for the node label of retries and cancellations. */
+  let lastNode: string | null = null;
   const finish = (state: WorkloadState, statusCode: number | null, errorCode: string | null) => {
     if (finished) return;
     finished = true;
@@ -109,13 +131,15 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   try {
     while (attempts < config.maxAttempts && Date.now() < request.deadline && !cancelled.signal.aborted) {
       attempts += 1;
-      if (attempts > 1) metrics.retries.inc({ ...labels, node: machineId ?? 'none' });
+      if (attempts > 1) metrics.retries.inc({ ...labels, node: lastNode ?? 'none' });
       const attempt = await tryReplica(ports, route, request, workloadId, body, tried, cancelled.signal);
       if (attempt.ok) {
         machineId = attempt.replica.machineId;
         return respond(ports, route, request, workloadId, attempt, cancelled, finish);
       }
-      last = attempt;
+      if (attempt.node) lastNode = attempt.node;
+      // Running out of replicas to try must not hide why the ones tried failed.
+      if (attempt.code !== 'no_replica' || !last) last = attempt;
       if (!attempt.retry) break;
     }
   } catch (error) {
@@ -124,19 +148,20 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   }
   if (cancelled.signal.aborted) {
     finish('cancelled', null, 'cancelled');
-    metrics.cancellations.inc({ ...labels, node: machineId ?? 'none' });
+    metrics.cancellations.inc({ ...labels, node: lastNode ?? 'none' });
     throw new OpenAIError(499 as never, 'invalid_request_error', 'cancelled', 'the request was cancelled');
   }
   if (Date.now() >= request.deadline || last?.code === 'deadline_exceeded') {
     finish('failed', 504, 'deadline_exceeded');
     throw new OpenAIError(504, 'timeout_error', 'deadline_exceeded', 'the deadline passed before the request could be served');
   }
-  finish('failed', 503, last?.code ?? 'no_replica');
-  if (!last || last.code === 'no_replica') throw new OpenAIError(503, 'server_error', 'no_replica_available', `no routable replica of ${route.name}; retry later`, null, { 'Retry-After': '1' });
+  const noReplica = !last || last.code === 'no_replica';
+  finish('failed', noReplica ? 503 : 502, last?.code ?? 'no_replica');
+  if (!last || noReplica) throw new OpenAIError(503, 'server_error', 'no_replica_available', `no routable replica of ${route.name}; retry later`, null, { 'Retry-After': '1' });
   throw new OpenAIError(502, 'server_error', last.code, `the request failed on every replica tried: ${last.message}`);
 }
 
-/** One attempt: pick, queue, dispatch, and wait for the runtime's head frame. */
+/** One attempt: pick, queue, dispatch, and wait for the runtime's head and first body bytes. */
 async function tryReplica(
   ports: Ports,
   route: DeploymentRoute,
@@ -158,7 +183,7 @@ async function tryReplica(
   try {
     queueMs = await relay.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal);
   } catch (error) {
-    if (error instanceof SlotWaitAborted) return { ok: false, code: error.reason === 'deadline' ? 'deadline_exceeded' : 'cancelled', message: error.message, retry: false };
+    if (error instanceof SlotWaitAborted) return { ok: false, code: error.reason === 'deadline' ? 'deadline_exceeded' : 'cancelled', message: error.message, retry: false, node: replica.machineName };
     throw error;
   }
   metrics.queueTime.observe(labels, queueMs / 1000);
@@ -170,7 +195,7 @@ async function tryReplica(
     relay.hub.release(invocationId);
     void relay.hub.cancel(invocationId, replica.machineId, code).catch(() => {});
     if (code !== 'cancelled') metrics.runtimeFailures.inc(labels);
-    return { ok: false, code, message, retry };
+    return { ok: false, code, message, retry, node: replica.machineName };
   };
   try {
     await relay.hub.dispatch(
@@ -182,16 +207,35 @@ async function tryReplica(
     return giveUp('dispatch_failed', error instanceof Error ? error.message : String(error), true);
   }
 
-  const ack = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, Math.min(config.invokeAckTimeoutMs, request.deadline - Date.now())))]);
+  // The node has until the ack timeout to show it got the invoke (its frames upload starting is enough), then
+  // the runtime has until the deadline. The attempt holds until the first bytes of the body: a failure before
+  // them has sent the client nothing yet, so it is retried elsewhere.
+  let wait = abortAfter(signal, Math.min(config.invokeAckTimeoutMs, request.deadline - Date.now()));
+  let acked = false;
   const frames: Frame[] = [];
-  while (!frames.some((f) => f.t === 'head' || f.t === 'error' || f.t === 'end')) {
-    const item: QueueItem | null = await queue.next(ack);
-    if (!item) {
-      if (signal.aborted) return giveUp('cancelled', 'cancelled', false);
-      return giveUp('node_timeout', 'the node did not answer in time', Date.now() < request.deadline);
+  const bodyStarted = () => {
+    const at = frames.findIndex((f) => f.t === 'head');
+    if (at < 0) return frames.some((f) => f.t === 'error' || f.t === 'end');
+    return frames.slice(at + 1).some((f) => f.t !== 'data' || f.d.length > 0);
+  };
+  try {
+    while (!bodyStarted()) {
+      const item: QueueItem | null = await queue.next(wait.signal);
+      if (!item) {
+        if (signal.aborted) return giveUp('cancelled', 'cancelled', false);
+        if (acked || Date.now() >= request.deadline) return giveUp('deadline_exceeded', 'the deadline passed before the runtime answered', false);
+        return giveUp('node_timeout', 'the node did not answer in time', true);
+      }
+      if (!acked) {
+        acked = true;
+        wait.clear();
+        wait = abortAfter(signal, request.deadline - Date.now());
+      }
+      if (item.kind === 'failed') return giveUp(item.code, item.message, true);
+      frames.push(...item.frames);
     }
-    if (item.kind === 'failed') return giveUp(item.code, item.message, true);
-    frames.push(...item.frames);
+  } finally {
+    wait.clear();
   }
   const headIndex = frames.findIndex((f) => f.t === 'head');
   const head = frames[headIndex];
@@ -201,6 +245,9 @@ async function tryReplica(
   }
   // A runtime failure before the first byte reached the client is retried elsewhere.
   if (head.status >= 500) return giveUp('runtime_error', `runtime answered ${head.status}`, true);
+  // Broken before its first body byte: nothing reached the client either.
+  const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);
+  if (first?.t === 'error') return giveUp(first.code, first.message, first.code !== 'deadline_exceeded' && first.code !== 'cancelled');
   return { ok: true, head, rest: frames.slice(headIndex + 1), replica, invocationId, queueMs, dispatchedAt };
 }
 
@@ -217,13 +264,15 @@ function respond(
   const { relay, metrics } = ports;
   const { replica, invocationId, head } = attempt;
   // One signal for the rest of the request: cancelled, or out of time.
-  const until = AbortSignal.any([cancelled.signal, AbortSignal.timeout(Math.max(1, request.deadline - Date.now()))]);
+  const deadline = abortAfter(cancelled.signal, request.deadline - Date.now());
+  const until = deadline.signal;
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
   let firstDataAt = 0;
   let released = false;
   const release = () => {
     if (released) return;
     released = true;
+    deadline.clear();
     relay.admission.release(replica.assignmentId);
     relay.hub.release(invocationId);
   };

@@ -2,8 +2,7 @@ import { eq, lt, sql } from 'drizzle-orm';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { invocationPayloads, payloadReceipts } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
-import type { Bus, BusMessage } from './bus.js';
-import { MAX_NOTIFY_BYTES } from './pg-bus.js';
+import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 import type { FrameQueue } from './frame-queue.js';
 
 /** How a local agent stream receives relay events. */
@@ -33,7 +32,8 @@ export class InvocationHub {
 
   constructor(
     private readonly bus: Bus,
-    private readonly db: Db,
+    /** Read per use: on Workers the store belongs to the current request. */
+    private readonly dbOf: () => Db,
   ) {}
 
   hasLocalStream(machineId: string): boolean {
@@ -64,7 +64,7 @@ export class InvocationHub {
       return;
     }
     waiter.unsubscribe = this.bus.subscribe(`inv:${invoke.invocationId}`, (message) => this.deliver(invoke.invocationId, message));
-    await this.db.insert(invocationPayloads).values({
+    await this.dbOf().insert(invocationPayloads).values({
       invocationId: invoke.invocationId,
       machineId,
       invoke: JSON.stringify(invoke),
@@ -94,9 +94,9 @@ export class InvocationHub {
 
   /** Stream side: takes a cross-instance payload out of temporary storage (deleting it) and sends `invoke`. */
   async pickup(machineId: string, invocationId: string): Promise<void> {
-    const [row] = await this.db.delete(invocationPayloads).where(eq(invocationPayloads.invocationId, invocationId)).returning();
+    const [row] = await this.dbOf().delete(invocationPayloads).where(eq(invocationPayloads.invocationId, invocationId)).returning();
     if (!row) return;
-    await this.db.insert(payloadReceipts).values({ invocationId, reason: 'pickup' }).onConflictDoNothing();
+    await this.dbOf().insert(payloadReceipts).values({ invocationId, reason: 'pickup' }).onConflictDoNothing();
     const sink = this.streams.get(machineId);
     if (!sink || row.machineId !== machineId) {
       this.route(invocationId, { type: 'failed', code: 'node_lost', message: 'the node stream moved before pickup' });
@@ -104,6 +104,14 @@ export class InvocationHub {
     }
     this.dispatched.set(invocationId, { machineId, nextOffset: 0 });
     sink.invoke(JSON.parse(row.invoke) as Invoke);
+  }
+
+  /**
+   * Stream side: the machine started uploading an invocation's frames, so it has the invoke. The waiting side
+   * hears it at once (an empty batch): a runtime may take long to answer a request that is not streamed.
+   */
+  acknowledge(machineId: string, invocationId: string): void {
+    if (this.dispatched.get(invocationId)?.machineId === machineId) this.route(invocationId, { type: 'frames', frames: [] });
   }
 
   /** Stream side: the next frame offset this instance expects, for resuming an upload. */
@@ -132,9 +140,9 @@ export class InvocationHub {
 
   /** Deletes cross-instance payloads nobody picked up before their deadline, with receipts. */
   async sweepExpiredPayloads(): Promise<number> {
-    const expired = await this.db.delete(invocationPayloads).where(lt(invocationPayloads.expiresAt, sql`now()`)).returning({ invocationId: invocationPayloads.invocationId });
+    const expired = await this.dbOf().delete(invocationPayloads).where(lt(invocationPayloads.expiresAt, sql`now()`)).returning({ invocationId: invocationPayloads.invocationId });
     for (const { invocationId } of expired) {
-      await this.db.insert(payloadReceipts).values({ invocationId, reason: 'deadline' }).onConflictDoNothing();
+      await this.dbOf().insert(payloadReceipts).values({ invocationId, reason: 'deadline' }).onConflictDoNothing();
     }
     return expired.length;
   }

@@ -1,6 +1,5 @@
 import { Admission } from '../policy/admission.js';
 import type { Bus } from './bus.js';
-import type { Db } from '../store/db.js';
 import { InvocationHub } from './hub.js';
 import { loadRoutes, RoutingTable } from './routing.js';
 import type { Ports } from '../context.js';
@@ -19,10 +18,10 @@ export interface Relay {
 }
 
 /** The relay of the instance whose ports are `ports()` (read lazily: the ports hold the relay). */
-export function createRelay(input: { bus: Bus; db: Db; ports: () => Ports }): Relay {
+export function createRelay(input: { bus: Bus; ports: () => Ports }): Relay {
   const ports = input.ports;
   return {
-    hub: new InvocationHub(input.bus, input.db),
+    hub: new InvocationHub(input.bus, () => ports().store.db),
     routing: new RoutingTable(
       () => loadRoutes({ db: ports().store.db, ports: ports(), actor: 'system' }),
       () => ports().config.routingRefreshMs,

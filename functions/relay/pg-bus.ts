@@ -1,8 +1,7 @@
 import pg from 'pg';
-import type { Bus, BusMessage } from './bus.js';
+import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 
-/** Postgres NOTIFY payloads must stay under 8,000 bytes. */
-export const MAX_NOTIFY_BYTES = 7_900;
+export { MAX_NOTIFY_BYTES };
 const CHANNEL = 'lunanexa_bus';
 
 /**
@@ -30,11 +29,22 @@ export async function createPgBus(url: string, opts: { onError?: (error: Error) 
     for (const handler of handlers.get(envelope.c) ?? []) handler(envelope.m);
   });
   await listener.query(`listen ${CHANNEL}`);
+  // The messages of one channel go out one after another. NOTIFYs sent at once on several pool connections
+  // commit, and so arrive, in any order, and a relay's frames must reach the client in the order sent.
+  const tails = new Map<string, Promise<void>>();
   return {
     async publish(channel, message) {
       const payload = JSON.stringify({ c: channel, m: message });
       if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) throw new Error(`bus message of ${Buffer.byteLength(payload)} bytes exceeds the NOTIFY limit`);
-      await publisher.query('select pg_notify($1, $2)', [CHANNEL, payload]);
+      const sent = (tails.get(channel) ?? Promise.resolve()).then(async () => {
+        await publisher.query('select pg_notify($1, $2)', [CHANNEL, payload]);
+      });
+      const tail = sent.catch(() => {});
+      tails.set(channel, tail);
+      void tail.then(() => {
+        if (tails.get(channel) === tail) tails.delete(channel);
+      });
+      await sent;
     },
     subscribe(channel, handler) {
       let set = handlers.get(channel);

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { FAST_TEST_CONFIG, type ControlPlaneConfig } from '../../functions/config.js';
 import { startControlPlane, type RunningControlPlane } from '../../functions/node.js';
 import { createTestDatabase } from './pg.js';
@@ -19,7 +19,7 @@ export interface TestPlane extends RunningControlPlane {
 
 /** Starts a real control plane on a free loopback port with the fast test timings. */
 export async function startTestPlane(
-  opts: { store?: StoreKind; config?: Partial<ControlPlaneConfig>; dataDir?: string; databaseUrl?: string; port?: number } = {},
+  opts: { store?: StoreKind; config?: Partial<ControlPlaneConfig>; dataDir?: string; databaseUrl?: string; port?: number; logger?: Logger } = {},
 ): Promise<TestPlane> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'lnx-test-')));
   let databaseUrl = opts.databaseUrl;
@@ -34,7 +34,7 @@ export async function startTestPlane(
     dataDir,
     databaseUrl,
     config: { ...FAST_TEST_CONFIG, ...opts.config },
-    logger: pino({ level: process.env.LUNANEXA_TEST_LOG ?? 'silent' }),
+    logger: opts.logger ?? pino({ level: process.env.LUNANEXA_TEST_LOG ?? 'silent' }),
   });
   return {
     ...plane,

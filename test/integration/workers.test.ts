@@ -62,7 +62,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
       metrics: createMetrics(),
       instanceId: newId('instance'),
       identity: createIdentityLoader(store.db),
-      relay: createRelay({ bus, db: store.db, ports: () => ports }),
+      relay: createRelay({ bus, ports: () => ports }),
     };
     ctx = { db: store.db, ports, actor: 'system' };
     const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });
