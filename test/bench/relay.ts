@@ -25,8 +25,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const children: ChildProcess[] = [];
 const cleanups: Array<() => Promise<void>> = [];
 
+/** BENCH_PROFILE_DIR=dir writes a CPU profile of every process of the relay path there. */
+const PROFILE = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+
 function start(args: string[], env: NodeJS.ProcessEnv, logFile: string): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [...PROFILE, '--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr!.on('data', (chunk) => (log += chunk));
   child.once('exit', () => void writeFile(logFile, log).catch(() => {}));
