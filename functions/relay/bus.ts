@@ -36,14 +36,14 @@ export interface Bus {
   close(): Promise<void>;
 }
 
-/** The in-process adapter. */
-export function createMemoryBus(): Bus {
+/** Local subscribers by channel: the half of a bus both adapters share. */
+export function createSubscriberRegistry() {
   const handlers = new Map<string, Set<(message: BusMessage) => void>>();
   return {
-    async publish(channel, message) {
+    deliver(channel: string, message: BusMessage): void {
       for (const handler of handlers.get(channel) ?? []) handler(message);
     },
-    subscribe(channel, handler) {
+    subscribe(channel: string, handler: (message: BusMessage) => void): () => void {
       let set = handlers.get(channel);
       if (!set) handlers.set(channel, (set = new Set()));
       set.add(handler);
@@ -52,8 +52,22 @@ export function createMemoryBus(): Bus {
         if (set.size === 0) handlers.delete(channel);
       };
     },
-    async close() {
+    clear(): void {
       handlers.clear();
+    },
+  };
+}
+
+/** The in-process adapter. */
+export function createMemoryBus(): Bus {
+  const subscribers = createSubscriberRegistry();
+  return {
+    async publish(channel, message) {
+      subscribers.deliver(channel, message);
+    },
+    subscribe: subscribers.subscribe,
+    async close() {
+      subscribers.clear();
     },
   };
 }

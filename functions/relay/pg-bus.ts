@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
+import { createSubscriberRegistry, MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 
 export { MAX_NOTIFY_BYTES };
 const CHANNEL = 'lunanexa_bus';
@@ -11,7 +11,7 @@ const CHANNEL = 'lunanexa_bus';
  * local delivery happens once, from the notification).
  */
 export async function createPgBus(url: string, opts: { onError?: (error: Error) => void } = {}): Promise<Bus> {
-  const handlers = new Map<string, Set<(message: BusMessage) => void>>();
+  const subscribers = createSubscriberRegistry();
   const listener = new pg.Client({ connectionString: url });
   const publisher = new pg.Pool({ connectionString: url, max: 4 });
   publisher.on('error', (error) => opts.onError?.(error));
@@ -26,7 +26,7 @@ export async function createPgBus(url: string, opts: { onError?: (error: Error) 
       opts.onError?.(new Error('malformed bus notification'));
       return;
     }
-    for (const handler of handlers.get(envelope.c) ?? []) handler(envelope.m);
+    subscribers.deliver(envelope.c, envelope.m);
   });
   await listener.query(`listen ${CHANNEL}`);
   // The messages of one channel go out one after another. NOTIFYs sent at once on several pool connections
@@ -46,17 +46,9 @@ export async function createPgBus(url: string, opts: { onError?: (error: Error) 
       });
       await sent;
     },
-    subscribe(channel, handler) {
-      let set = handlers.get(channel);
-      if (!set) handlers.set(channel, (set = new Set()));
-      set.add(handler);
-      return () => {
-        set.delete(handler);
-        if (set.size === 0) handlers.delete(channel);
-      };
-    },
+    subscribe: subscribers.subscribe,
     async close() {
-      handlers.clear();
+      subscribers.clear();
       await listener.end().catch(() => {});
       await publisher.end().catch(() => {});
     },

@@ -6,10 +6,10 @@ import { sha256Base64Url } from '../../shared/canonical.js';
 import { ErrorEnvelope } from '../../shared/contracts/common.js';
 import { RotateCredentialResponse } from '../../shared/contracts/enrollment.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
-import { applyDeployment } from '../../functions/services/deployments.js';
 import { reconcileOnce } from '../../functions/controller/driver.js';
 import { assignments, machineCredentials, machines, runtimeReports } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
+import { applyTestDeployment } from '../helpers/deployments.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { enrollTestMachine, heartbeatBody, type TestMachine } from '../helpers/machine.js';
 
@@ -287,21 +287,7 @@ function suite(store: StoreKind) {
       const owner = unique('owner');
       const a = await primed('rt-a');
       const b = await primed('rt-b', { owner });
-      const deployment = await applyDeployment({
-        ctx: plane.systemCtx,
-        input: {
-          workspaceId: plane.workspaceId,
-          name: unique('only-b'),
-          model: 'sim-chat',
-          runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 200, loadMs: 100, memoryMiB: 64, failureRate: 0 },
-          artifact: null,
-          restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 500 },
-          replicas: 1,
-          selector: { owner },
-          gpus: 0,
-          memoryMiB: 64,
-        },
-      });
+      const deployment = await applyTestDeployment(plane, unique('only-b'), { owner });
       // B is ready (fresh heartbeat) and is the only machine with the label: it gets the replica.
       await reconcileOnce({ ctx: plane.systemCtx });
       const [assignment] = await db()

@@ -6,10 +6,10 @@ import { ErrorEnvelope } from '../../shared/contracts/common.js';
 import { EnrollResponse, type Jwks } from '../../shared/contracts/enrollment.js';
 import { STREAM_PROTOCOL_VERSION, StreamEvents } from '../../shared/contracts/stream.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
-import { applyDeployment } from '../../functions/services/deployments.js';
 import { reconcileOnce } from '../../functions/controller/driver.js';
 import { machines, streamLeases } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
+import { applyTestDeployment } from '../helpers/deployments.js';
 import { startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { TEST_INVENTORY, enrollTestMachine, heartbeatBody, type TestMachine } from '../helpers/machine.js';
 import { SseReader } from '../helpers/sse.js';
@@ -154,21 +154,7 @@ function suite(store: StoreKind) {
 
     // Placement needs a ready machine: a fresh heartbeat first.
     expect((await m.request('POST', '/agent/v1/heartbeat', heartbeatBody(m, 1))).status).toBe(200);
-    const deployment = await applyDeployment({
-      ctx: plane.systemCtx,
-      input: {
-        workspaceId: plane.workspaceId,
-        name: unique('stream-deploy'),
-        model: 'sim-chat',
-        runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 200, loadMs: 100, memoryMiB: 64, failureRate: 0 },
-        artifact: null,
-        restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 500 },
-        replicas: 1,
-        selector: { owner },
-        gpus: 0,
-        memoryMiB: 64,
-      },
-    });
+    const deployment = await applyTestDeployment(plane, unique('stream-deploy'), { owner });
     await reconcileOnce({ ctx: plane.systemCtx });
 
     const next = await stream.reader.nextEvent(5_000);
