@@ -24,21 +24,45 @@ export async function createApiToken({
   return { id, token };
 }
 
+/**
+ * Successful token lookups of the inference hot path, kept for a moment: a revoked or expired token stops
+ * working within `ttlMs`. Keyed by the token's hash, so no secret is held.
+ */
+export class ApiTokenCache {
+  private readonly entries = new Map<string, { actor: Actor; until: number }>();
+  constructor(readonly ttlMs = 2_000) {}
+  get(hash: string): Actor | undefined {
+    const entry = this.entries.get(hash);
+    if (entry && entry.until > performance.now()) return entry.actor;
+    this.entries.delete(hash);
+    return undefined;
+  }
+  set(hash: string, actor: Actor): void {
+    if (this.entries.size > 10_000) this.entries.clear();
+    this.entries.set(hash, { actor, until: performance.now() + this.ttlMs });
+  }
+}
+
 /** Resolves a bearer secret to its holder, or throws 401. */
-export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; input: { token: string } }): Promise<Actor> {
+export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; input: { token: string; cache?: ApiTokenCache } }): Promise<Actor> {
+  const hash = await hashSecret(input.token);
+  const cached = input.cache?.get(hash);
+  if (cached) return cached;
   const [row] = await ctx.db
     .select({ id: apiTokens.id, workspaceId: apiTokens.workspaceId, role: apiTokens.role })
     .from(apiTokens)
     .where(
       and(
-        eq(apiTokens.tokenHash, await hashSecret(input.token)),
+        eq(apiTokens.tokenHash, hash),
         isNull(apiTokens.revokedAt),
         or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`)),
       ),
     )
     .limit(1);
   if (!row) throw new ApiError('invalid_token', 'the API token is unknown, expired or revoked');
-  return { tokenId: row.id, workspaceId: row.workspaceId, role: row.role };
+  const actor: Actor = { tokenId: row.id, workspaceId: row.workspaceId, role: row.role };
+  input.cache?.set(hash, actor);
+  return actor;
 }
 
 /** The default workspace, created on first start. */

@@ -5,7 +5,7 @@ import type { InferencePath } from '../../../shared/contracts/relay.js';
 import type { AppEnv } from '../../context.js';
 import { limitBody } from '../../http/body-limit.js';
 import { bearer } from '../../http/api-auth.js';
-import { authenticateApiToken } from '../../services/api-tokens.js';
+import { ApiTokenCache, authenticateApiToken } from '../../services/api-tokens.js';
 import { executeInference } from '../../relay/execute.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
 
@@ -40,6 +40,7 @@ async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Pr
 /** The OpenAI-compatible consumer surface `/v1` (DESIGN.md section 5). */
 export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const tokens = new ApiTokenCache();
   app.onError(handleOpenAIError);
   app.use('*', limitBody(maxBodyBytes));
   app.use('*', async (c, next) => {
@@ -50,7 +51,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token } }).catch(() => {
+    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token, cache: tokens } }).catch(() => {
       throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
     });
     c.set('actor', actor);
