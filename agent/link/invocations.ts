@@ -75,16 +75,14 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     throw new Error('frames upload failed after resuming');
   }
 
-  async function* produce(invoke: Invoke, signal: AbortSignal): AsyncGenerator<Frame> {
-    let offset = 0;
+  type Call = { ok: true; response: Response } | { ok: false; code: string; message: string };
+
+  /** Starts the runtime call at once, so it overlaps with opening the frames upload. */
+  async function callRuntime(invoke: Invoke, signal: AbortSignal): Promise<Call> {
     const runtime = opts.runtime(invoke.assignmentId);
-    if (!runtime) {
-      yield { o: offset++, t: 'error', code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
-      return;
-    }
-    let response: Response;
+    if (!runtime) return { ok: false, code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
     try {
-      response = await runtime.adapter.invoke(runtime.handle, invoke.path, {
+      const response = await runtime.adapter.invoke(runtime.handle, invoke.path, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
@@ -94,10 +92,22 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         body: invoke.body,
         signal,
       });
-    } catch (error) {
-      yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_unreachable', message: signal.aborted ? String(signal.reason) : 'the runtime did not answer' };
+      return { ok: true, response };
+    } catch {
+      return signal.aborted
+        ? { ok: false, code: abortCode(signal), message: String(signal.reason) }
+        : { ok: false, code: 'runtime_unreachable', message: 'the runtime did not answer' };
+    }
+  }
+
+  async function* produce(invoke: Invoke, signal: AbortSignal, calling: Promise<Call>): AsyncGenerator<Frame> {
+    let offset = 0;
+    const call = await calling;
+    if (!call.ok) {
+      yield { o: offset++, t: 'error', code: call.code, message: call.message };
       return;
     }
+    const response = call.response;
     yield { o: offset++, t: 'head', status: response.status, contentType: response.headers.get('content-type') ?? 'application/json' };
     const reader = response.body?.getReader();
     if (!reader) {
@@ -136,7 +146,12 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
     // politely the connection closed: the client must not take it for a complete answer.
     if (invoke.stream && response.ok && !tail.includes('data: [DONE]')) {
-      yield { o: offset++, t: 'error', code: 'runtime_stream_incomplete', message: 'the runtime ended the stream without [DONE]' };
+      // The runtime stops at the deadline too (it got it as X-LunaNexa-Deadline): say which it was.
+      if (signal.aborted || Date.now() >= invoke.deadline) {
+        yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'deadline_exceeded', message: 'the deadline passed during generation' };
+      } else {
+        yield { o: offset++, t: 'error', code: 'runtime_stream_incomplete', message: 'the runtime ended the stream without [DONE]' };
+      }
       return;
     }
     // `[DONE]` is an event too but not a token.
@@ -154,7 +169,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
       opts.onActivity();
       const sent: Frame[] = [];
-      void upload(invoke.invocationId, produce(invoke, controller.signal), sent)
+      void upload(invoke.invocationId, produce(invoke, controller.signal, callRuntime(invoke, controller.signal)), sent)
         .catch((error: unknown) => {
           // The control plane no longer wants these frames (cancelled, finished elsewhere): stop the runtime call.
           controller.abort('upload_refused');
