@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, pidAlive } from '../../agent/runtimes/process.js';
 import { waitForExit } from '../../functions/dev/fleet.js';
@@ -15,7 +16,7 @@ describe('npm start', () => {
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('serves four ready simulated nodes with sim-chat, an admin token file, and stops cleanly on Ctrl-C', async () => {
+  it('serves four ready simulated nodes with sim-chat (answering the openai client), an admin token file, and stops cleanly on Ctrl-C', async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'lnx-start-'));
     const port = await freePort();
     // Its own process group, so that a signal to the group is what Ctrl-C in a terminal does.
@@ -44,6 +45,17 @@ describe('npm start', () => {
       expect(machines.every((m) => m.runtimes[0]!.model === 'sim-chat')).toBe(true);
       expect(output).toContain(`http://127.0.0.1:${port}`);
       expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+
+      // The official client against the real `npm start` fleet: the demo model answers through the relay.
+      const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: token, maxRetries: 0 });
+      expect((await client.models.list()).data.map((m) => m.id)).toContain('sim-chat');
+      const completion = await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
+      expect(completion.choices[0]!.message.content).toBe('tok0 tok1 tok2 tok3 ');
+      let streamed = '';
+      for await (const chunk of await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 3, stream: true })) {
+        streamed += chunk.choices[0]?.delta.content ?? '';
+      }
+      expect(streamed).toBe('tok0 tok1 tok2 ');
     } finally {
       process.kill(-child.pid!, 'SIGINT');
       await waitForExit(child, 30_000);
