@@ -41,11 +41,10 @@ export async function reconcileOnce({ ctx }: { ctx: ServiceCtx }): Promise<Recon
     if (!lock?.locked) return [];
     const now = await dbNow(tx.db);
     const { resumedAt } = await loadControllerState(tx.db);
-    const [deploymentRows, machineRows, assignmentRows] = await Promise.all([
-      tx.db.select().from(deployments).where(isNull(deployments.deletedAt)),
-      tx.db.select().from(machines),
-      tx.db.select().from(assignments).where(isNull(assignments.removedAt)),
-    ]);
+    // One after another: a transaction is one connection, and pg does not queue concurrent queries on it.
+    const deploymentRows = await tx.db.select().from(deployments).where(isNull(deployments.deletedAt));
+    const machineRows = await tx.db.select().from(machines);
+    const assignmentRows = await tx.db.select().from(assignments).where(isNull(assignments.removedAt));
     const all: ReconcileAction[] = [];
     const workspaceIds = [...new Set([...deploymentRows, ...machineRows].map((r) => r.workspaceId))].sort();
     for (const workspaceId of workspaceIds) {
