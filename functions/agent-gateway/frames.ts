@@ -40,7 +40,11 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     let nextOffset = known.nextOffset;
     let size = 0;
     for (;;) {
-      const { done, value } = await reader.read();
+      // A node that dies mid-upload breaks the body: that is the node's failure (the hub fails the
+      // invocation when its stream closes), not a server error.
+      const { done, value } = await reader.read().catch(() => {
+        throw new ApiError('bad_request', `frames upload interrupted after offset ${nextOffset}`);
+      });
       size += value?.length ?? 0;
       if (size > maxBytes) {
         await reader.cancel().catch(() => {});
