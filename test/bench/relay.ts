@@ -213,12 +213,15 @@ http {
   children.push(nginx);
   await waitUntil('nginx', async () => (await fetch(`http://127.0.0.1:${nginxPort}/health`)).ok);
 
-  const targets = [
+  const all = [
     { key: 'direct', label: '(a) direct', url: direct, token: null },
     { key: 'nginx', label: '(b) nginx reverse proxy', url: `http://127.0.0.1:${nginxPort}`, token: null },
     { key: 'lunanexa', label: '(c) LunaNexa, one instance', url: b.url, token: b.token },
     { key: 'lunanexa-2', label: '(d) LunaNexa, two instances via PostgreSQL', url: a.url, token: a.token },
   ];
+  // BENCH_TARGETS=lunanexa (comma-separated keys) measures a subset, e.g. while profiling one path.
+  const only = process.env.BENCH_TARGETS?.split(',');
+  const targets = only ? all.filter((t) => only.includes(t.key)) : all;
   // Warm every path (JIT, connection pools) before measuring.
   for (const target of targets) await window(target.url, target.token, 8);
 
@@ -256,6 +259,10 @@ http {
         errors: s.errors,
       });
     }
+  }
+  if (only) {
+    for (const r of rows) console.log(JSON.stringify(r));
+    return;
   }
   const row = (path: string, c: number) => rows.find((r) => r.path === path && r.concurrency === c)!;
   const c1 = CONCURRENCY.includes(1) ? 1 : CONCURRENCY[0]!;
