@@ -128,7 +128,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         if (result === null || result.done || pending.length >= BATCH_BYTES) {
           if (pending) {
             tokens += countEvents(pending);
-            tail = (tail + pending).slice(-32);
+            tail = (tail + pending).slice(-1024);
             yield { o: offset++, t: 'data', d: pending };
             pending = '';
           }
@@ -146,11 +146,13 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
     // politely the connection closed: the client must not take it for a complete answer.
     if (invoke.stream && response.ok && !tail.includes('data: [DONE]')) {
+      // If the runtime's last event was an error, the client has it already: only the failure is recorded.
+      const told = tail.slice(tail.lastIndexOf('data: ')).startsWith('data: {"error"');
       // The runtime stops at the deadline too (it got it as X-LunaNexa-Deadline): say which it was.
       if (signal.aborted || Date.now() >= invoke.deadline) {
-        yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'deadline_exceeded', message: 'the deadline passed during generation' };
+        yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'deadline_exceeded', message: 'the deadline passed during generation', told };
       } else {
-        yield { o: offset++, t: 'error', code: 'runtime_stream_incomplete', message: 'the runtime ended the stream without [DONE]' };
+        yield { o: offset++, t: 'error', code: 'runtime_stream_incomplete', message: 'the runtime ended the stream without [DONE]', told };
       }
       return;
     }

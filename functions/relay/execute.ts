@@ -130,9 +130,11 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   let last: Extract<Attempt, { ok: false }> | null = null;
   try {
     while (attempts < config.maxAttempts && Date.now() < request.deadline && !cancelled.signal.aborted) {
-      attempts += 1;
-      if (attempts > 1) metrics.retries.inc({ ...labels, node: lastNode ?? 'none' });
-      const attempt = await tryReplica(ports, route, request, workloadId, body, tried, cancelled.signal);
+      const attempt = await tryReplica(ports, route, request, workloadId, body, tried, cancelled.signal, () => {
+        // Counted only once a replica was actually picked: running out of replicas is no attempt.
+        attempts += 1;
+        if (attempts > 1) metrics.retries.inc({ ...labels, node: lastNode ?? 'none' });
+      });
       if (attempt.ok) {
         machineId = attempt.replica.machineId;
         return respond(ports, route, request, workloadId, attempt, cancelled, finish);
@@ -170,12 +172,14 @@ async function tryReplica(
   body: string,
   tried: Set<string>,
   signal: AbortSignal,
+  onPicked: () => void,
 ): Promise<Attempt> {
   const { relay, config, metrics } = ports;
   const candidates = route.replicas.map((replica) => ({ ...replica, ...relay.admission.load(replica.assignmentId), concurrency: route.maxConcurrency, warm: true }));
   const picked = pickReplica(candidates, tried);
   if (!picked) return { ok: false, code: 'no_replica', message: 'no routable replica left to try', retry: false };
   tried.add(picked.assignmentId);
+  onPicked();
   const replica = route.replicas.find((r) => r.assignmentId === picked.assignmentId)!;
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
 
@@ -368,7 +372,7 @@ function respond(
             return;
           } else if (frame.t === 'error') {
             if (text) controller.enqueue(encoder.encode(text));
-            return fail(controller, frame.code, frame.message);
+            return fail(controller, frame.code, frame.message, frame.told === true);
           }
         }
         if (text) {
@@ -384,9 +388,9 @@ function respond(
       finish('cancelled', head.status, 'client_disconnected');
     },
   });
-  const fail = (controller: ReadableStreamDefaultController<Uint8Array>, code: string, message: string) => {
+  const fail = (controller: ReadableStreamDefaultController<Uint8Array>, code: string, message: string, told = false) => {
     // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
-    controller.enqueue(errorEvent(code, message));
+    if (!told) controller.enqueue(errorEvent(code, message));
     release();
     metrics.runtimeFailures.inc(labels);
     finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, code);

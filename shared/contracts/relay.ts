@@ -31,7 +31,14 @@ export const Frame = z.discriminatedUnion('t', [
   z.object({ o: z.number().int().nonnegative(), t: z.literal('head'), status: z.number().int(), contentType: z.string().max(200) }),
   z.object({ o: z.number().int().nonnegative(), t: z.literal('data'), d: z.string() }),
   z.object({ o: z.number().int().nonnegative(), t: z.literal('end'), tokens: z.number().int().nonnegative() }),
-  z.object({ o: z.number().int().nonnegative(), t: z.literal('error'), code: z.string().max(100), message: z.string().max(500) }),
+  z.object({
+    o: z.number().int().nonnegative(),
+    t: z.literal('error'),
+    code: z.string().max(100),
+    message: z.string().max(500),
+    /** The runtime's own bytes already carried an error event to the client: record the failure, add nothing. */
+    told: z.boolean().optional(),
+  }),
 ]);
 export type Frame = z.infer<typeof Frame>;
 
