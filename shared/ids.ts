@@ -1,4 +1,4 @@
-import { ulid } from 'ulid';
+import { encodeTime } from 'ulid';
 
 /** Prefixes of every id the control plane mints (DESIGN.md section 2). */
 export const ID_PREFIXES = {
@@ -22,6 +22,30 @@ export const ID_PREFIXES = {
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/**
+ * A ULID: 48-bit millisecond time then 80 random bits, Crockford base32. The random part comes from one
+ * 10-byte draw (the `ulid` package draws once per character, which shows up on the request hot path).
+ */
+function ulid(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(10));
+  let random = '';
+  // 80 bits = 16 characters of 5 bits.
+  let buffer = 0;
+  let bits = 0;
+  for (const byte of bytes) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      random += CROCKFORD[(buffer >> bits) & 31];
+    }
+    buffer &= (1 << bits) - 1;
+  }
+  return encodeTime(Date.now(), 10) + random;
+}
 
 /** A new prefixed ULID, e.g. `newId('machine')` -> `mch_01J...`. */
 export function newId(kind: IdKind): string {

@@ -6,12 +6,13 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { Agent, request } from 'undici';
 import { freePort } from '../../agent/runtimes/process.js';
-import { AGENT_ENTRY } from '../../functions/dev/fleet.js';
+import { build } from '../../scripts/build.mjs';
 
 /**
  * `npm run bench:relay`: one simulated runtime emitting tokens as fast as it can, measured side by side and
  * interleaved: (a) direct, (b) through nginx (the conventional inbound design), (c) through LunaNexa in one
  * instance, (d) through LunaNexa across two instances via PostgreSQL (client on A, node attached to B).
+ * The control plane and the agent run from the production bundles (`npm run build`).
  * Prints a table and writes bench/results/relay.json.
  */
 const PG_URL = process.env.LUNANEXA_TEST_PG_URL ?? 'postgres://lunanexa:lunanexa@127.0.0.1:5432/postgres';
@@ -28,8 +29,12 @@ const cleanups: Array<() => Promise<void>> = [];
 /** BENCH_PROFILE_DIR=dir writes a CPU profile of every process of the relay path there. */
 const PROFILE = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
 
+/** The production bundles (dist/), as an installation runs them: no TypeScript loader on the hot path. */
+let CONTROL_PLANE = '';
+let AGENT = '';
+
 function start(args: string[], env: NodeJS.ProcessEnv, logFile: string): ChildProcess {
-  const child = spawn(process.execPath, [...PROFILE, '--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [...PROFILE, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr!.on('data', (chunk) => (log += chunk));
   child.once('exit', () => void writeFile(logFile, log).catch(() => {}));
@@ -50,7 +55,7 @@ async function waitUntil<T>(what: string, check: () => Promise<T | null | undefi
 async function controlPlane(name: string, databaseUrl: string, root: string) {
   const port = await freePort();
   const dataDir = join(root, name);
-  start(['functions/node.ts'], { DATABASE_URL: databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: dataDir, LUNANEXA_LOG_LEVEL: 'warn' }, join(root, `${name}.log`));
+  start([CONTROL_PLANE], { DATABASE_URL: databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: dataDir, LUNANEXA_LOG_LEVEL: 'warn' }, join(root, `${name}.log`));
   const url = `http://127.0.0.1:${port}`;
   await waitUntil(`${name} ready`, async () => (await fetch(`${url}/readyz`)).ok);
   const token = (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim();
@@ -131,6 +136,9 @@ function percentile(values: number[], p: number): number {
 
 async function main() {
   if (!NGINX) throw new Error('nginx is required: apt-get install -y nginx');
+  const outputs = await build({ only: ['control-plane', 'agent'] });
+  CONTROL_PLANE = outputs['control-plane']!.path;
+  AGENT = outputs.agent!.path;
   const root = await mkdtemp(join(tmpdir(), 'lnx-bench-relay-'));
   cleanups.push(() => rm(root, { recursive: true, force: true }));
   const dbName = `lnx_bench_${Date.now().toString(36)}`;
@@ -165,9 +173,9 @@ async function main() {
   if (!put.ok) throw new Error(`deployment: ${put.status} ${await put.text()}`);
   const enrollment = (await (await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'bench-node', labels: { bench: 'true' } }) })).json()) as { token: string };
   const stateDir = join(root, 'node');
-  const enroll = start([AGENT_ENTRY, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
+  const enroll = start([AGENT, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
   await new Promise((r) => enroll.once('exit', r));
-  start([AGENT_ENTRY, 'run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
+  start([AGENT, 'run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
   await waitUntil('bench runtime routable', async () => {
     const machines = (await (await api('/api/v1/machines')).json()) as { data: Array<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }> };
     return machines.data.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));
