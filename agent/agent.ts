@@ -164,7 +164,6 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     signedInit: client.signedInit,
     runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
     log,
-    onActivity: () => {},
   });
 
   const link = openStreamLink({

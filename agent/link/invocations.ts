@@ -16,7 +16,6 @@ export interface InvocationRunnerOptions {
   signedInit: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<RequestInit>;
   runtime: (assignmentId: string) => { handle: RuntimeHandle; adapter: RuntimeAdapter } | null;
   log: (event: string, fields?: Record<string, unknown>) => void;
-  onActivity: () => void;
 }
 
 /** Counts generated tokens in OpenAI SSE bytes without parsing them: one `data:` event per token chunk. */
@@ -169,7 +168,6 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const controller = new AbortController();
       running.set(invoke.invocationId, controller);
       const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
-      opts.onActivity();
       const sent: Frame[] = [];
       void upload(invoke.invocationId, produce(invoke, controller.signal, callRuntime(invoke, controller.signal)), sent)
         .catch((error: unknown) => {
@@ -180,8 +178,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         .finally(() => {
           clearTimeout(timer);
           running.delete(invoke.invocationId);
-          opts.onActivity();
-        });
+            });
     },
     cancel(invocationId: string, reason: string): void {
       running.get(invocationId)?.abort(reason);

@@ -1,4 +1,6 @@
 import type { Hono } from 'hono';
+import { eq } from 'drizzle-orm';
+import { machines } from '../store/schema/index.js';
 import { streamSSE } from 'hono/streaming';
 import { ApiError } from '../errors.js';
 import { newId } from '../../shared/ids.js';
@@ -95,8 +97,8 @@ export function registerStream(app: Hono<AppEnv>) {
       });
       // A change committed between signing `first` and subscribing above signalled nobody: catch up once.
       void enqueue(async () => {
-        const latest = await signDesiredState({ ctx, input: { machineId } });
-        if (latest.gen !== first.gen) await sendDesired(latest);
+        const [current] = await ports.store.db.select({ gen: machines.desiredGen }).from(machines).where(eq(machines.id, machineId));
+        if (current && current.gen !== first.gen) await sendDesired();
       });
       await done;
       ports.metrics.streamsAttached.dec();

@@ -1,5 +1,3 @@
-import { ApiError } from '../errors.js';
-
 /** Why a wait for a slot ended without one. */
 export class SlotWaitAborted extends Error {
   constructor(readonly reason: 'deadline' | 'cancelled') {
@@ -17,11 +15,12 @@ export class Admission {
   private readonly active = new Map<string, number>();
   private readonly queues = new Map<string, Array<{ grant: () => void }>>();
 
-  /** Counts an invocation against the deployment's capacity, or throws 429-worthy `ApiError`. */
-  enter(deploymentId: string, capacity: number): void {
+  /** Counts an invocation against the deployment's capacity; false (and nothing counted) when it is full. */
+  enter(deploymentId: string, capacity: number): boolean {
     const current = this.inFlight.get(deploymentId) ?? 0;
-    if (current >= capacity) throw new ApiError('conflict', `deployment is at capacity (${capacity} queued + running)`, { retryAfterS: 1 });
+    if (current >= capacity) return false;
     this.inFlight.set(deploymentId, current + 1);
+    return true;
   }
 
   leave(deploymentId: string): void {

@@ -1,7 +1,6 @@
 import type { Frame, InferencePath } from '../../shared/contracts/relay.js';
 import { newId } from '../../shared/ids.js';
 import type { Actor, Ports } from '../context.js';
-import { ApiError } from '../errors.js';
 import { SlotWaitAborted } from '../policy/admission.js';
 import { pickReplica } from '../scheduler/route.js';
 import { finishWorkload, recordWorkload, workloadByKey, type WorkloadState } from '../services/workloads.js';
@@ -69,10 +68,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   if (!route) throw new OpenAIError(404, 'not_found_error', 'model_not_found', `The model \`${request.model}\` does not exist or you do not have access to it.`, 'model');
   const labels = { model: route.model, deployment: route.name };
 
-  try {
-    relay.admission.enter(route.id, route.queueCapacity);
-  } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
+  if (!relay.admission.enter(route.id, route.queueCapacity)) {
     metrics.admissionRejected.inc(labels);
     throw new OpenAIError(429, 'rate_limit_error', 'capacity_exceeded', `${route.name} is at capacity; retry later`, null, { 'Retry-After': '1' });
   }

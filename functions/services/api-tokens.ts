@@ -6,6 +6,7 @@ import type { Role } from '../../shared/contracts/common.js';
 import type { Actor } from '../context.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
+import type { TtlCache } from './ttl-cache.js';
 
 /** Creates an API token; the secret is returned once and only its hash is kept. */
 export async function createApiToken({
@@ -25,26 +26,11 @@ export async function createApiToken({
 }
 
 /**
- * Successful token lookups of the inference hot path, kept for a moment: a revoked or expired token stops
- * working within `ttlMs`. Keyed by the token's hash, so no secret is held.
+ * Resolves a bearer secret to its holder, or throws 401. With `cache` (the inference hot path), successful
+ * lookups are reused for the cache's lifetime: a revoked or expired token stops working within it. Keyed by
+ * the token's hash, so no secret is held.
  */
-export class ApiTokenCache {
-  private readonly entries = new Map<string, { actor: Actor; until: number }>();
-  constructor(readonly ttlMs = 2_000) {}
-  get(hash: string): Actor | undefined {
-    const entry = this.entries.get(hash);
-    if (entry && entry.until > performance.now()) return entry.actor;
-    this.entries.delete(hash);
-    return undefined;
-  }
-  set(hash: string, actor: Actor): void {
-    if (this.entries.size > 10_000) this.entries.clear();
-    this.entries.set(hash, { actor, until: performance.now() + this.ttlMs });
-  }
-}
-
-/** Resolves a bearer secret to its holder, or throws 401. */
-export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; input: { token: string; cache?: ApiTokenCache } }): Promise<Actor> {
+export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; input: { token: string; cache?: TtlCache<Actor> } }): Promise<Actor> {
   const hash = await hashSecret(input.token);
   const cached = input.cache?.get(hash);
   if (cached) return cached;

@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify, type CryptoKey } from 'jose';
 import { machineCredentials, machineJtis, machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
@@ -6,6 +6,7 @@ import { sha256Base64Url } from '../../shared/canonical.js';
 import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
 import type { MachinePrincipal } from '../context.js';
 import type { ServiceCtx } from './service-context.js';
+import { TtlCache } from './ttl-cache.js';
 
 /** Tolerated clock skew between an agent and the database, in seconds. */
 const CLOCK_TOLERANCE_S = 5;
@@ -126,16 +127,14 @@ async function loadCredential(ctx: ServiceCtx, kid: string): Promise<CredentialR
  * once, which fails its invocations, so its uploads find nothing to write to.
  */
 export class MachineAuthCache {
-  private readonly credentials = new Map<string, { row: CredentialRow; until: number }>();
+  private readonly credentials = new TtlCache<CredentialRow>(2_000);
   private readonly jtis = new Map<string, number>();
-
-  constructor(private readonly ttlMs = 2_000) {}
 
   async credential(ctx: ServiceCtx, kid: string): Promise<CredentialRow | null> {
     const cached = this.credentials.get(kid);
-    if (cached && cached.until > performance.now()) return cached.row;
+    if (cached) return cached;
     const row = await loadCredential(ctx, kid);
-    if (row) this.credentials.set(kid, { row, until: performance.now() + this.ttlMs });
+    if (row) this.credentials.set(kid, row);
     return row;
   }
 
@@ -153,5 +152,5 @@ export class MachineAuthCache {
 
 /** Deletes replay-fence rows whose tokens can no longer be presented. */
 export async function sweepJtis({ ctx }: { ctx: ServiceCtx }): Promise<void> {
-  await ctx.db.delete(machineJtis).where(and(sql`${machineJtis.expiresAt} < now()`));
+  await ctx.db.delete(machineJtis).where(sql`${machineJtis.expiresAt} < now()`);
 }

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { freePort } from '../../agent/runtimes/process.js';
 import { build } from '../../scripts/build.mjs';
+import { waitFor } from '../helpers/plane.js';
 
 /**
  * `npm run bench:relay`: one simulated runtime emitting tokens as fast as it can, measured side by side and
@@ -42,22 +43,12 @@ function start(args: string[], env: NodeJS.ProcessEnv, logFile: string): ChildPr
   return child;
 }
 
-async function waitUntil<T>(what: string, check: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check().catch(() => null);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
-
 async function controlPlane(name: string, databaseUrl: string, root: string) {
   const port = await freePort();
   const dataDir = join(root, name);
   start([CONTROL_PLANE], { DATABASE_URL: databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: dataDir, LUNANEXA_LOG_LEVEL: 'warn' }, join(root, `${name}.log`));
   const url = `http://127.0.0.1:${port}`;
-  await waitUntil(`${name} ready`, async () => (await fetch(`${url}/readyz`)).ok);
+  await waitFor(async () => (await fetch(`${url}/readyz`)).ok, { timeoutMs: 90_000, what: `${name} ready` });
   const token = (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim();
   return { url, token };
 }
@@ -176,16 +167,16 @@ async function main() {
   const enroll = start([AGENT, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
   await new Promise((r) => enroll.once('exit', r));
   start([AGENT, 'run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
-  await waitUntil('bench runtime routable', async () => {
+  await waitFor(async () => {
     const machines = (await (await api('/api/v1/machines')).json()) as { data: Array<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }> };
     return machines.data.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));
-  });
+  }, { timeoutMs: 90_000, what: 'bench runtime routable' });
   // Both instances route from their own snapshot; wait until A sees the replica too.
-  await waitUntil('instance A routes bench', async () => {
+  await waitFor(async () => {
     const r = await fetch(`${a.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: BODY });
     await r.text();
     return r.ok;
-  });
+  }, { timeoutMs: 90_000, what: 'instance A routes bench' });
   const record = JSON.parse(await readFile(join(stateDir, 'runtimes', (await readdir(join(stateDir, 'runtimes'))).find((f) => f.endsWith('.json'))!), 'utf8')) as { port: number };
   const direct = `http://127.0.0.1:${record.port}`;
 
@@ -219,7 +210,7 @@ http {
   );
   const nginx = spawn(NGINX, ['-p', prefix, '-c', join(prefix, 'nginx.conf')], { stdio: 'ignore' });
   children.push(nginx);
-  await waitUntil('nginx', async () => (await fetch(`http://127.0.0.1:${nginxPort}/health`)).ok);
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${nginxPort}/health`)).ok, { what: 'nginx' });
 
   const all = [
     { key: 'direct', label: '(a) direct', url: direct, token: null },

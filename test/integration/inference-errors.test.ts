@@ -6,7 +6,7 @@ import { applyDeployment, type DeploymentInput } from '../../functions/services/
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
-import { startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
+import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 /**
  * Every refusal and failure of the `/v1` surface, over raw HTTP: each answer is OpenAI's error envelope with

@@ -5,7 +5,9 @@ import type { InferencePath } from '../../../shared/contracts/relay.js';
 import type { AppEnv } from '../../context.js';
 import { limitBody } from '../../http/body-limit.js';
 import { bearer } from '../../http/api-auth.js';
-import { ApiTokenCache, authenticateApiToken } from '../../services/api-tokens.js';
+import { authenticateApiToken } from '../../services/api-tokens.js';
+import { TtlCache } from '../../services/ttl-cache.js';
+import type { Actor } from '../../context.js';
 import { executeInference } from '../../relay/execute.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
 
@@ -40,7 +42,7 @@ async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Pr
 /** The OpenAI-compatible consumer surface `/v1` (DESIGN.md section 5). */
 export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const tokens = new ApiTokenCache();
+  const tokens = new TtlCache<Actor>(2_000);
   app.onError(handleOpenAIError);
   app.use('*', limitBody(maxBodyBytes));
   app.use('*', async (c, next) => {

@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import type { Assignment } from '../../../shared/contracts/desired.js';
 import { deployments } from './deployments.js';
 import { machines } from './machines.js';
