@@ -161,7 +161,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
   const invocations = createInvocationRunner({
     baseUrl: identity.url,
     dispatcher,
-    signedInit: client.signedInit,
+    signedHeaders: client.signedHeaders,
     runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
     log,
   });

@@ -1,4 +1,4 @@
-import { EnvHttpProxyAgent, fetch, type Dispatcher, type RequestInit, type Response } from 'undici';
+import { EnvHttpProxyAgent, fetch, type Dispatcher, type RequestInit } from 'undici';
 import type { CryptoKey } from 'jose';
 import type { z } from 'zod';
 import { canonicalize } from '../../shared/canonical.js';
@@ -15,8 +15,17 @@ function failure(status: number, code: string, message: string): { success: fals
   return { success: false, status, error: { code, message } };
 }
 
+/** What `readResult` needs of a response: fetch's `Response`, or `undici.request`'s through `fromRequest`. */
+export interface ResultSource {
+  status: number;
+  text(): Promise<string>;
+}
+
+/** Adapts an `undici.request` answer for `readResult`. */
+export const fromRequest = (response: Dispatcher.ResponseData): ResultSource => ({ status: response.statusCode, text: () => response.body.text() });
+
 /** Reads a response into a `LinkResult`, validating success bodies with `schema`. Never throws. */
-export async function readResult<S extends z.ZodType>(response: Response, schema: S): Promise<LinkResult<z.output<S>>> {
+export async function readResult<S extends z.ZodType>(response: ResultSource, schema: S): Promise<LinkResult<z.output<S>>> {
   const text = await response.text();
   let json: unknown;
   try {
@@ -24,7 +33,7 @@ export async function readResult<S extends z.ZodType>(response: Response, schema
   } catch {
     return failure(response.status, 'invalid_response', `control plane answered ${response.status} with non-JSON`);
   }
-  if (!response.ok) {
+  if (response.status < 200 || response.status > 299) {
     const error = (json as { error?: { code?: string; message?: string } } | null)?.error;
     return failure(response.status, error?.code ?? 'http_error', error?.message ?? `HTTP ${response.status}`);
   }
@@ -45,14 +54,18 @@ export interface MachineCredentials {
  * body digest. Returns results instead of throwing across the network boundary.
  */
 export function createSignedClient(opts: { baseUrl: string; credentials: () => MachineCredentials; dispatcher: Dispatcher }) {
-  async function signedInit(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<RequestInit> {
+  async function signedHeaders(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const creds = opts.credentials();
     const jwt = await signMachineRequest({ key: creds.key, kid: creds.credentialId, machineId: creds.machineId, clusterId: creds.clusterId, method, path, body });
     const headers: Record<string, string> = { authorization: `Bearer ${jwt}`, ...extra };
-    if (body.length) headers['content-type'] = 'application/json';
-    return { method, headers, body: body.length ? body : undefined, dispatcher: opts.dispatcher };
+    if (body.length) headers['content-type'] ??= 'application/json';
+    return headers;
+  }
+  async function signedInit(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<RequestInit> {
+    return { method, headers: await signedHeaders(method, path, body, extra), body: body.length ? body : undefined, dispatcher: opts.dispatcher };
   }
   return {
+    signedHeaders,
     signedInit,
     /** Sends `payload` as RFC 8785 canonical JSON. */
     async request<S extends z.ZodType>(method: string, path: string, payload: unknown, schema: S, timeoutMs = 10_000): Promise<LinkResult<z.output<S>>> {

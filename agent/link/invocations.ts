@@ -1,19 +1,18 @@
-import { fetch, type Dispatcher, type RequestInit } from 'undici';
+import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import { request, type Dispatcher } from 'undici';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { FramesAccepted } from '../../shared/contracts/relay.js';
-import type { RuntimeAdapter, RuntimeHandle } from '../runtimes/adapter.js';
-import { readResult } from './http.js';
+import type { RuntimeAdapter, RuntimeHandle, RuntimeResponse } from '../runtimes/adapter.js';
+import { fromRequest, readResult } from './http.js';
 
 /** Largest frame: bytes beyond it start the next frame. */
 const BATCH_BYTES = 32 * 1024;
 
-/** Resolves after pending I/O callbacks ran: whatever the runtime already sent has been read by then. */
-const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(null)));
-
 export interface InvocationRunnerOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
-  signedInit: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<RequestInit>;
+  signedHeaders: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<Record<string, string>>;
   runtime: (assignmentId: string) => { handle: RuntimeHandle; adapter: RuntimeAdapter } | null;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
@@ -25,32 +24,51 @@ function countEvents(text: string): number {
   return count;
 }
 
+/** Cuts text into pieces of at most BATCH_BYTES UTF-16 units, never between the halves of a surrogate pair. */
+function* pieces(text: string): Generator<string> {
+  for (let at = 0; at < text.length; ) {
+    let end = Math.min(text.length, at + BATCH_BYTES);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
+    yield text.slice(at, end);
+    at = end;
+  }
+}
+
 /**
  * Runs invocations sent on the stream: calls the runtime through its adapter and streams the response back as
  * NDJSON frames on one upload per invocation (resumable by offset), honouring cancel and the deadline.
+ * Node streams and `undici.request` throughout: the web-stream layer of `fetch` cost more than the relay's
+ * own work on this path.
  */
 export function createInvocationRunner(opts: InvocationRunnerOptions) {
   const running = new Map<string, AbortController>();
+  const post = async (path: string, body: string | AsyncIterable<string>) =>
+    fromRequest(
+      await request(new URL(path, opts.baseUrl), {
+        method: 'POST',
+        headers: await opts.signedHeaders('POST', path, '', { 'content-type': 'application/x-ndjson' }),
+        // undici writes an async iterable chunk by chunk (chunked encoding); its typings only name Readable.
+        body: body as string | Readable,
+        dispatcher: opts.dispatcher,
+      }),
+    );
 
   async function upload(invocationId: string, frames: AsyncIterable<Frame>, sent: Frame[]): Promise<void> {
     const path = `/agent/v1/invocations/${encodeURIComponent(invocationId)}/frames`;
-    const encoder = new TextEncoder();
     const iterator = frames[Symbol.asyncIterator]();
-    const body = new ReadableStream<Uint8Array>({
+    async function* body(): AsyncGenerator<string> {
       // An empty line (skipped by the control plane) opens the upload at once: its start is the node's ack of
       // the invoke, which matters when the runtime answers only at the end (a request that is not streamed).
-      start(controller) {
-        controller.enqueue(encoder.encode('\n'));
-      },
-      async pull(controller) {
+      yield '\n';
+      for (;;) {
         const next = await iterator.next();
-        if (next.done) return controller.close();
+        if (next.done) return;
         sent.push(next.value);
-        controller.enqueue(encoder.encode(`${JSON.stringify(next.value)}\n`));
-      },
-    });
-    const init = await opts.signedInit('POST', path, '', { 'content-type': 'application/x-ndjson' });
-    const first = await fetch(new URL(path, opts.baseUrl), { ...init, body, duplex: 'half' } as unknown as RequestInit).then(
+        yield `${JSON.stringify(next.value)}\n`;
+      }
+    }
+    const first = await post(path, body()).then(
       (response) => readResult(response, FramesAccepted),
       (error: unknown) => ({ success: false as const, status: 0, error: { code: 'network_error', message: String(error) } }),
     );
@@ -65,16 +83,20 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       sent.push(next.value);
     }
     for (let attempt = 0; attempt < 3; attempt += 1) {
-      const at = await fetch(new URL(path, opts.baseUrl), await opts.signedInit('GET', path, '')).then((r) => readResult(r, FramesAccepted)).catch(() => null);
+      const at = await request(new URL(path, opts.baseUrl), { headers: await opts.signedHeaders('GET', path, ''), dispatcher: opts.dispatcher })
+        .then((r) => readResult(fromRequest(r), FramesAccepted))
+        .catch(() => null);
       if (!at?.success) continue;
       const rest = sent.filter((frame) => frame.o >= at.data.nextOffset).map((frame) => `${JSON.stringify(frame)}\n`).join('');
-      const resent = await fetch(new URL(path, opts.baseUrl), { ...(await opts.signedInit('POST', path, '', { 'content-type': 'application/x-ndjson' })), body: rest }).catch(() => null);
-      if (resent?.ok) return;
+      const resent = await post(path, rest)
+        .then((r) => readResult(r, FramesAccepted))
+        .catch(() => null);
+      if (resent?.success) return;
     }
     throw new Error('frames upload failed after resuming');
   }
 
-  type Call = { ok: true; response: Response } | { ok: false; code: string; message: string };
+  type Call = { ok: true; response: RuntimeResponse } | { ok: false; code: string; message: string };
 
   /** Starts the runtime call at once, so it overlaps with opening the frames upload. */
   async function callRuntime(invoke: Invoke, signal: AbortSignal): Promise<Call> {
@@ -107,44 +129,29 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       return;
     }
     const response = call.response;
-    yield { o: offset++, t: 'head', status: response.status, contentType: response.headers.get('content-type') ?? 'application/json' };
-    const reader = response.body?.getReader();
-    if (!reader) {
-      yield { o: offset++, t: 'end', tokens: 0 };
-      return;
-    }
-    const decoder = new TextDecoder();
+    yield { o: offset++, t: 'head', status: response.status, contentType: response.contentType ?? 'application/json' };
     let tokens = 0;
-    let pending = '';
     let tail = '';
-    let read: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
     try {
-      for (;;) {
-        read ??= reader.read();
-        // With bytes in hand, take only what has already arrived, then send: batches form under load, and
-        // the first token never waits for a timer.
-        const result = pending ? await Promise.race([read, afterIo()]) : await read;
-        if (result === null || result.done || pending.length >= BATCH_BYTES) {
-          if (pending) {
-            tokens += countEvents(pending);
-            tail = (tail + pending).slice(-1024);
-            yield { o: offset++, t: 'data', d: pending };
-            pending = '';
-          }
-          if (result === null) continue;
-        }
-        if (result.done) break;
-        read = null;
-        pending += decoder.decode(result.value, { stream: true });
+      // undici's body ignores setEncoding: decode here, keeping characters split across reads whole.
+      const decoder = new StringDecoder('utf8');
+      // A Readable's iterator hands over everything buffered at once: batches form under load by themselves,
+      // and the first token never waits for a timer.
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        const text = decoder.write(chunk);
+        if (!text) continue;
+        tokens += countEvents(text);
+        tail = (tail + text).slice(-1024);
+        for (const d of pieces(text)) yield { o: offset++, t: 'data', d };
       }
     } catch {
-      if (pending) yield { o: offset++, t: 'data', d: pending };
       yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken', message: signal.aborted ? String(signal.reason) : 'the runtime stream broke' };
       return;
     }
+    const ok = response.status >= 200 && response.status < 300;
     // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
     // politely the connection closed: the client must not take it for a complete answer.
-    if (invoke.stream && response.ok && !tail.includes('data: [DONE]')) {
+    if (invoke.stream && ok && !tail.includes('data: [DONE]')) {
       // If the runtime's last event was an error, the client has it already: only the failure is recorded.
       const told = tail.slice(tail.lastIndexOf('data: ')).startsWith('data: {"error"');
       // The runtime stops at the deadline too (it got it as X-LunaNexa-Deadline): say which it was.

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Assignment } from '../../shared/contracts/desired.js';
 
 /** A running runtime the agent supervises (its own child, or one adopted after an agent restart). */
@@ -10,6 +11,13 @@ export interface RuntimeHandle {
   instanceId: string;
   specHash: string;
   startedAt: string;
+}
+
+/** A runtime's answer: its body is a Node stream, read straight into frames (no web-stream layer on the hot path). */
+export interface RuntimeResponse {
+  status: number;
+  contentType: string | null;
+  body: Readable;
 }
 
 /**
@@ -27,7 +35,7 @@ export interface RuntimeAdapter {
   /** True while the runtime's process exists. */
   alive(handle: RuntimeHandle): boolean;
   /** Forwards one inference request to the runtime. */
-  invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response>;
+  invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse>;
   /** Lets in-flight work finish (bounded), before `stop`. */
   drain(handle: RuntimeHandle): Promise<void>;
   stop(handle: RuntimeHandle): Promise<void>;

@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { canonicalize, sha256Hex } from '../../shared/canonical.js';
 import { writeFileAtomic } from '../state.js';
-import type { RuntimeAdapter, RuntimeHandle } from './adapter.js';
+import { Agent, request, type Dispatcher } from 'undici';
+import type { RuntimeAdapter, RuntimeHandle, RuntimeResponse } from './adapter.js';
 import { LogRing } from './log-ring.js';
 
 const RuntimeRecord = z.object({
@@ -61,6 +62,9 @@ export class ProcessAdapter implements RuntimeAdapter {
   private readonly rings = new Map<string, LogRing>();
 
   private readonly healthPaths = new Map<string, string>();
+
+  /** Runtimes listen on loopback: never through the link's proxy, and with connections kept alive. */
+  private readonly http = new Agent({ keepAliveTimeout: 30_000 });
 
   constructor(
     protected readonly stateDir: string,
@@ -160,8 +164,10 @@ export class ProcessAdapter implements RuntimeAdapter {
     return pidAlive(handle.pid);
   }
 
-  async invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response> {
-    return await fetch(`${handle.baseUrl}${path}`, init);
+  async invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse> {
+    const response = await request(`${handle.baseUrl}${path}`, { method: init.method as Dispatcher.HttpMethod, headers: init.headers, body: init.body, signal: init.signal, dispatcher: this.http });
+    const contentType = response.headers['content-type'];
+    return { status: response.statusCode, contentType: Array.isArray(contentType) ? contentType[0]! : (contentType ?? null), body: response.body };
   }
 
   async drain(): Promise<void> {
