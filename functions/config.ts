@@ -37,6 +37,12 @@ export const ControlPlaneConfig = z.object({
   invokeAckTimeoutMs: z.number().int().positive().default(10_000),
   /** Attempts of one inference request across replicas, while no byte has reached the client. */
   maxAttempts: z.number().int().min(1).max(10).default(3),
+  /**
+   * Workload records and replay-fence entries are written in batches this often (group commit): a crash loses
+   * at most this much of their history, and another instance sees a workload this much later. 0 writes each
+   * at once (Workers).
+   */
+  writeBehindMs: z.number().int().nonnegative().max(1_000).default(25),
   /** Deadline of an inference request that names none. */
   defaultDeadlineMs: z.number().int().positive().default(10 * 60_000),
 });

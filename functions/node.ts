@@ -120,6 +120,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
         // SSE streams never end on their own; cut them so close() returns.
         if ('closeAllConnections' in server) server.closeAllConnections();
       });
+      // Requests the cut connections ended have recorded how they ended; write that before the store goes.
+      await ports.relay.workloads.flush();
+      await ports.relay.jtis.flush();
       await store.close();
     },
   };

@@ -104,7 +104,8 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
     bus,
     // configFromEnv reads only the timing overrides; the Node-only fields are filled with their defaults.
     // The cron trigger ticks once a minute: the controller must know its period to tell a tick gap from an outage.
-    config: configFromEnv({ ...NodeEnv.parse({}), LUNANEXA_RECONCILE_INTERVAL_MS: 60_000, ...env }),
+    // The store lives only as long as a request here, so nothing is written behind (writeBehindMs 0).
+    config: { ...configFromEnv({ ...NodeEnv.parse({}), LUNANEXA_RECONCILE_INTERVAL_MS: 60_000, ...env }), writeBehindMs: 0 },
     logger: workerLogger(env.LUNANEXA_LOG_LEVEL),
     // No process metrics: an isolate's process.* numbers describe the runtime, not this deployment.
     metrics: createMetrics(),

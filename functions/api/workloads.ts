@@ -41,6 +41,8 @@ const cancel = createRoute({
 export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
   app.openapi(get, async (c) => {
     const ports = c.get('ports');
+    // What this instance has written behind is read back as written.
+    await ports.relay.workloads.flush();
     const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id: c.req.valid('param').id } });
     if (!row) throw new ApiError('not_found', 'workload not found');
     return c.json(
@@ -61,6 +63,7 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
   app.openapi(cancel, async (c) => {
     const ports = c.get('ports');
     const { id } = c.req.valid('param');
+    await ports.relay.workloads.flush();
     const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id } });
     if (!row) throw new ApiError('not_found', 'workload not found');
     if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);

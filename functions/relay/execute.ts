@@ -3,7 +3,7 @@ import { newId } from '../../shared/ids.js';
 import type { Actor, Ports } from '../context.js';
 import { SlotWaitAborted } from '../policy/admission.js';
 import { pickReplica } from '../scheduler/route.js';
-import { finishWorkload, recordWorkload, workloadByKey, type WorkloadState } from '../services/workloads.js';
+import { recordWorkload, workloadByKey, type WorkloadRow, type WorkloadState } from '../services/workloads.js';
 import type { ServiceCtx } from '../services/service-context.js';
 import { OpenAIError } from '../api/v1/errors.js';
 import { FrameQueue, type QueueItem } from './frame-queue.js';
@@ -74,6 +74,17 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   }
 
   const workloadId = newId('workload');
+  const row: WorkloadRow = {
+    id: workloadId,
+    workspaceId: request.actor.workspaceId,
+    deploymentId: route.id,
+    kind: request.kind,
+    idempotencyKey: request.idempotencyKey,
+    deadline: new Date(request.deadline),
+    state: 'running',
+    instanceId: ports.instanceId,
+    createdAt: new Date(),
+  };
   let finished = false;
   let attempts = 0;
   let machineId: string | null = null;
@@ -85,17 +96,14 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     relay.admission.leave(route.id);
     relay.live.delete(workloadId);
     unsubscribeCancel();
-    void recorded.then(() => finishWorkload({ ctx, input: { id: workloadId, state, machineId, attempts, statusCode, errorCode } })).catch(() => {});
+    relay.workloads.put(workloadId, { ...row, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
   };
 
-  const recorded = recordWorkload({
-    ctx,
-    input: { id: workloadId, workspaceId: request.actor.workspaceId, deploymentId: route.id, kind: request.kind, idempotencyKey: request.idempotencyKey, deadline: new Date(request.deadline) },
-  });
   if (request.idempotencyKey) {
+    // The insert is the guard, so it is written before anything runs; the rest of the record is written behind.
     let fresh: boolean;
     try {
-      fresh = await recorded;
+      fresh = await recordWorkload({ ctx, input: row });
     } catch (error) {
       relay.admission.leave(route.id);
       throw error;
@@ -109,7 +117,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       });
     }
   } else {
-    recorded.catch((error: unknown) => ports.logger.warn({ err: String(error), workloadId }, 'workload record failed'));
+    relay.workloads.put(workloadId, row);
   }
 
   // A cancel API call or a client disconnect both end up here.

@@ -75,7 +75,7 @@ export async function verifyMachineRequest({
   if (input.cache) {
     if (!input.cache.fence(jti.jti, jti.expiresAt.getTime())) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
     // Recorded for the other instances without holding the request: see MachineAuthCache.
-    void ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().catch(() => {});
+    ctx.ports.relay.jtis.put(jti.jti, jti);
   } else {
     const fenced = await ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().returning({ jti: machineJtis.jti });
     if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');

@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { workloads } from '../store/schema/index.js';
+import type { Db } from '../store/db.js';
 import type { ServiceCtx } from './service-context.js';
 
 export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -8,16 +9,10 @@ export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'c
  * Records a workload. With an Idempotency-Key the insert is the guard: false when the key was used before in
  * this workspace (by any instance, before or after a restart), so the request must not execute again.
  */
-export async function recordWorkload({
-  ctx,
-  input,
-}: {
-  ctx: ServiceCtx;
-  input: { id: string; workspaceId: string; deploymentId: string; kind: string; idempotencyKey: string | null; deadline: Date };
-}): Promise<boolean> {
+export async function recordWorkload({ ctx, input }: { ctx: ServiceCtx; input: WorkloadRow }): Promise<boolean> {
   const inserted = await ctx.db
     .insert(workloads)
-    .values({ ...input, state: 'running', instanceId: ctx.ports.instanceId })
+    .values(input)
     .onConflictDoNothing()
     .returning({ id: workloads.id });
   return inserted.length === 1;
@@ -32,17 +27,25 @@ export async function workloadByKey({ ctx, input }: { ctx: ServiceCtx; input: { 
   return row;
 }
 
-export async function finishWorkload({
-  ctx,
-  input,
-}: {
-  ctx: ServiceCtx;
-  input: { id: string; state: WorkloadState; machineId: string | null; attempts: number; statusCode: number | null; errorCode: string | null };
-}): Promise<void> {
-  await ctx.db
-    .update(workloads)
-    .set({ state: input.state, machineId: input.machineId, attempts: input.attempts, statusCode: input.statusCode, errorCode: input.errorCode, finishedAt: sql`now()` })
-    .where(eq(workloads.id, input.id));
+/** A workload row as the relay writes it behind (`WriteBehind`): whole, so the latest state replaces the row. */
+export type WorkloadRow = typeof workloads.$inferInsert & { state: WorkloadState };
+
+/** Writes workload rows in one statement: new ones are inserted, known ones take the newer state. */
+export async function writeWorkloads(db: Db, rows: WorkloadRow[]): Promise<void> {
+  await db
+    .insert(workloads)
+    .values(rows)
+    .onConflictDoUpdate({
+      target: workloads.id,
+      set: {
+        state: sql`excluded.state`,
+        machineId: sql`excluded.machine_id`,
+        attempts: sql`excluded.attempts`,
+        statusCode: sql`excluded.status_code`,
+        errorCode: sql`excluded.error_code`,
+        finishedAt: sql`excluded.finished_at`,
+      },
+    });
 }
 
 export async function getWorkload({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }) {

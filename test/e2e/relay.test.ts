@@ -196,9 +196,11 @@ async function workload(plane: TestPlane, id: string) {
   return (await response.json()) as { id: string; state: string; machineId: string | null; attempts: number; errorCode: string | null };
 }
 
-/** Polls until the workload left `running`. */
+/** Polls until the workload left `running` (another instance writes its record up to `writeBehindMs` later). */
 const settledWorkload = (plane: TestPlane, id: string) =>
   waitFor(async () => {
+    const response = await plane.admin(`/api/v1/workloads/${id}`);
+    if (response.status === 404) return null;
     const w = await workload(plane, id);
     return w.state !== 'running' ? w : null;
   }, { timeoutMs: 10_000, what: `workload ${id} settled` });
