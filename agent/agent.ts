@@ -169,7 +169,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
   const link = openStreamLink({
     baseUrl: identity.url,
     dispatcher,
-    signedInit: client.signedInit,
+    signedHeaders: client.signedHeaders,
     silenceTimeoutMs: 45_000,
     onState: (state, detail) => {
       if (state === 'open') counters.stream_connects_total += 1;

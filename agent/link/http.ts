@@ -66,7 +66,6 @@ export function createSignedClient(opts: { baseUrl: string; credentials: () => M
   }
   return {
     signedHeaders,
-    signedInit,
     /** Sends `payload` as RFC 8785 canonical JSON. */
     async request<S extends z.ZodType>(method: string, path: string, payload: unknown, schema: S, timeoutMs = 10_000): Promise<LinkResult<z.output<S>>> {
       const body = payload === undefined ? '' : canonicalize(payload);

@@ -9,6 +9,9 @@ import { fromRequest, readResult } from './http.js';
 /** Largest frame: bytes beyond it start the next frame. */
 const BATCH_BYTES = 32 * 1024;
 
+/** Resolves after pending I/O callbacks ran: whatever the runtime already sent has been read by then. */
+const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(null)));
+
 export interface InvocationRunnerOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
@@ -57,15 +60,33 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
   async function upload(invocationId: string, frames: AsyncIterable<Frame>, sent: Frame[]): Promise<void> {
     const path = `/agent/v1/invocations/${encodeURIComponent(invocationId)}/frames`;
     const iterator = frames[Symbol.asyncIterator]();
+    const line = (frame: Frame) => {
+      sent.push(frame);
+      return `${JSON.stringify(frame)}\n`;
+    };
     async function* body(): AsyncGenerator<string> {
       // An empty line (skipped by the control plane) opens the upload at once: its start is the node's ack of
       // the invoke, which matters when the runtime answers only at the end (a request that is not streamed).
       yield '\n';
+      let next = iterator.next();
       for (;;) {
-        const next = await iterator.next();
-        if (next.done) return;
-        sent.push(next.value);
-        yield `${JSON.stringify(next.value)}\n`;
+        const first = await next;
+        if (first.done) return;
+        let text = line(first.value);
+        next = iterator.next();
+        // Frames produced meanwhile (the head and the first bytes, the last bytes and the end) go out with it:
+        // one write on each side instead of one per frame. Only what has already arrived is waited for.
+        while (text.length < BATCH_BYTES) {
+          const more = await Promise.race([next, afterIo()]);
+          if (more === null) break;
+          if (more.done) {
+            yield text;
+            return;
+          }
+          text += line(more.value);
+          next = iterator.next();
+        }
+        yield text;
       }
     }
     const first = await post(path, body()).then(
@@ -176,7 +197,11 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       running.set(invoke.invocationId, controller);
       const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
       const sent: Frame[] = [];
-      void upload(invoke.invocationId, produce(invoke, controller.signal, callRuntime(invoke, controller.signal)), sent)
+      const calling = callRuntime(invoke, controller.signal);
+      // The runtime call is the critical path: its request reaches the socket before the upload is signed and
+      // opened (the upload only has to be open by the time the runtime answers).
+      const uploading = new Promise<void>((resolve) => setImmediate(resolve)).then(() => upload(invoke.invocationId, produce(invoke, controller.signal, calling), sent));
+      void uploading
         .catch((error: unknown) => {
           // The control plane no longer wants these frames (cancelled, finished elsewhere): stop the runtime call.
           controller.abort('upload_refused');
@@ -185,7 +210,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         .finally(() => {
           clearTimeout(timer);
           running.delete(invoke.invocationId);
-            });
+        });
     },
     cancel(invocationId: string, reason: string): void {
       running.get(invocationId)?.abort(reason);

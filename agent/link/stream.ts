@@ -1,12 +1,13 @@
-import { EventSource } from 'eventsource';
-import { fetch, type Dispatcher, type RequestInit } from 'undici';
+import { StringDecoder } from 'node:string_decoder';
+import { request, type Dispatcher } from 'undici';
 import { parseStreamEvent, StreamEvents, type StreamEvent } from '../../shared/contracts/stream.js';
+import { SseParser, type SseItem } from '../../shared/sse.js';
 import { backoffDelayMs } from './backoff.js';
 
 export interface StreamLinkOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
-  signedInit: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<RequestInit>;
+  signedHeaders: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<Record<string, string>>;
   onEvent: (event: StreamEvent) => void;
   /** A message that is not in the catalogue or fails its schema: counted by the caller, and the link reconnects. */
   onMalformed: (error: string) => void;
@@ -18,13 +19,18 @@ export interface StreamLinkOptions {
 }
 
 const PATH = '/agent/v1/stream';
+const KNOWN = new Set(Object.keys(StreamEvents));
 
 /**
  * The dial-out stream: an SSE connection the agent opens and keeps open, with jittered exponential backoff
- * between attempts, `Last-Event-ID` on reconnect, and a silence watchdog fed by the server's keep-alives.
+ * between attempts, `Last-Event-ID` on reconnect, and a silence watchdog fed by every byte (the server's
+ * comment keep-alives included). Read as a Node stream with our own parser: every `invoke` of the relay
+ * arrives here, and the web-stream layers of fetch and EventSource cost more than the parsing.
  */
 export function openStreamLink(opts: StreamLinkOptions) {
-  let source: EventSource | null = null;
+  /** The attempt in progress: aborting it ends its request. */
+  let current: AbortController | null = null;
+  let open = false;
   let attempt = 0;
   let lastEventId: string | undefined;
   let lastByteAt = Date.now();
@@ -33,74 +39,82 @@ export function openStreamLink(opts: StreamLinkOptions) {
   const silence = opts.silenceTimeoutMs ?? 45_000;
 
   const watchdog = setInterval(() => {
-    if (source && source.readyState === EventSource.OPEN && Date.now() - lastByteAt > silence) reconnect('stream went silent');
+    if (open && Date.now() - lastByteAt > silence) reconnect('stream went silent');
   }, Math.min(silence, 5_000));
 
   function reconnect(reason: string) {
-    source?.close();
-    source = null;
+    current?.abort();
+    current = null;
+    open = false;
     if (stopped) return;
     opts.onState('closed', reason);
     clearTimeout(retryTimer);
-    retryTimer = setTimeout(connect, backoffDelayMs(attempt++, { baseMs: 250, capMs: 30_000 }));
+    retryTimer = setTimeout(() => void connect(), backoffDelayMs(attempt++, { baseMs: 250, capMs: 30_000 }));
   }
 
-  function connect() {
+  function handle(item: SseItem) {
+    if (item.kind === 'comment') return;
+    if (item.id !== undefined) lastEventId = item.id;
+    if (item.event === 'message') {
+      opts.onMalformed('unnamed stream message');
+      return;
+    }
+    // Events of a newer protocol are not ours to act on.
+    if (!KNOWN.has(item.event)) return;
+    const parsed = parseStreamEvent(item.event, item.data);
+    if (parsed.success) opts.onEvent(parsed.value);
+    else {
+      opts.onMalformed(parsed.error);
+      reconnect('malformed stream message');
+    }
+  }
+
+  async function connect() {
     if (stopped) return;
     opts.onState('connecting');
-    const es = new EventSource(new URL(PATH, opts.baseUrl), {
-      fetch: async (url, init) => {
-        const extra: Record<string, string> = { accept: 'text/event-stream' };
-        if (lastEventId) extra['last-event-id'] = lastEventId;
-        const signed = await opts.signedInit('GET', PATH, '', extra);
-        const response = await fetch(url, { ...signed, signal: init.signal as AbortSignal });
-        if (response.status === 401 || response.status === 403) opts.onFatal(response.status);
-        lastByteAt = Date.now();
-        // Tap the body so that comment keep-alives, which EventSource does not surface, feed the watchdog.
-        const body = response.body as ReadableStream<Uint8Array> | null;
-        const tapped = body?.pipeThrough(
-          new TransformStream<Uint8Array, Uint8Array>({
-            transform(chunk, controller) {
-              lastByteAt = Date.now();
-              controller.enqueue(chunk);
-            },
-          }),
-        );
-        return { body: tapped ?? null, url: response.url, status: response.status, redirected: response.redirected, headers: response.headers };
-      },
-    });
-    source = es;
-    es.onopen = () => {
-      attempt = 0;
-      opts.onState('open');
-    };
-    es.onerror = (event) => {
-      if (source === es) reconnect(`stream error${event.code ? ` (HTTP ${event.code})` : ''}`);
-    };
-    for (const name of Object.keys(StreamEvents)) {
-      es.addEventListener(name, (message) => {
-        if (message.lastEventId) lastEventId = message.lastEventId;
-        const parsed = parseStreamEvent(name, message.data);
-        if (parsed.success) opts.onEvent(parsed.value);
-        else {
-          opts.onMalformed(parsed.error);
-          reconnect('malformed stream message');
-        }
+    const attemptController = new AbortController();
+    current = attemptController;
+    try {
+      const extra: Record<string, string> = { accept: 'text/event-stream' };
+      if (lastEventId) extra['last-event-id'] = lastEventId;
+      const response = await request(new URL(PATH, opts.baseUrl), {
+        headers: await opts.signedHeaders('GET', PATH, '', extra),
+        dispatcher: opts.dispatcher,
+        signal: attemptController.signal,
       });
+      if (response.statusCode === 401 || response.statusCode === 403) opts.onFatal(response.statusCode);
+      const type = response.headers['content-type'];
+      if (response.statusCode !== 200 || !String(type).startsWith('text/event-stream')) {
+        await response.body.dump().catch(() => {});
+        throw new Error(`HTTP ${response.statusCode}`);
+      }
+      if (current !== attemptController) return;
+      open = true;
+      attempt = 0;
+      lastByteAt = Date.now();
+      opts.onState('open');
+      const decoder = new StringDecoder('utf8');
+      const parser = new SseParser(handle);
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        lastByteAt = Date.now();
+        parser.feed(decoder.write(chunk));
+        if (current !== attemptController) return;
+      }
+      throw new Error('the control plane ended the stream');
+    } catch (error) {
+      // An attempt already given up on (reconnect, close) has nothing left to report.
+      if (current === attemptController) reconnect(`stream error (${error instanceof Error ? error.message : String(error)})`);
     }
-    es.onmessage = () => {
-      opts.onMalformed('unnamed stream message');
-    };
   }
 
-  connect();
+  void connect();
   return {
     close() {
       stopped = true;
       clearInterval(watchdog);
       clearTimeout(retryTimer);
-      source?.close();
-      source = null;
+      current?.abort();
+      current = null;
     },
   };
 }

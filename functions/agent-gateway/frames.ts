@@ -1,9 +1,34 @@
-import type { Hono } from 'hono';
+import type { IncomingMessage } from 'node:http';
+import type { Context, Hono } from 'hono';
 import { ApiError } from '../errors.js';
 import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
 import type { FrameAcceptance } from '../relay/hub.js';
 import type { AppEnv } from '../context.js';
+
+/**
+ * The request body as it arrives. On Node, the request stream itself: every frame of every generation comes
+ * through here, and the web-stream wrapper around it cost more than parsing the frames. Elsewhere, the web body.
+ */
+function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  if (incoming && typeof incoming.on === 'function') return incoming;
+  return c.req.raw.body ? readAll(c.req.raw.body) : null;
+}
+
+async function* readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    // Stops the body when the reader gives up early (a refused or oversized upload).
+    await reader.cancel().catch(() => {});
+  }
+}
 
 function refuse(acceptance: Extract<FrameAcceptance, { ok: false }>): never {
   if (acceptance.reason === 'not_yours') throw new ApiError('forbidden_machine', 'a machine may upload frames only of its own invocations');
@@ -33,28 +58,33 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     const known = hub.nextOffset(machineId, invocationId);
     if (!known.ok) refuse(known);
     hub.acknowledge(machineId, invocationId);
-    const reader = c.req.raw.body?.getReader();
-    if (!reader) throw new ApiError('bad_request', 'frames body is empty');
+    const chunks = bodyChunks(c);
+    if (!chunks) throw new ApiError('bad_request', 'frames body is empty');
     const decoder = new TextDecoder();
     let buffered = '';
     let nextOffset = known.nextOffset;
     let size = 0;
-    for (;;) {
+    // Leaving the loop by a throw ends the body (the for-await closes it): nothing more is read.
+    try {
+      for await (const value of chunks) {
+        size += value.length;
+        if (size > maxBytes) throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
+        buffered += decoder.decode(value, { stream: true });
+        nextOffset = accept(buffered.split('\n'), nextOffset);
+        buffered = buffered.slice(buffered.lastIndexOf('\n') + 1);
+      }
+    } catch (error) {
       // A node that dies mid-upload breaks the body: that is the node's failure (the hub fails the
       // invocation when its stream closes), not a server error.
-      const { done, value } = await reader.read().catch(() => {
-        throw new ApiError('bad_request', `frames upload interrupted after offset ${nextOffset}`);
-      });
-      size += value?.length ?? 0;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => {});
-        throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
-      }
-      if (value) buffered += decoder.decode(value, { stream: true });
-      const lines = buffered.split('\n');
-      buffered = done ? '' : lines.pop()!;
+      if (error instanceof ApiError) throw error;
+      throw new ApiError('bad_request', `frames upload interrupted after offset ${nextOffset}`);
+    }
+    nextOffset = accept([buffered + decoder.decode(), ''], nextOffset);
+
+    /** Parses the complete lines (all but the last, still open one) and hands their frames to the hub. */
+    function accept(lines: string[], offset: number): number {
       const frames: Frame[] = [];
-      for (const line of lines) {
+      for (const line of lines.slice(0, -1)) {
         if (line.length === 0) continue;
         let parsed;
         try {
@@ -62,21 +92,13 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
         } catch {
           parsed = null;
         }
-        if (!parsed?.success) {
-          await reader.cancel().catch(() => {});
-          throw new ApiError('invalid_json', `frame after offset ${nextOffset} is not a valid NDJSON frame`);
-        }
+        if (!parsed?.success) throw new ApiError('invalid_json', `frame after offset ${offset} is not a valid NDJSON frame`);
         frames.push(parsed.data);
       }
-      if (frames.length > 0) {
-        const accepted = hub.acceptFrames(machineId, invocationId, frames);
-        if (!accepted.ok) {
-          await reader.cancel().catch(() => {});
-          refuse(accepted);
-        }
-        nextOffset = accepted.nextOffset;
-      }
-      if (done) break;
+      if (frames.length === 0) return offset;
+      const accepted = hub.acceptFrames(machineId, invocationId, frames);
+      if (!accepted.ok) refuse(accepted);
+      return accepted.nextOffset;
     }
     const body: FramesAccepted = { nextOffset };
     return c.json(body);

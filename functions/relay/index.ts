@@ -6,6 +6,7 @@ import type { Ports } from '../context.js';
 import { WriteBehind } from '../store/write-behind.js';
 import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
+import { writeJtis } from '../services/machine-auth.js';
 
 /** A running workload on this instance, so that the cancel API can reach it. */
 export interface LiveWorkload {
@@ -49,8 +50,6 @@ export function createRelay(input: { bus: Bus; ports: () => Ports }): Relay {
     admission: new Admission(),
     live: new Map(),
     workloads: writeBehind('workload records', (rows) => writeWorkloads(ports().store.db, rows)),
-    jtis: writeBehind('replay-fence entries', async (rows) => {
-      await ports().store.db.insert(machineJtis).values(rows).onConflictDoNothing();
-    }),
+    jtis: writeBehind('replay-fence entries', (rows) => writeJtis(ports().store.db, rows)),
   };
 }

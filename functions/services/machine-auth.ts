@@ -1,18 +1,44 @@
 import { eq, sql } from 'drizzle-orm';
-import { decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify, type CryptoKey } from 'jose';
 import { machineCredentials, machineJtis, machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { sha256Base64Url } from '../../shared/canonical.js';
 import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
 import type { MachinePrincipal } from '../context.js';
 import type { ServiceCtx } from './service-context.js';
+import type { Db } from '../store/db.js';
+import { column, iso } from '../store/rows.js';
 import { TtlCache } from './ttl-cache.js';
+import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
 
 /** Tolerated clock skew between an agent and the database, in seconds. */
 const CLOCK_TOLERANCE_S = 5;
 
 function reject(reason: string, message: string, code: 'invalid_machine_token' | 'body_digest_mismatch' | 'replayed_request' | 'machine_revoked' | 'credential_expired' = 'invalid_machine_token'): ApiError {
   return new ApiError(code, message, { reason });
+}
+
+function jsonObject(part: string): Record<string, unknown> {
+  const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not a JSON object');
+  return value as Record<string, unknown>;
+}
+
+/**
+ * The registered claims of a verified machine JWT: the claim that fails (`expired` for `exp` in the past),
+ * or null. iat, exp and jti are required; the issuer and subject are the machine, the audience the cluster.
+ */
+export function claimsProblem(payload: Record<string, unknown>, expected: { issuer: string; audience: string; nowS: number }): string | null {
+  for (const claim of ['iat', 'exp', 'jti']) if (payload[claim] === undefined) return claim;
+  if (payload.iss !== expected.issuer) return 'iss';
+  if (payload.sub !== expected.issuer) return 'sub';
+  const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+  if (!audiences.includes(expected.audience)) return 'aud';
+  if (typeof payload.iat !== 'number' || !Number.isFinite(payload.iat)) return 'iat';
+  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > expected.nowS + CLOCK_TOLERANCE_S)) return 'nbf';
+  if (typeof payload.exp !== 'number' || !Number.isFinite(payload.exp)) return 'exp';
+  if (payload.exp <= expected.nowS - CLOCK_TOLERANCE_S) return 'expired';
+  if (typeof payload.jti !== 'string') return 'jti';
+  return null;
 }
 
 /**
@@ -27,43 +53,35 @@ export async function verifyMachineRequest({
   ctx: ServiceCtx;
   input: { token: string; method: string; path: string; body: string; clusterId: string; cache?: MachineAuthCache };
 }): Promise<MachinePrincipal> {
-  let kid: string | undefined;
+  const parts = input.token.split('.');
+  let header: Record<string, unknown>;
+  let payload: Record<string, unknown>;
   try {
-    const header = decodeProtectedHeader(input.token);
-    if (header.alg !== 'EdDSA') throw reject('algorithm', `algorithm ${String(header.alg)} is not accepted`);
-    kid = header.kid;
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
+    if (parts.length !== 3) throw new Error('not a compact JWS');
+    header = jsonObject(parts[0]!);
+    payload = jsonObject(parts[1]!);
+  } catch {
     throw reject('malformed', 'the machine token is malformed');
   }
+  if (header.alg !== 'EdDSA') throw reject('algorithm', `algorithm ${String(header.alg)} is not accepted`);
+  if (header.crit !== undefined) throw reject('malformed', 'the machine token has critical header parameters');
+  const kid = typeof header.kid === 'string' ? header.kid : undefined;
   if (!kid) throw reject('kid', 'the machine token names no key');
 
   const row = input.cache ? await input.cache.credential(ctx, kid) : await loadCredential(ctx, kid);
   if (!row) throw reject('unknown_key', 'the machine token is signed by an unknown key');
 
+  const signature = Buffer.from(parts[2]!, 'base64url');
+  if (!(await row.verifier.verify(Buffer.from(`${parts[0]}.${parts[1]}`), signature))) throw reject('signature', 'the machine token signature does not verify');
   const now = row.now();
-  let payload;
-  try {
-    const key = row.key;
-    ({ payload } = await jwtVerify(input.token, key, {
-      algorithms: ['EdDSA'],
-      issuer: row.machineId,
-      subject: row.machineId,
-      audience: input.clusterId,
-      currentDate: now,
-      clockTolerance: CLOCK_TOLERANCE_S,
-      requiredClaims: ['iat', 'exp', 'jti'],
-    }));
-  } catch (error) {
-    if (error instanceof joseErrors.JWTExpired) throw reject('expired', 'the machine token has expired');
-    if (error instanceof joseErrors.JWTClaimValidationFailed) throw reject(`claim_${error.claim}`, `the machine token's ${error.claim} claim is not valid`);
-    throw reject('signature', 'the machine token signature does not verify');
-  }
+  const invalid = claimsProblem(payload, { issuer: row.machineId, audience: input.clusterId, nowS: now.getTime() / 1000 });
+  if (invalid === 'expired') throw reject('expired', 'the machine token has expired');
+  if (invalid) throw reject(`claim_${invalid}`, `the machine token's ${invalid} claim is not valid`);
   // Checks after the signature, so an attacker learns nothing about a machine's state without its key.
   if (row.revokedAt) throw reject('revoked', 'the machine has been revoked', 'machine_revoked');
   if (row.expiresAt <= now) throw reject('credential_expired', 'the machine credential has expired; enroll again', 'credential_expired');
-  const iat = payload.iat!;
-  const exp = payload.exp!;
+  const iat = payload.iat as number;
+  const exp = payload.exp as number;
   if (exp - iat > MACHINE_JWT_MAX_LIFETIME_S) throw reject('lifetime', `machine tokens may live at most ${MACHINE_JWT_MAX_LIFETIME_S} s`);
   if (iat > now.getTime() / 1000 + CLOCK_TOLERANCE_S) throw reject('iat', 'the machine token was issued in the future');
   if (payload.htm !== input.method.toUpperCase() || payload.htp !== input.path) {
@@ -88,7 +106,7 @@ interface CredentialRow {
   workspaceId: string;
   revokedAt: Date | null;
   expiresAt: Date;
-  key: CryptoKey;
+  verifier: Ed25519Verifier;
   /** The database's clock, now. */
   now(): Date;
 }
@@ -114,7 +132,7 @@ async function loadCredential(ctx: ServiceCtx, kid: string): Promise<CredentialR
     workspaceId: row.workspaceId,
     revokedAt: row.revokedAt,
     expiresAt: row.expiresAt,
-    key: (await importJWK({ ...row.publicKey }, 'EdDSA')) as CryptoKey,
+    verifier: await ed25519Verifier(row.publicKey),
     now: () => new Date(Date.now() + offset),
   };
 }
@@ -148,6 +166,14 @@ export class MachineAuthCache {
     this.jtis.set(jti, expiresAtMs);
     return true;
   }
+}
+
+/** Records replay-fence entries in one statement (column arrays: see `column`). */
+export async function writeJtis(db: Db, rows: Array<{ jti: string; machineId: string; expiresAt: Date }>): Promise<void> {
+  await db.execute(sql`
+    insert into machine_jtis (jti, machine_id, expires_at)
+    select * from unnest(${column(rows, (r) => r.jti)}::text[], ${column(rows, (r) => r.machineId)}::text[], ${column(rows, (r) => iso(r.expiresAt))}::timestamptz[])
+    on conflict do nothing`);
 }
 
 /** Deletes replay-fence rows whose tokens can no longer be presented. */

@@ -12,3 +12,12 @@ export async function dbNow(db: Db): Promise<Date> {
   const [row] = await queryRows<{ now: string | Date }>(db, sql`select now() as now`);
   return new Date(row!.now);
 }
+
+/**
+ * One array parameter holding a column of a batch, for `unnest($1::text[], ...)` inserts: the statement's
+ * text and parameter count stay the same whatever the batch size.
+ */
+export const column = <T>(rows: T[], value: (row: T) => string | number | null): SQL => sql`${sql.param(rows.map(value))}`;
+
+/** A timestamp as a parameter for a `timestamptz` column. */
+export const iso = (date: Date | null | undefined): string | null => (date ? date.toISOString() : null);

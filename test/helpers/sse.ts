@@ -1,7 +1,7 @@
-/** One parsed Server-Sent Events item: a named message or a comment line (keep-alive). */
-export type SseItem =
-  | { kind: 'event'; event: string; data: string; id: string | undefined; at: number }
-  | { kind: 'comment'; text: string; at: number };
+import { SseParser, type SseItem as ParsedItem } from '../../shared/sse.js';
+
+/** One parsed Server-Sent Events item, stamped with its arrival time. */
+export type SseItem = ParsedItem & { at: number };
 
 /**
  * A minimal incremental SSE reader over a fetch body, so tests see each frame as it arrives (including the
@@ -10,7 +10,6 @@ export type SseItem =
 export class SseReader {
   private readonly queue: SseItem[] = [];
   private readonly waiters: Array<() => void> = [];
-  private buffer = '';
   private finished = false;
   /** When the server ended the stream (or the read failed), by `Date.now()`. */
   endedAt: number | null = null;
@@ -22,16 +21,13 @@ export class SseReader {
 
   private async pump(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
     const decoder = new TextDecoder();
+    const parser = new SseParser((item) => this.queue.push({ ...item, at: Date.now() }));
     try {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
-        this.buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, '\n');
-        let cut: number;
-        while ((cut = this.buffer.indexOf('\n\n')) >= 0) {
-          this.parseBlock(this.buffer.slice(0, cut));
-          this.buffer = this.buffer.slice(cut + 2);
-        }
+        parser.feed(decoder.decode(value, { stream: true }));
+        this.wake();
       }
     } catch {
       // An aborted or reset body is an end of stream for the test's purposes.
@@ -40,29 +36,6 @@ export class SseReader {
       this.endedAt = Date.now();
       this.wake();
     }
-  }
-
-  private parseBlock(block: string) {
-    const at = Date.now();
-    let event = 'message';
-    let id: string | undefined;
-    const data: string[] = [];
-    let hasField = false;
-    for (const line of block.split('\n')) {
-      if (line.startsWith(':')) {
-        this.queue.push({ kind: 'comment', text: line.slice(1).trim(), at });
-        continue;
-      }
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      hasField = true;
-      if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
-      else if (field === 'id') id = value;
-    }
-    if (hasField) this.queue.push({ kind: 'event', event, data: data.join('\n'), id, at });
-    this.wake();
   }
 
   private wake() {

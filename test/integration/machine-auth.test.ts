@@ -39,7 +39,9 @@ function suite(store: StoreKind) {
   const unique = (prefix: string) => `${prefix}-${++seq}`;
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store });
+    // Nothing here is about liveness: a machine primed by one heartbeat stays ready for the whole test even on
+    // a loaded machine (the fast test timings would make it stale within a second).
+    plane = await startTestPlane({ store, config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 } });
   });
   afterAll(async () => {
     await plane.stop();
