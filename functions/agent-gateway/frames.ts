@@ -1,34 +1,10 @@
-import type { IncomingMessage } from 'node:http';
-import type { Context, Hono } from 'hono';
+import type { Hono } from 'hono';
 import { ApiError } from '../errors.js';
 import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
+import { bodyChunks } from '../http/node-io.js';
 import type { FrameAcceptance } from '../relay/hub.js';
 import type { AppEnv } from '../context.js';
-
-/**
- * The request body as it arrives. On Node, the request stream itself: every frame of every generation comes
- * through here, and the web-stream wrapper around it cost more than parsing the frames. Elsewhere, the web body.
- */
-function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (incoming && typeof incoming.on === 'function') return incoming;
-  return c.req.raw.body ? readAll(c.req.raw.body) : null;
-}
-
-async function* readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    // Stops the body when the reader gives up early (a refused or oversized upload).
-    await reader.cancel().catch(() => {});
-  }
-}
 
 function refuse(acceptance: Extract<FrameAcceptance, { ok: false }>): never {
   if (acceptance.reason === 'not_yours') throw new ApiError('forbidden_machine', 'a machine may upload frames only of its own invocations');

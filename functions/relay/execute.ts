@@ -7,6 +7,7 @@ import { recordWorkload, workloadByKey, type WorkloadRow, type WorkloadState } f
 import type { ServiceCtx } from '../services/service-context.js';
 import { OpenAIError } from '../api/v1/errors.js';
 import { FrameQueue, type QueueItem } from './frame-queue.js';
+import type { StreamSink } from '../http/node-io.js';
 import type { DeploymentRoute, RoutableReplica } from './routing.js';
 
 export interface InferenceRequest {
@@ -22,13 +23,13 @@ export interface InferenceRequest {
   idempotencyKey: string | null;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
+  /** Opens the streamed answer (see `openStream` in functions/http/node-io.ts). */
+  openStream: (status: number, headers: Record<string, string>, onGone: () => void) => StreamSink;
   startedAt: number;
 }
 
-const encoder = new TextEncoder();
-
-function errorEvent(code: string, message: string): Uint8Array {
-  return encoder.encode(`data: ${JSON.stringify({ error: { message, type: 'server_error', code, param: null } })}\n\n`);
+function errorEvent(code: string, message: string): string {
+  return `data: ${JSON.stringify({ error: { message, type: 'server_error', code, param: null } })}\n\n`;
 }
 
 type Attempt =
@@ -355,61 +356,57 @@ function respond(
     })();
   }
 
-  let pending: Frame[] | null = attempt.rest;
-  const stream = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      for (;;) {
-        const frames = pending ?? (await nextFrames());
-        pending = null;
-        if (frames === 'closed') return;
-        let text = '';
-        for (const frame of frames) {
-          if (frame.t === 'data') text += frame.d;
-          else if (frame.t === 'end') {
-            if (text) controller.enqueue(encoder.encode(text));
-            if (frame.tokens === 0 && text === '' && !firstDataAt) noteData();
-            release();
-            observeEnd(frame.tokens);
-            cancelled.signal.removeEventListener('abort', onCancel);
-            finish('succeeded', head.status, null);
-            controller.close();
-            return;
-          } else if (frame.t === 'error') {
-            if (text) controller.enqueue(encoder.encode(text));
-            return fail(controller, frame.code, frame.message, frame.told === true);
-          }
-        }
-        if (text) {
-          noteData();
-          controller.enqueue(encoder.encode(text));
+  // Streamed: each batch of the runtime's bytes is written as it comes, under the socket's backpressure.
+  let gone = false;
+  const sink = request.openStream(head.status, { ...headers(performance.now() - attempt.dispatchedAt), 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' }, () => {
+    gone = true;
+    cancelled.abort('client disconnected');
+  });
+  const nextFrames = async (): Promise<Frame[]> => {
+    const item = await relayQueueNext(ports, invocationId, until);
+    if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded', message: cancelled.signal.aborted ? 'the request was cancelled' : 'the deadline passed during generation' }];
+    if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message }];
+    return item.frames;
+  };
+  const pump = async () => {
+    let pending: Frame[] | null = attempt.rest;
+    for (;;) {
+      const frames = pending ?? (await nextFrames());
+      pending = null;
+      let text = '';
+      for (const frame of frames) {
+        if (frame.t === 'data') text += frame.d;
+        else if (frame.t === 'end') {
+          if (text || frame.tokens === 0) noteData();
+          sink.end(text);
+          release();
+          observeEnd(frame.tokens);
+          cancelled.signal.removeEventListener('abort', onCancel);
+          finish('succeeded', head.status, null);
+          return;
+        } else if (frame.t === 'error') {
+          // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
+          sink.end(frame.told === true ? text : text + errorEvent(frame.code, frame.message));
+          release();
+          // A cancellation is counted as one (onCancel), not as a failure of the runtime.
+          if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code);
           return;
         }
       }
-    },
-    cancel() {
-      cancelled.abort('client disconnected');
-      release();
-      finish('cancelled', head.status, 'client_disconnected');
-    },
-  });
-  const fail = (controller: ReadableStreamDefaultController<Uint8Array>, code: string, message: string, told = false) => {
-    // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
-    if (!told) controller.enqueue(errorEvent(code, message));
+      if (text) {
+        noteData();
+        await sink.write(text);
+      }
+    }
+  };
+  void pump().catch((error: unknown) => {
+    ports.logger.error({ err: error instanceof Error ? error.message : String(error), workloadId }, 'relaying a stream failed');
+    sink.end('');
     release();
-    metrics.runtimeFailures.inc(labels);
-    finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, code);
-    controller.close();
-  };
-  const nextFrames = async (): Promise<Frame[] | 'closed'> => {
-    const item = await relayQueueNext(ports, invocationId, until);
-    if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded', message: cancelled.signal.aborted ? 'the request was cancelled' : 'the deadline passed during generation' } as Frame];
-    if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message } as Frame];
-    return item.frames;
-  };
-  return new Response(stream, {
-    status: head.status,
-    headers: { ...headers(performance.now() - attempt.dispatchedAt), 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },
+    finish('failed', head.status, 'internal');
   });
+  return sink.response;
 }
 
 /** The next frames of an invocation, ending at cancellation or the deadline. */

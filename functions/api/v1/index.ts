@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, type ModelList } from '../../../shared/contracts/openai.js';
 import type { InferencePath } from '../../../shared/contracts/relay.js';
 import type { AppEnv } from '../../context.js';
-import { limitBody } from '../../http/body-limit.js';
+import { bodyText, clientGone, openStream } from '../../http/node-io.js';
 import { bearer } from '../../http/api-auth.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
 import { TtlCache } from '../../services/ttl-cache.js';
@@ -22,8 +22,8 @@ export function parseDeadline(header: string | undefined, timeoutS: number | und
   return now + (timeoutS !== undefined ? timeoutS * 1000 : defaultMs);
 }
 
-async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
-  const text = await c.req.text();
+async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, maxBytes: number): Promise<z.output<S>> {
+  const text = await bodyText(c, maxBytes, () => new OpenAIError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${maxBytes} bytes`, null, { Connection: 'close' }));
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -44,7 +44,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const tokens = new TtlCache<Actor>(2_000);
   app.onError(handleOpenAIError);
-  app.use('*', limitBody(maxBodyBytes));
+  // Bodies are read (and limited) by the handlers themselves, after authentication: see parseBody.
   app.use('*', async (c, next) => {
     const ports = c.get('ports');
     let token: string;
@@ -83,7 +83,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     app.post(path.slice('/v1'.length), async (c) => {
       const ports = c.get('ports');
       const startedAt = performance.now();
-      const body = (await parseBody(c, schema)) as Record<string, unknown> & { model: string; stream?: boolean; timeout?: number };
+      const body = (await parseBody(c, schema, maxBodyBytes)) as Record<string, unknown> & { model: string; stream?: boolean; timeout?: number };
       const now = Date.now();
       const deadline = parseDeadline(c.req.header('x-lunanexa-deadline'), body.timeout, now, ports.config.defaultDeadlineMs);
       if (deadline <= now) throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
@@ -101,7 +101,8 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
         stream: kind !== 'embeddings' && body.stream === true,
         deadline,
         idempotencyKey,
-        signal: c.req.raw.signal,
+        signal: clientGone(c),
+        openStream: (status, headers, onGone) => openStream(c, status, headers, onGone),
         startedAt,
       });
     });

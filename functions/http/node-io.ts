@@ -1,0 +1,152 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context } from 'hono';
+import type { AppEnv } from '../context.js';
+
+/**
+ * The relay's hot path reads and writes Node's own request and response where it runs on Node (through
+ * @hono/node-server, which passes them as `c.env.incoming` / `c.env.outgoing`), and the web objects
+ * elsewhere (Workers). Building a web Request around each Node request, and piping a web ReadableStream
+ * into each Node response, cost more CPU per inference request than the relay's own work.
+ */
+function nodeBindings(c: Context<AppEnv>): { incoming: IncomingMessage; outgoing: ServerResponse } | null {
+  const env = c.env as { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined;
+  return env?.incoming && env.outgoing && typeof env.outgoing.writeHead === 'function' ? { incoming: env.incoming, outgoing: env.outgoing } : null;
+}
+
+/** The request body as it arrives. */
+export function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
+  const node = nodeBindings(c);
+  if (node) return nodeChunks(node.incoming);
+  return c.req.raw.body ? readAll(c.req.raw.body) : null;
+}
+
+async function* nodeChunks(incoming: IncomingMessage): AsyncGenerator<Uint8Array> {
+  try {
+    yield* incoming.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
+  } finally {
+    // A reader that gives up early (refused, oversized) leaves the rest to be discarded, not the socket
+    // destroyed: the error answer must still reach the client.
+    if (!incoming.readableEnded) incoming.resume();
+  }
+}
+
+async function* readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    // Stops the body when the reader gives up early (a refused or oversized upload).
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/** The whole body as text, refusing (with `tooLarge()`) a declared or streamed size over `maxBytes`. */
+export async function bodyText(c: Context<AppEnv>, maxBytes: number, tooLarge: () => Error): Promise<string> {
+  const declared = Number(c.req.header('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
+  const chunks = bodyChunks(c);
+  if (!chunks) return '';
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of chunks) {
+    size += chunk.length;
+    if (size > maxBytes) throw tooLarge();
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts, size).toString('utf8');
+}
+
+/** Aborts when the client goes away before its answer was complete. */
+export function clientGone(c: Context<AppEnv>): AbortSignal {
+  const node = nodeBindings(c);
+  if (!node) return c.req.raw.signal;
+  const gone = new AbortController();
+  node.outgoing.once('close', () => {
+    if (!node.outgoing.writableFinished) gone.abort('client disconnected');
+  });
+  return gone.signal;
+}
+
+/** A streamed answer, written as it is produced. */
+export interface StreamSink {
+  /** What the handler returns. */
+  response: Response;
+  /** Writes bytes; resolves once more may be written (or the client is gone). */
+  write(text: string): Promise<void>;
+  /** Writes the last bytes and ends the answer. */
+  end(text: string): void;
+}
+
+/** The header every answer carries: the requestId middleware sets it on Hono's own responses, not on these. */
+const REQUEST_ID = 'x-request-id';
+
+/**
+ * Opens a streamed answer; `onGone` runs if the client leaves before its end. On Node, straight into the response: the head goes out with the first bytes and
+ * the terminator with the last (one write each, where a piped web stream takes three), and nothing is
+ * buffered beyond the socket's own backpressure. Elsewhere, a web stream pulled by the runtime.
+ */
+export function openStream(c: Context<AppEnv>, status: number, headers: Record<string, string>, onGone: () => void): StreamSink {
+  const node = nodeBindings(c);
+  if (node) {
+    const { outgoing } = node;
+    outgoing.writeHead(status, { ...headers, [REQUEST_ID]: c.get('requestId') });
+    outgoing.once('close', () => {
+      if (!outgoing.writableFinished) onGone();
+    });
+    return {
+      // @hono/node-server leaves a response carrying this header alone: it is already being written.
+      response: new Response(null, { headers: { 'x-hono-already-sent': 'true' } }),
+      async write(text) {
+        if (outgoing.destroyed || outgoing.write(text)) return;
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            outgoing.off('drain', done);
+            outgoing.off('close', done);
+            resolve();
+          };
+          outgoing.on('drain', done);
+          outgoing.on('close', done);
+        });
+      },
+      end(text) {
+        if (!outgoing.destroyed) outgoing.end(text);
+      },
+    };
+  }
+  const encoder = new TextEncoder();
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let gone = false;
+  let wanted: (() => void) | null = null;
+  const wake = () => {
+    wanted?.();
+    wanted = null;
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+    pull: wake,
+    cancel() {
+      gone = true;
+      wake();
+      onGone();
+    },
+  });
+  return {
+    response: new Response(body, { status, headers: { ...headers, [REQUEST_ID]: c.get('requestId') } }),
+    async write(text) {
+      if (gone) return;
+      controller.enqueue(encoder.encode(text));
+      if ((controller.desiredSize ?? 1) <= 0) await new Promise<void>((resolve) => (wanted = resolve));
+    },
+    end(text) {
+      if (gone) return;
+      if (text) controller.enqueue(encoder.encode(text));
+      controller.close();
+    },
+  };
+}
