@@ -31,8 +31,11 @@ export const ControlPlaneConfig = z.object({
   inferenceMaxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
   /** Largest frames upload of one invocation. */
   framesMaxBytes: z.number().int().positive().default(256 * 1024 * 1024),
-  /** How often each instance refreshes its routing snapshot from the store. */
-  routingRefreshMs: z.number().int().positive().default(250),
+  /**
+   * How often each instance refreshes its routing snapshot from the store (changes the instance sees itself
+   * refresh it at once); each refresh is a handful of queries, whatever the request rate.
+   */
+  routingRefreshMs: z.number().int().positive().default(1_000),
   /** A node that has not answered an `invoke` with its first frame by then is given up on (and the call retried). */
   invokeAckTimeoutMs: z.number().int().positive().default(10_000),
   /** Attempts of one inference request across replicas, while no byte has reached the client. */

@@ -64,6 +64,7 @@ export function registerStream(app: Hono<AppEnv>) {
         cancel: (invocationId: string, reason: string) => void stream.writeSSE({ event: 'cancel', data: JSON.stringify({ invocationId, reason }) }).catch(close),
       };
       const detachRelay = ports.relay.hub.attachStream(machineId, sink);
+      ports.relay.routing.invalidate();
       const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
         if (signal.type === 'desired') void enqueue(() => sendDesired());
         else if (signal.type === 'invoke') void ports.relay.hub.pickup(machineId, signal.invocationId).catch(() => {});
@@ -103,6 +104,8 @@ export function registerStream(app: Hono<AppEnv>) {
       await done;
       ports.metrics.streamsAttached.dec();
       await detachStream({ ctx, input: { machineId, connectionId } }).catch(() => {});
+      // The lease is gone: stop routing to this node now rather than at the next refresh.
+      ports.relay.routing.invalidate();
     });
     // streamSSE sets its own `Cache-Control: no-cache`; proxies must not transform the stream either.
     response.headers.set('Cache-Control', 'no-cache, no-transform');

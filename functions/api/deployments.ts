@@ -40,6 +40,7 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const name = c.req.valid('param').name;
     await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    ports.relay.routing.invalidate();
     const view = (await listDeployments({ ctx, input: { workspaceId } })).find((d) => d.name === name);
     if (!view) throw new ApiError('conflict', 'the deployment changed concurrently');
     return c.json(view, 200);

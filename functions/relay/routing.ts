@@ -46,12 +46,15 @@ export async function loadRoutes(ctx: ServiceCtx): Promise<DeploymentRoute[]> {
 
 /**
  * The routing snapshot of one instance, refreshed in the background so that the hot path of an inference
- * request reads memory, not the database. A replica that stops being routable leaves within one refresh.
+ * request reads memory, not the database. A replica that stops being routable leaves within one refresh;
+ * changes this instance sees itself (`invalidate`) are picked up at once.
  */
 export class RoutingTable {
   private routes = new Map<string, DeploymentRoute>();
   private timer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | null = null;
+  /** A change was signalled while a refresh was in flight (it may have read the state before the change). */
+  private stale = false;
   private refreshedAt = -Infinity;
 
   constructor(
@@ -76,8 +79,20 @@ export class RoutingTable {
         this.refreshedAt = performance.now();
       })
       .catch(this.onError)
-      .finally(() => (this.refreshing = null));
+      .finally(() => {
+        this.refreshing = null;
+        if (this.stale) this.invalidate();
+      });
     return this.refreshing;
+  }
+
+  /**
+   * Something routing depends on changed on this instance (a node stream came or went, a node reported its
+   * runtimes, a deployment was applied): refresh now rather than at the next period.
+   */
+  invalidate(): void {
+    this.stale = this.refreshing !== null;
+    if (!this.stale) void this.refresh();
   }
 
   /**
