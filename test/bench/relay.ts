@@ -61,7 +61,17 @@ interface Sample {
   wallMs: number;
 }
 
-const dispatcher = new Agent({ connections: 2048, keepAliveTimeout: 30_000 });
+/** Why requests failed (the first few of each kind), printed after the table: an error count alone says nothing. */
+const failures = new Map<string, number>();
+function failed(sample: Sample, reason: string): void {
+  sample.errors += 1;
+  failures.set(reason, (failures.get(reason) ?? 0) + 1);
+}
+
+// Idle connections are dropped well before the servers' own 5 s keep-alive timeout: otherwise a path left
+// idle while the others run is reused just as its server closes it ("other side closed"), a client race
+// that says nothing about the path.
+const dispatcher = new Agent({ connections: 2048, keepAliveTimeout: 2_000, keepAliveMaxTimeout: 2_000 });
 const BODY = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'measure me' }], max_tokens: MAX_TOKENS, stream: true });
 const TOKEN_MARK = '"content":"tok';
 
@@ -72,8 +82,7 @@ async function oneRequest(url: string, token: string | null, sample: Sample): Pr
   try {
     const response = await request(`${url}/v1/chat/completions`, { method: 'POST', headers, body: BODY, dispatcher });
     if (response.statusCode !== 200) {
-      sample.errors += 1;
-      await response.body.dump();
+      failed(sample, `HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
       return;
     }
     let last = 0;
@@ -94,12 +103,12 @@ async function oneRequest(url: string, token: string | null, sample: Sample): Pr
         count += n;
         last = now;
       }
-      if (text.includes('"error"')) sample.errors += 1;
+      if (text.includes('"error"')) failed(sample, `error event: ${text.slice(text.indexOf('"error"'), text.indexOf('"error"') + 200)}`);
     }
-    if (count !== MAX_TOKENS) sample.errors += 1;
+    if (count !== MAX_TOKENS) failed(sample, `${count} of ${MAX_TOKENS} tokens`);
     sample.tokens += count;
-  } catch {
-    sample.errors += 1;
+  } catch (error) {
+    failed(sample, `request failed: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
@@ -259,6 +268,7 @@ http {
       });
     }
   }
+  for (const [reason, count] of failures) console.log(`failure x${count}: ${reason}`);
   if (only) {
     for (const r of rows) console.log(JSON.stringify(r));
     return;
