@@ -1,7 +1,8 @@
-import { eq, lt, sql } from 'drizzle-orm';
+import { lt, sql } from 'drizzle-orm';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { invocationPayloads, payloadReceipts } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
+import { queryRows } from '../store/rows.js';
 import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 import type { FrameQueue } from './frame-queue.js';
 
@@ -94,11 +95,16 @@ export class InvocationHub {
 
   /** Stream side: takes a cross-instance payload out of temporary storage (deleting it) and sends `invoke`. */
   async pickup(machineId: string, invocationId: string): Promise<void> {
-    const [row] = await this.dbOf().delete(invocationPayloads).where(eq(invocationPayloads.invocationId, invocationId)).returning();
+    // Taken and receipted in one statement: one round trip on the path to the node, and never one without the other.
+    const [row] = await queryRows<{ machine_id: string; invoke: string }>(
+      this.dbOf(),
+      sql`with taken as (delete from invocation_payloads where invocation_id = ${invocationId} returning invocation_id, machine_id, invoke),
+        receipt as (insert into payload_receipts (invocation_id, reason) select invocation_id, 'pickup' from taken on conflict do nothing)
+        select machine_id, invoke from taken`,
+    );
     if (!row) return;
-    await this.dbOf().insert(payloadReceipts).values({ invocationId, reason: 'pickup' }).onConflictDoNothing();
     const sink = this.streams.get(machineId);
-    if (!sink || row.machineId !== machineId) {
+    if (!sink || row.machine_id !== machineId) {
       this.route(invocationId, { type: 'failed', code: 'node_lost', message: 'the node stream moved before pickup' });
       return;
     }

@@ -3,6 +3,10 @@ import { createSubscriberRegistry, MAX_NOTIFY_BYTES, type Bus, type BusMessage }
 
 export { MAX_NOTIFY_BYTES };
 const CHANNEL = 'lunanexa_bus';
+/** Messages per NOTIFY statement, at most (each under 8,000 bytes). */
+const MAX_BATCH = 256;
+/** pg_notify for each payload, in array order. */
+const NOTIFY_IN_ORDER = 'select pg_notify($1, p) from (select p from unnest($2::text[]) with ordinality as t(p, i) order by i) ordered';
 
 /**
  * The cross-instance relay bus: Postgres LISTEN/NOTIFY on one channel, one listening connection per
@@ -13,15 +17,15 @@ const CHANNEL = 'lunanexa_bus';
 export async function createPgBus(url: string, opts: { onError?: (error: Error) => void } = {}): Promise<Bus> {
   const subscribers = createSubscriberRegistry();
   const listener = new pg.Client({ connectionString: url });
-  const publisher = new pg.Pool({ connectionString: url, max: 4 });
+  const publisher = new pg.Pool({ connectionString: url, max: 1 });
   publisher.on('error', (error) => opts.onError?.(error));
   listener.on('error', (error) => opts.onError?.(error));
   await listener.connect();
   listener.on('notification', (notification) => {
     if (!notification.payload) return;
-    let envelope: { c: string; m: BusMessage };
+    let envelope: { c: string; s: number; m: BusMessage };
     try {
-      envelope = JSON.parse(notification.payload) as { c: string; m: BusMessage };
+      envelope = JSON.parse(notification.payload) as { c: string; s: number; m: BusMessage };
     } catch {
       opts.onError?.(new Error('malformed bus notification'));
       return;
@@ -29,22 +33,37 @@ export async function createPgBus(url: string, opts: { onError?: (error: Error) 
     subscribers.deliver(envelope.c, envelope.m);
   });
   await listener.query(`listen ${CHANNEL}`);
-  // The messages of one channel go out one after another. NOTIFYs sent at once on several pool connections
-  // commit, and so arrive, in any order, and a relay's frames must reach the client in the order sent.
-  const tails = new Map<string, Promise<void>>();
+  // Group commit: the messages published while a NOTIFY statement is in flight go out together in the next
+  // one, in the order published. One statement at a time keeps that order end to end (NOTIFYs committed on
+  // several connections at once arrive in any order, and a relay's frames must reach the client in order);
+  // one statement per batch keeps a busy relay at a few round trips per millisecond instead of one per
+  // frame batch. Each payload carries a sequence number because PostgreSQL folds identical payloads sent
+  // in one transaction into one notification.
+  const queue: Array<{ payload: string; settle: (error?: unknown) => void }> = [];
+  let flushing = false;
+  let sequence = 0;
+  const flush = async () => {
+    flushing = true;
+    while (queue.length > 0) {
+      const batch = queue.splice(0, MAX_BATCH);
+      try {
+        if (batch.length === 1) await publisher.query({ name: 'lunanexa-notify', text: 'select pg_notify($1, $2)', values: [CHANNEL, batch[0]!.payload] });
+        else await publisher.query({ name: 'lunanexa-notify-batch', text: NOTIFY_IN_ORDER, values: [CHANNEL, batch.map((item) => item.payload)] });
+        for (const item of batch) item.settle();
+      } catch (error) {
+        for (const item of batch) item.settle(error);
+      }
+    }
+    flushing = false;
+  };
   return {
     async publish(channel, message) {
-      const payload = JSON.stringify({ c: channel, m: message });
+      const payload = JSON.stringify({ c: channel, s: ++sequence, m: message });
       if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) throw new Error(`bus message of ${Buffer.byteLength(payload)} bytes exceeds the NOTIFY limit`);
-      const sent = (tails.get(channel) ?? Promise.resolve()).then(async () => {
-        await publisher.query('select pg_notify($1, $2)', [CHANNEL, payload]);
+      await new Promise<void>((resolve, reject) => {
+        queue.push({ payload, settle: (error) => (error === undefined ? resolve() : reject(error instanceof Error ? error : new Error(String(error)))) });
+        if (!flushing) void flush();
       });
-      const tail = sent.catch(() => {});
-      tails.set(channel, tail);
-      void tail.then(() => {
-        if (tails.get(channel) === tail) tails.delete(channel);
-      });
-      await sent;
     },
     subscribe: subscribers.subscribe,
     async close() {

@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createPgBus } from '../../functions/relay/pg-bus.js';
+import type { Bus, BusMessage } from '../../functions/relay/bus.js';
+import { createTestDatabase, describePg } from '../helpers/pg.js';
+import { waitFor } from '../helpers/plane.js';
+
+/** The Postgres bus between two instances (two buses on one database), as the relay uses it. */
+describePg('the Postgres LISTEN/NOTIFY bus', () => {
+  let database: { url: string; drop(): Promise<void> };
+  let a: Bus;
+  let b: Bus;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    a = await createPgBus(database.url);
+    b = await createPgBus(database.url);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await database?.drop();
+  });
+
+  const frames = (o: number, d: string): BusMessage => ({ type: 'frames', frames: [{ o, t: 'data', d }] });
+
+  it('delivers every message published at once, in the order published, to the other instance', async () => {
+    const got: number[] = [];
+    const off = b.subscribe('inv:order', (m) => {
+      if (m.type === 'frames') got.push(m.frames[0]!.o);
+    });
+    // Not awaited one by one: they queue behind each other and go out in batches.
+    await Promise.all(Array.from({ length: 600 }, (_, i) => a.publish('inv:order', frames(i, `chunk ${i} `.repeat(20)))));
+    await waitFor(async () => got.length === 600, { timeoutMs: 10_000, what: '600 messages' });
+    expect(got).toEqual(Array.from({ length: 600 }, (_, i) => i));
+    off();
+  });
+
+  it('delivers identical messages as many times as they were published (PostgreSQL folds identical NOTIFYs in a transaction)', async () => {
+    let got = 0;
+    const off = b.subscribe('inv:same', () => (got += 1));
+    await Promise.all(Array.from({ length: 5 }, () => a.publish('inv:same', frames(7, 'same bytes'))));
+    await waitFor(async () => got === 5, { timeoutMs: 5_000, what: 'five identical messages' });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(got).toBe(5);
+    off();
+  });
+
+  it('refuses a message over the NOTIFY limit, and goes on delivering the next ones', async () => {
+    const got: string[] = [];
+    const off = b.subscribe('inv:big', (m) => {
+      const frame = m.type === 'frames' ? m.frames[0] : undefined;
+      if (frame?.t === 'data') got.push(frame.d);
+    });
+    await expect(a.publish('inv:big', frames(0, 'x'.repeat(9_000)))).rejects.toThrow(/NOTIFY limit/);
+    await a.publish('inv:big', frames(1, 'small'));
+    await waitFor(async () => got.length === 1, { timeoutMs: 5_000, what: 'the small message' });
+    expect(got).toEqual(['small']);
+    off();
+  });
+});
