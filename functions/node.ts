@@ -89,6 +89,13 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const server: ServerType = await new Promise((resolveServer) => {
     const s = serve({ fetch: app.fetch, port: opts.port ?? 8787, hostname: opts.host ?? '127.0.0.1' }, () => resolveServer(s));
   });
+  // Idle keep-alive connections outlive the usual 60 s idle timeout of the load balancers and clients in
+  // front: the side that closes first must be the client, or a request sent on a connection the server is
+  // closing at that instant fails ("other side closed"). Node's default is 5 s.
+  if ('keepAliveTimeout' in server) {
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 66_000;
+  }
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
 
