@@ -128,8 +128,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     return reporting;
   };
 
-  const adapters = createAdapters(stateDir);
-  const supervisor = new Supervisor({ adapters, onChange: () => void report(), log: (event, fields) => log(event, fields) });
+  const supervisor = new Supervisor({ adapters: createAdapters(stateDir), onChange: () => void report(), log });
   supervisor.start();
 
   const maybeRotate = async () => {
@@ -200,9 +199,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
         invocations.cancel(event.data.invocationId, event.data.reason);
       } else if (event.event === 'logs') {
         void (async () => {
-          const runtime = supervisor.handles().find((h) => h.assignment.assignmentId === event.data.assignmentId);
-          const adapter = runtime && adapters[runtime.assignment.runtime.kind];
-          const lines = runtime?.handle && adapter ? await adapter.logs(runtime.handle, event.data.lines) : [];
+          const lines = await supervisor.logs(event.data.assignmentId, event.data.lines);
           const path = `/agent/v1/runtimes/${encodeURIComponent(event.data.assignmentId)}/logs`;
           const result = await client.request('POST', path, { requestId: event.data.requestId, lines }, LogUploadAccepted);
           if (!result.success) log('log upload rejected', { code: result.error.code });

@@ -20,8 +20,8 @@ export const AgentIdentity = z.object({
 });
 export type AgentIdentity = z.infer<typeof AgentIdentity>;
 
-export const IDENTITY_FILE = 'identity.json';
-export const KEY_FILE = 'machine-key.jwk';
+const IDENTITY_FILE = 'identity.json';
+const KEY_FILE = 'machine-key.jwk';
 const NEXT_KEY_FILE = 'machine-key.next.jwk';
 
 /** Writes a file atomically (temp + rename) with the given mode. */
@@ -43,7 +43,7 @@ export async function generateMachineKey(): Promise<{ privateKey: CryptoKey; pub
 }
 
 export async function saveKey(dir: string, privateJwk: JWK, next = false): Promise<void> {
-  await writeFileAtomic(join(dir, next ? NEXT_KEY_FILE : KEY_FILE), JSON.stringify(privateJwk), 0o600);
+  await writeFileAtomic(join(dir, next ? NEXT_KEY_FILE : KEY_FILE), JSON.stringify(privateJwk));
 }
 
 /** Promotes the rotated key to the current one (after the control plane accepted it). */
@@ -57,7 +57,7 @@ export async function loadKey(dir: string): Promise<CryptoKey> {
 }
 
 export async function saveIdentity(dir: string, identity: AgentIdentity): Promise<void> {
-  await writeFileAtomic(join(dir, IDENTITY_FILE), JSON.stringify(identity, null, 2), 0o600);
+  await writeFileAtomic(join(dir, IDENTITY_FILE), JSON.stringify(identity, null, 2));
 }
 
 /** The enrolled identity, or null when this state dir has not enrolled. */

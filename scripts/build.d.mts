@@ -9,8 +9,5 @@ export interface BuiltBundle {
 
 export type BuildOutputs = Partial<Record<BundleName, BuiltBundle>>;
 
-/** Node built-ins the Workers runtime serves under `nodejs_compat`. */
-export declare const WORKERD_BUILTINS: ReadonlySet<string>;
-
 /** Builds the bundles (all three by default) and returns each one's path and size; throws on esbuild errors. */
 export declare function build(opts?: { outDir?: string; only?: BundleName[] }): Promise<BuildOutputs>;

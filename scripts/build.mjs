@@ -22,7 +22,7 @@ const BUILTINS = new Set(builtinModules.filter((name) => !name.startsWith('_')))
  * compatibility_date 2025-09-01). `node:cluster`, `node:v8`, `node:fs`, `node:os`, `node:perf_hooks` and
  * `node:worker_threads` are not among them: importing one stops the Worker from loading at all.
  */
-export const WORKERD_BUILTINS = new Set([
+const WORKERD_BUILTINS = new Set([
   'assert', 'async_hooks', 'buffer', 'crypto', 'diagnostics_channel', 'dns', 'events', 'http', 'https', 'module', 'net',
   'path', 'process', 'querystring', 'stream', 'string_decoder', 'timers', 'tls', 'url', 'util', 'zlib',
 ]);
@@ -123,6 +123,9 @@ function workerBanner(required) {
   ].join('\n');
 }
 
+/** Each bundle's file in the output folder, under the name `build({ only })` selects it by. */
+const BUNDLE_FILES = { worker: 'worker.mjs', 'control-plane': 'control-plane.mjs', agent: 'lunanexa-agent.mjs' };
+
 /** @type {import('esbuild').BuildOptions} */
 const COMMON = {
   bundle: true,
@@ -141,7 +144,7 @@ const COMMON = {
  */
 export async function build(opts = {}) {
   const outDir = resolve(ROOT, opts.outDir ?? 'dist');
-  const only = new Set(opts.only ?? ['worker', 'control-plane', 'agent']);
+  const only = new Set(opts.only ?? Object.keys(BUNDLE_FILES));
   await mkdir(outDir, { recursive: true });
   const jobs = [];
 
@@ -149,7 +152,7 @@ export async function build(opts = {}) {
     jobs.push(
       (async () => {
         const required = new Set();
-        const outfile = join(outDir, 'worker.mjs');
+        const outfile = join(outDir, BUNDLE_FILES.worker);
         const result = await esbuild.build({
           ...COMMON,
           entryPoints: [join(ROOT, 'functions/worker.ts')],
@@ -162,7 +165,6 @@ export async function build(opts = {}) {
         });
         const [output] = result.outputFiles;
         await writeFile(outfile, workerBanner(required) + output.text);
-        return result;
       })(),
     );
   }
@@ -170,10 +172,10 @@ export async function build(opts = {}) {
   if (only.has('control-plane')) {
     jobs.push(
       (async () => {
-        const result = await esbuild.build({
+        await esbuild.build({
           ...COMMON,
           entryPoints: [join(ROOT, 'functions/node.ts')],
-          outfile: join(outDir, 'control-plane.mjs'),
+          outfile: join(outDir, BUNDLE_FILES['control-plane']),
           platform: 'node',
           target: 'node20',
           banner: { js: CREATE_REQUIRE_BANNER },
@@ -184,7 +186,6 @@ export async function build(opts = {}) {
         // migrations-folder.ts resolves ./migrations/ beside the running module, i.e. beside the bundle.
         await rm(join(outDir, 'migrations'), { recursive: true, force: true });
         await cp(join(ROOT, 'functions/store/migrations'), join(outDir, 'migrations'), { recursive: true });
-        return result;
       })(),
     );
   }
@@ -192,8 +193,8 @@ export async function build(opts = {}) {
   if (only.has('agent')) {
     jobs.push(
       (async () => {
-        const outfile = join(outDir, 'lunanexa-agent.mjs');
-        const result = await esbuild.build({
+        const outfile = join(outDir, BUNDLE_FILES.agent);
+        await esbuild.build({
           ...COMMON,
           entryPoints: [join(ROOT, 'agent/main.ts')],
           outfile,
@@ -203,15 +204,13 @@ export async function build(opts = {}) {
         });
         // Installers copy it to /usr/local/bin as is.
         await chmod(outfile, 0o755);
-        return result;
       })(),
     );
   }
 
   await Promise.all(jobs);
-  const names = { worker: 'worker.mjs', 'control-plane': 'control-plane.mjs', agent: 'lunanexa-agent.mjs' };
   const outputs = {};
-  for (const [key, file] of Object.entries(names)) {
+  for (const [key, file] of Object.entries(BUNDLE_FILES)) {
     if (!only.has(key)) continue;
     const path = join(outDir, file);
     outputs[key] = { path, bytes: (await stat(path)).size, gzipBytes: gzipSync(await readFile(path)).length };

@@ -4,7 +4,7 @@ import { request, type Dispatcher } from 'undici';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { FramesAccepted } from '../../shared/contracts/relay.js';
 import type { RuntimeAdapter, RuntimeHandle, RuntimeResponse } from '../runtimes/adapter.js';
-import { fromRequest, readResult } from './http.js';
+import { fromRequest, readResult, type SignedClient } from './http.js';
 
 /** Largest frame: bytes beyond it start the next frame. */
 const BATCH_BYTES = 32 * 1024;
@@ -15,7 +15,7 @@ const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(
 export interface InvocationRunnerOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
-  signedHeaders: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<Record<string, string>>;
+  signedHeaders: SignedClient['signedHeaders'];
   runtime: (assignmentId: string) => { handle: RuntimeHandle; adapter: RuntimeAdapter } | null;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
@@ -57,9 +57,10 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       }),
     );
 
-  async function upload(invocationId: string, frames: AsyncIterable<Frame>, sent: Frame[]): Promise<void> {
+  async function upload(invocationId: string, frames: AsyncIterable<Frame>): Promise<void> {
     const path = `/agent/v1/invocations/${encodeURIComponent(invocationId)}/frames`;
     const iterator = frames[Symbol.asyncIterator]();
+    const sent: Frame[] = [];
     const line = (frame: Frame) => {
       sent.push(frame);
       return `${JSON.stringify(frame)}\n`;
@@ -93,10 +94,8 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       (response) => readResult(response, FramesAccepted),
       (error: unknown) => ({ success: false as const, status: 0, error: { code: 'network_error', message: String(error) } }),
     );
-    if (first.success || first.status !== 0) {
-      if (!first.success) throw new Error(`${first.error.code}: ${first.error.message}`);
-      return;
-    }
+    if (first.success) return;
+    if (first.status !== 0) throw new Error(`${first.error.code}: ${first.error.message}`);
     // The upload broke: drain what is left, ask where the control plane stopped, resend from there.
     for (;;) {
       const next = await iterator.next();
@@ -161,8 +160,10 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         const text = decoder.write(chunk);
         if (!text) continue;
-        tokens += countEvents(text);
-        tail = (tail + text).slice(-1024);
+        if (invoke.stream) {
+          tokens += countEvents(text);
+          tail = (tail + text).slice(-1024);
+        }
         for (const d of pieces(text)) yield { o: offset++, t: 'data', d };
       }
     } catch {
@@ -196,11 +197,10 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const controller = new AbortController();
       running.set(invoke.invocationId, controller);
       const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
-      const sent: Frame[] = [];
       const calling = callRuntime(invoke, controller.signal);
       // The runtime call is the critical path: its request reaches the socket before the upload is signed and
       // opened (the upload only has to be open by the time the runtime answers).
-      const uploading = new Promise<void>((resolve) => setImmediate(resolve)).then(() => upload(invoke.invocationId, produce(invoke, controller.signal, calling), sent));
+      const uploading = afterIo().then(() => upload(invoke.invocationId, produce(invoke, controller.signal, calling)));
       void uploading
         .catch((error: unknown) => {
           // The control plane no longer wants these frames (cancelled, finished elsewhere): stop the runtime call.

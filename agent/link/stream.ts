@@ -3,11 +3,12 @@ import { request, type Dispatcher } from 'undici';
 import { parseStreamEvent, StreamEvents, type StreamEvent } from '../../shared/contracts/stream.js';
 import { SseParser, type SseItem } from '../../shared/sse.js';
 import { backoffDelayMs } from './backoff.js';
+import type { SignedClient } from './http.js';
 
 export interface StreamLinkOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
-  signedHeaders: (method: string, path: string, body: string, extra?: Record<string, string>) => Promise<Record<string, string>>;
+  signedHeaders: SignedClient['signedHeaders'];
   onEvent: (event: StreamEvent) => void;
   /** A message that is not in the catalogue or fails its schema: counted by the caller, and the link reconnects. */
   onMalformed: (error: string) => void;

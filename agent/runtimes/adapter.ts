@@ -39,7 +39,6 @@ export interface RuntimeAdapter {
   /** Lets in-flight work finish (bounded), before `stop`. */
   drain(handle: RuntimeHandle): Promise<void>;
   stop(handle: RuntimeHandle): Promise<void>;
-  metrics(handle: RuntimeHandle): Promise<Record<string, number>>;
   /** The bounded tail of the runtime's output. */
   logs(handle: RuntimeHandle, lines: number): Promise<string[]>;
 }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { openSync, closeSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { openSync, closeSync, createReadStream } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -107,8 +108,10 @@ export class ProcessAdapter implements RuntimeAdapter {
       throw new Error(`artifact scheme of ${assignment.artifact.uri} is not supported by this agent yet`);
     }
     if (assignment.artifact) {
-      const digest = await sha256Hex(await readFile(new URL(assignment.artifact.uri)));
-      if (digest !== assignment.artifact.sha256) throw new Error('artifact digest does not match its pin');
+      // Streamed: model weights can be far larger than the memory the agent should hold.
+      const hash = createHash('sha256');
+      for await (const chunk of createReadStream(new URL(assignment.artifact.uri))) hash.update(chunk);
+      if (hash.digest('hex') !== assignment.artifact.sha256) throw new Error('artifact digest does not match its pin');
     }
   }
 
@@ -148,9 +151,10 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   private async health(handle: RuntimeHandle): Promise<{ ok: boolean; instanceId?: string }> {
     try {
-      const response = await fetch(`${handle.baseUrl}${this.healthPaths.get(handle.assignmentId) ?? '/health'}`, { signal: AbortSignal.timeout(2_000) });
-      const body = (await response.json().catch(() => ({}))) as { instanceId?: string };
-      return { ok: response.ok, instanceId: body.instanceId };
+      const response = await request(`${handle.baseUrl}${this.healthPaths.get(handle.assignmentId) ?? '/health'}`, { dispatcher: this.http, signal: AbortSignal.timeout(2_000) });
+      // Reading the body to its end (even when it is not JSON) hands the connection back to the keep-alive pool.
+      const body = (await response.body.json().catch(() => ({}))) as { instanceId?: string };
+      return { ok: response.statusCode >= 200 && response.statusCode < 300, instanceId: body.instanceId };
     } catch {
       return { ok: false };
     }
@@ -186,10 +190,6 @@ export class ProcessAdapter implements RuntimeAdapter {
     for (let waited = 0; waited < 5_000 && pidAlive(handle.pid); waited += 50) await sleep(50);
     if (pidAlive(handle.pid)) signal('SIGKILL');
     await rm(this.recordPath(handle.assignmentId), { force: true });
-  }
-
-  async metrics(_handle: RuntimeHandle): Promise<Record<string, number>> {
-    return {};
   }
 
   async logs(handle: RuntimeHandle, lines: number): Promise<string[]> {

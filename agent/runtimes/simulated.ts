@@ -1,17 +1,17 @@
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { ProcessAdapter, type LaunchPlan } from './process.js';
-import type { RuntimeAdapter, RuntimeHandle } from './adapter.js';
+import type { RuntimeAdapter } from './adapter.js';
 
 /**
  * argv that re-runs this very agent (source under tsx, or the bundle) with its `sim-runtime` subcommand, so
  * the simulated runtime is a real separate HTTP server launched through the `process` adapter.
  */
-export function selfCommand(): string[] {
+function selfCommand(): string[] {
   return [process.execPath, ...process.execArgv, process.argv[1]!];
 }
 
 /** The launch plan of a `simulated` runtime spec. */
-export function simulatedPlan(assignment: Assignment): LaunchPlan {
+function simulatedPlan(assignment: Assignment): LaunchPlan {
   const spec = assignment.runtime;
   if (spec.kind !== 'simulated') throw new Error('not a simulated runtime');
   return {
@@ -33,30 +33,13 @@ export function simulatedPlan(assignment: Assignment): LaunchPlan {
 }
 
 /** The launch plan of a `process` runtime spec (an OpenAI-compatible server command such as vLLM's). */
-export function processPlan(assignment: Assignment): LaunchPlan {
+function processPlan(assignment: Assignment): LaunchPlan {
   const spec = assignment.runtime;
   if (spec.kind !== 'process') throw new Error('not a process runtime');
   return { command: spec.command, env: spec.env, healthPath: spec.healthPath };
 }
 
-/** The `simulated` adapter: the simulator launched through the process adapter, with its own counters as metrics. */
-export class SimulatedAdapter extends ProcessAdapter {
-  constructor(stateDir: string) {
-    super(stateDir, simulatedPlan);
-  }
-
-  override async metrics(handle: RuntimeHandle): Promise<Record<string, number>> {
-    try {
-      const response = await fetch(`${handle.baseUrl}/sim/stats`, { signal: AbortSignal.timeout(2_000) });
-      const stats = (await response.json()) as Record<string, unknown>;
-      return Object.fromEntries(Object.entries(stats).filter((entry): entry is [string, number] => typeof entry[1] === 'number'));
-    } catch {
-      return {};
-    }
-  }
-}
-
 /** The adapters of this agent, by runtime kind. */
 export function createAdapters(stateDir: string): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
-  return { process: new ProcessAdapter(stateDir, processPlan), simulated: new SimulatedAdapter(stateDir) };
+  return { process: new ProcessAdapter(stateDir, processPlan), simulated: new ProcessAdapter(stateDir, simulatedPlan) };
 }

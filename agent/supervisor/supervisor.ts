@@ -3,7 +3,7 @@ import type { RuntimeReport, RuntimeState } from '../../shared/contracts/heartbe
 import type { RuntimeAdapter, RuntimeHandle } from '../runtimes/adapter.js';
 import { planSupervision, restartDelayMs, type ManagedView } from './plan.js';
 
-interface Managed extends ManagedView {
+interface Managed extends Omit<ManagedView, 'assignmentId' | 'deploymentGeneration' | 'restartPolicy'> {
   assignment: Assignment;
   handle: RuntimeHandle | null;
   message: string | null;
@@ -35,27 +35,28 @@ export class Supervisor {
   private gen = 0;
   private readonly managed = new Map<string, Managed>();
   private timer: NodeJS.Timeout | undefined;
-  private ticking = false;
+  /** The tick in progress: shutdown waits for it. */
+  private ticking: Promise<void> | null = null;
   private stopped = false;
 
   constructor(private readonly opts: SupervisorOptions) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.tick(), this.opts.checkIntervalMs ?? 500);
+    this.timer = setInterval(() => this.tick(), this.opts.checkIntervalMs ?? 500);
   }
 
   /** Adopts a new verified desired state. */
   apply(gen: number, assignments: Assignment[]): void {
     this.gen = gen;
     this.desired = assignments;
-    for (const m of this.managed.values()) if (assignments.some((a) => a.assignmentId === m.assignmentId)) m.gen = gen;
+    for (const m of this.managed.values()) if (assignments.some((a) => a.assignmentId === m.assignment.assignmentId)) m.gen = gen;
     this.opts.onChange();
-    void this.tick();
+    this.tick();
   }
 
   reports(): RuntimeReport[] {
     return [...this.managed.values()].map((m) => ({
-      assignmentId: m.assignmentId,
+      assignmentId: m.assignment.assignmentId,
       deploymentId: m.assignment.deploymentId,
       state: m.state,
       gen: m.gen,
@@ -73,6 +74,12 @@ export class Supervisor {
     return { handle: m.handle, adapter: this.adapter(m.assignment) };
   }
 
+  /** The tail of a runtime's log, or nothing when it has no running process. */
+  async logs(assignmentId: string, lines: number): Promise<string[]> {
+    const m = this.managed.get(assignmentId);
+    return m?.handle ? await this.adapter(m.assignment).logs(m.handle, lines) : [];
+  }
+
   handles(): Array<{ assignment: Assignment; handle: RuntimeHandle | null; state: RuntimeState }> {
     return [...this.managed.values()].map((m) => ({ assignment: m.assignment, handle: m.handle, state: m.state }));
   }
@@ -81,7 +88,7 @@ export class Supervisor {
   async shutdown(opts: { stopRuntimes: boolean }): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
-    while (this.ticking) await sleep(20);
+    await this.ticking;
     if (!opts.stopRuntimes) return;
     await Promise.all(
       [...this.managed.values()].map(async (m) => {
@@ -98,59 +105,64 @@ export class Supervisor {
     if (m.state === state && m.message === message) return;
     m.state = state;
     m.message = message;
-    this.opts.log('runtime state', { assignmentId: m.assignmentId, state, message });
+    this.opts.log('runtime state', { assignmentId: m.assignment.assignmentId, state, message });
     this.opts.onChange();
   }
 
   private fail(m: Managed, message: string) {
     m.handle = null;
-    m.restartAfter = Date.now() + restartDelayMs(m.restartPolicy, m.restarts);
+    m.restartAfter = Date.now() + restartDelayMs(m.assignment.restartPolicy, m.restarts);
     this.set(m, 'failed', message);
   }
 
-  private async tick(): Promise<void> {
+  private tick(): void {
     if (this.ticking || this.stopped) return;
-    this.ticking = true;
-    try {
-      await this.watch();
-      const actions = planSupervision({ desired: this.desired, managed: [...this.managed.values()], now: Date.now() });
-      for (const action of actions) {
-        if (action.type === 'launch') {
-          const m: Managed = {
-            assignment: action.assignment,
-            assignmentId: action.assignment.assignmentId,
-            deploymentGeneration: action.assignment.deploymentGeneration,
-            restartPolicy: action.assignment.restartPolicy,
-            state: 'preparing',
-            busy: false,
-            restarts: 0,
-            restartAfter: null,
-            handle: null,
-            message: null,
-            healthFailures: 0,
-            gen: this.gen,
-          };
-          this.managed.set(m.assignmentId, m);
-          this.opts.onChange();
-          this.run(m, () => this.launch(m, true));
-        } else if (action.type === 'restart') {
-          const m = this.managed.get(action.assignmentId)!;
-          m.restarts += 1;
-          this.run(m, () => this.launch(m, false));
-        } else if (action.type === 'replace') {
-          const m = this.managed.get(action.assignment.assignmentId)!;
-          this.run(m, async () => {
-            await this.retire(m, false);
-            Object.assign(m, { assignment: action.assignment, deploymentGeneration: action.assignment.deploymentGeneration, restartPolicy: action.assignment.restartPolicy, restarts: 0 });
-            await this.launch(m, false);
-          });
-        } else {
-          const m = this.managed.get(action.assignmentId)!;
-          this.run(m, () => this.retire(m, true));
-        }
+    this.ticking = this.reconcile().finally(() => {
+      this.ticking = null;
+    });
+  }
+
+  private async reconcile(): Promise<void> {
+    await this.watch();
+    const managed = [...this.managed.values()].map((m) => ({
+      ...m,
+      assignmentId: m.assignment.assignmentId,
+      deploymentGeneration: m.assignment.deploymentGeneration,
+      restartPolicy: m.assignment.restartPolicy,
+    }));
+    const actions = planSupervision({ desired: this.desired, managed, now: Date.now() });
+    for (const action of actions) {
+      if (action.type === 'launch') {
+        const m: Managed = {
+          assignment: action.assignment,
+          state: 'preparing',
+          busy: false,
+          restarts: 0,
+          restartAfter: null,
+          handle: null,
+          message: null,
+          healthFailures: 0,
+          gen: this.gen,
+        };
+        this.managed.set(action.assignment.assignmentId, m);
+        this.opts.onChange();
+        this.run(m, () => this.launch(m, true));
+      } else if (action.type === 'restart') {
+        const m = this.managed.get(action.assignmentId)!;
+        m.restarts += 1;
+        this.run(m, () => this.launch(m, false));
+      } else if (action.type === 'replace') {
+        const m = this.managed.get(action.assignment.assignmentId)!;
+        this.run(m, async () => {
+          await this.retire(m, false);
+          m.assignment = action.assignment;
+          m.restarts = 0;
+          await this.launch(m, false);
+        });
+      } else {
+        const m = this.managed.get(action.assignmentId)!;
+        this.run(m, () => this.retire(m, true));
       }
-    } finally {
-      this.ticking = false;
     }
   }
 
@@ -187,7 +199,7 @@ export class Supervisor {
       if (adopted) {
         m.handle = adopted;
         m.healthFailures = 0;
-        this.opts.log('runtime adopted', { assignmentId: m.assignmentId, pid: adopted.pid });
+        this.opts.log('runtime adopted', { assignmentId: m.assignment.assignmentId, pid: adopted.pid });
         this.set(m, 'ready');
         return;
       }
@@ -221,7 +233,7 @@ export class Supervisor {
     }
     this.set(m, 'stopped');
     if (forget) {
-      this.managed.delete(m.assignmentId);
+      this.managed.delete(m.assignment.assignmentId);
       this.opts.onChange();
     }
   }

@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { ApiError } from '../errors.js';
 import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
-import { bodyChunks } from '../http/node-io.js';
+import { limitedBody } from '../http/node-io.js';
 import type { FrameAcceptance } from '../relay/hub.js';
 import type { AppEnv } from '../context.js';
 
@@ -26,25 +26,20 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
   // Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every
   // frame of a generation back until its end. The limit is enforced while streaming instead.
   app.post('/invocations/:id/frames', machineAuthStreamed, async (c) => {
-    const declared = Number(c.req.header('content-length'));
-    if (Number.isFinite(declared) && declared > maxBytes) throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
+    const chunks = limitedBody(c, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));
     const hub = c.get('ports').relay.hub;
     const { machineId } = c.get('machine');
     const invocationId = c.req.param('id');
     const known = hub.nextOffset(machineId, invocationId);
     if (!known.ok) refuse(known);
     hub.acknowledge(machineId, invocationId);
-    const chunks = bodyChunks(c);
     if (!chunks) throw new ApiError('bad_request', 'frames body is empty');
     const decoder = new TextDecoder();
     let buffered = '';
     let nextOffset = known.nextOffset;
-    let size = 0;
     // Leaving the loop by a throw ends the body (the for-await closes it): nothing more is read.
     try {
       for await (const value of chunks) {
-        size += value.length;
-        if (size > maxBytes) throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
         buffered += decoder.decode(value, { stream: true });
         nextOffset = accept(buffered.split('\n'), nextOffset);
         buffered = buffered.slice(buffered.lastIndexOf('\n') + 1);

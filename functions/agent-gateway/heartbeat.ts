@@ -19,8 +19,8 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
       throw error;
     }
     ports.metrics.heartbeats.inc({ result: 'ok' });
-    // A runtime may have become ready (or stopped being): route by it now.
-    if (heartbeat.runtimes.length > 0) ports.relay.routing.invalidate();
+    // A runtime became ready, or stopped being, or left the node: route by it now.
+    if (result.runtimesChanged) ports.relay.routing.invalidate();
     for (const [name, value] of Object.entries(heartbeat.metrics)) ports.metrics.nodeMetric.set({ machine: machine.machineId, name }, value);
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
     return c.json(body);

@@ -12,7 +12,8 @@ import { registerFrames } from './frames.js';
 export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   // Frame uploads stream long generations; they carry their own, larger limit.
-  app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limitBody(maxBodyBytes)(c, next)));
+  const limit = limitBody(maxBodyBytes);
+  app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limit(c, next)));
   registerFrames(app, framesMaxBytes);
   registerEnroll(app);
   registerStream(app);

@@ -1,6 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
-import { applyDeployment, listDeployments } from '../services/deployments.js';
+import { applyDeployment, getDeployment, listDeployments } from '../services/deployments.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
@@ -38,10 +38,10 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
     const workspaceId = c.get('actor').workspaceId;
     const name = c.req.valid('param').name;
-    await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
+    const { id } = await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     ports.relay.routing.invalidate();
-    const view = (await listDeployments({ ctx, input: { workspaceId } })).find((d) => d.name === name);
+    const view = await getDeployment({ ctx, input: { workspaceId, id } });
     if (!view) throw new ApiError('conflict', 'the deployment changed concurrently');
     return c.json(view, 200);
   });

@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
 import { getWorkload } from '../services/workloads.js';
@@ -38,13 +39,18 @@ const cancel = createRoute({
   },
 });
 
+/** The caller's workload, or 404; what this instance has written behind is read back as written. */
+async function loadWorkload(c: Context<AppEnv>, id: string) {
+  const ports = c.get('ports');
+  await ports.relay.workloads.flush();
+  const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id } });
+  if (!row) throw new ApiError('not_found', 'workload not found');
+  return row;
+}
+
 export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
   app.openapi(get, async (c) => {
-    const ports = c.get('ports');
-    // What this instance has written behind is read back as written.
-    await ports.relay.workloads.flush();
-    const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id: c.req.valid('param').id } });
-    if (!row) throw new ApiError('not_found', 'workload not found');
+    const row = await loadWorkload(c, c.req.valid('param').id);
     return c.json(
       {
         id: row.id,
@@ -63,9 +69,7 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
   app.openapi(cancel, async (c) => {
     const ports = c.get('ports');
     const { id } = c.req.valid('param');
-    await ports.relay.workloads.flush();
-    const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id } });
-    if (!row) throw new ApiError('not_found', 'workload not found');
+    const row = await loadWorkload(c, id);
     if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);
     const live = ports.relay.live.get(id);
     if (live) live.cancel('cancelled by API');

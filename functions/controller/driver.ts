@@ -6,6 +6,7 @@ import { queryRows, dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
+import { sweepExpiredPayloads } from '../services/payloads.js';
 import { machineLiveness, nextResumedAt } from './liveness.js';
 import { reconcile, type ReconcileAction } from './reconcile.js';
 
@@ -111,7 +112,7 @@ export async function controllerTick({ ctx }: { ctx: ServiceCtx }): Promise<void
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
   await reconcileOnce({ ctx });
   await sweepJtis({ ctx });
-  await ctx.ports.relay.hub.sweepExpiredPayloads();
+  await sweepExpiredPayloads({ ctx });
   const rows = await ctx.db.select({ lastHeartbeatAt: machines.lastHeartbeatAt, revokedAt: machines.revokedAt }).from(machines);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
   for (const row of rows) counts[machineLiveness({ ...row, now, resumedAt, config: ctx.ports.config })]! += 1;

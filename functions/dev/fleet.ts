@@ -4,11 +4,11 @@ import { access, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../services/enrollment.js';
-import { applyDeployment } from '../services/deployments.js';
+import { applyDeployment, type DeploymentInput } from '../services/deployments.js';
 import type { RunningControlPlane } from '../node.js';
 
 /** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
-export const AGENT_ENTRY = fileURLToPath(new URL('../../agent/main.ts', import.meta.url));
+const AGENT_ENTRY = fileURLToPath(new URL('../../agent/main.ts', import.meta.url));
 
 /** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
 export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
@@ -34,8 +34,17 @@ export async function waitForExit(child: ChildProcess, timeoutMs = 15_000): Prom
   });
 }
 
-/** The demo deployment `npm start` serves: model `sim-chat` on every simulated node. */
-export async function seedDemoDeployment(plane: RunningControlPlane, replicas: number, runtime: { ttftMs?: number; loadMs?: number } = {}) {
+/**
+ * The demo deployment `npm start` serves: model `sim-chat` on every simulated node. The deployment reserves
+ * the memory its runtime reports; `overrides` replace whole fields of the input.
+ */
+export async function seedDemoDeployment(
+  plane: RunningControlPlane,
+  replicas: number,
+  runtime: { loadMs?: number; memoryMiB?: number } = {},
+  overrides: Partial<DeploymentInput> = {},
+) {
+  const memoryMiB = runtime.memoryMiB ?? 1024;
   return await applyDeployment({
     ctx: plane.systemCtx,
     input: {
@@ -45,10 +54,10 @@ export async function seedDemoDeployment(plane: RunningControlPlane, replicas: n
       runtime: {
         kind: 'simulated',
         model: 'sim-chat',
-        ttftMs: runtime.ttftMs ?? 20,
+        ttftMs: 20,
         tokensPerSecond: 200,
         loadMs: runtime.loadMs ?? 300,
-        memoryMiB: 1024,
+        memoryMiB,
         failureRate: 0,
       },
       artifact: null,
@@ -56,7 +65,8 @@ export async function seedDemoDeployment(plane: RunningControlPlane, replicas: n
       replicas,
       selector: { sim: 'true' },
       gpus: 0,
-      memoryMiB: 1024,
+      memoryMiB,
+      ...overrides,
     },
   });
 }
@@ -76,7 +86,7 @@ export async function startSimNode(
   plane: RunningControlPlane,
   name: string,
   rootDir: string,
-  opts: { runArgs?: string[]; env?: NodeJS.ProcessEnv } = {},
+  opts: { env?: NodeJS.ProcessEnv } = {},
 ): Promise<SimNode> {
   const stateDir = join(rootDir, name);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
@@ -97,8 +107,7 @@ export async function startSimNode(
     const code = await waitForExit(enroll, 60_000);
     if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
   }
-  const runArgs = opts.runArgs ?? ['--stop-runtimes-on-exit'];
-  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, ...runArgs], { logFile, env: opts.env }) };
+  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
 }
 
 /** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */

@@ -52,13 +52,15 @@ for (const node of nodes) {
   });
 }
 
-let announced = count === 0;
-const watch = setInterval(async () => {
-  if (announced) return clearInterval(watch);
-  const machines = await listMachines({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId } });
-  const ready = machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable));
-  if (ready.length >= count) {
-    announced = true;
-    console.log(`${ready.length} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
-  }
-}, 250);
+// Without simulated nodes there is nothing to announce.
+const watch =
+  count > 0
+    ? setInterval(async () => {
+        const machines = await listMachines({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId } });
+        const ready = machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable));
+        if (ready.length >= count) {
+          clearInterval(watch);
+          console.log(`${ready.length} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+        }
+      }, 250)
+    : undefined;

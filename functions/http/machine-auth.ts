@@ -1,7 +1,7 @@
 import { createMiddleware } from 'hono/factory';
 import { ApiError } from '../errors.js';
-import { MachineAuthCache, verifyMachineRequest } from '../services/machine-auth.js';
-import type { AppEnv, Ports } from '../context.js';
+import { verifyMachineRequest } from '../services/machine-auth.js';
+import type { AppEnv } from '../context.js';
 import { bearer } from './api-auth.js';
 
 /**
@@ -17,8 +17,6 @@ export const machineAuth = machineAuthFor('buffered');
  */
 export const machineAuthStreamed = machineAuthFor('streamed');
 
-const caches = new WeakMap<object, MachineAuthCache>();
-
 function machineAuthFor(mode: 'buffered' | 'streamed') {
   return createMiddleware<AppEnv>(async (c, next) => {
     const ports = c.get('ports');
@@ -33,7 +31,7 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
           path: c.req.path,
           body,
           clusterId: identity.clusterId,
-          cache: mode === 'streamed' ? cacheOf(ports) : undefined,
+          cache: mode === 'streamed' ? ports.relay.authCache : undefined,
         },
       });
       c.set('machine', machine);
@@ -47,10 +45,4 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
     c.set('rawBody', body);
     await next();
   });
-}
-
-function cacheOf(ports: Ports): MachineAuthCache {
-  let cache = caches.get(ports);
-  if (!cache) caches.set(ports, (cache = new MachineAuthCache()));
-  return cache;
 }

@@ -14,7 +14,7 @@ function nodeBindings(c: Context<AppEnv>): { incoming: IncomingMessage; outgoing
 }
 
 /** The request body as it arrives. */
-export function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
+function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
   const node = nodeBindings(c);
   if (node) return nodeChunks(node.incoming);
   return c.req.raw.body ? readAll(c.req.raw.body) : null;
@@ -44,20 +44,33 @@ async function* readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
   }
 }
 
-/** The whole body as text, refusing (with `tooLarge()`) a declared or streamed size over `maxBytes`. */
-export async function bodyText(c: Context<AppEnv>, maxBytes: number, tooLarge: () => Error): Promise<string> {
+/**
+ * The request body as it arrives, refused with `tooLarge()` over `maxBytes`: at once when its declared length
+ * is over (this call throws), else while streaming once the bytes read pass it (the iteration throws).
+ */
+export function limitedBody(c: Context<AppEnv>, maxBytes: number, tooLarge: () => Error): AsyncIterable<Uint8Array> | null {
   const declared = Number(c.req.header('content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
   const chunks = bodyChunks(c);
-  if (!chunks) return '';
-  const parts: Uint8Array[] = [];
+  return chunks && limit(chunks, maxBytes, tooLarge);
+}
+
+async function* limit(chunks: AsyncIterable<Uint8Array>, maxBytes: number, tooLarge: () => Error): AsyncGenerator<Uint8Array> {
   let size = 0;
   for await (const chunk of chunks) {
     size += chunk.length;
     if (size > maxBytes) throw tooLarge();
-    parts.push(chunk);
+    yield chunk;
   }
-  return Buffer.concat(parts, size).toString('utf8');
+}
+
+/** The whole body as text, limited as `limitedBody` limits it. */
+export async function bodyText(c: Context<AppEnv>, maxBytes: number, tooLarge: () => Error): Promise<string> {
+  const chunks = limitedBody(c, maxBytes, tooLarge);
+  if (!chunks) return '';
+  const parts: Uint8Array[] = [];
+  for await (const chunk of chunks) parts.push(chunk);
+  return Buffer.concat(parts).toString('utf8');
 }
 
 /** Aborts when the client goes away before its answer was complete. */

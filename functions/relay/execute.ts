@@ -5,7 +5,7 @@ import { SlotWaitAborted } from '../policy/admission.js';
 import { pickReplica } from '../scheduler/route.js';
 import { recordWorkload, workloadByKey, type WorkloadRow, type WorkloadState } from '../services/workloads.js';
 import type { ServiceCtx } from '../services/service-context.js';
-import { OpenAIError } from '../api/v1/errors.js';
+import { OpenAIError, openAIErrorBody } from '../api/v1/errors.js';
 import { FrameQueue, type QueueItem } from './frame-queue.js';
 import type { StreamSink } from '../http/node-io.js';
 import type { DeploymentRoute, RoutableReplica } from './routing.js';
@@ -28,12 +28,13 @@ export interface InferenceRequest {
   startedAt: number;
 }
 
+/** The SSE event that ends a stream broken after its first byte, in the OpenAI error envelope. */
 function errorEvent(code: string, message: string): string {
-  return `data: ${JSON.stringify({ error: { message, type: 'server_error', code, param: null } })}\n\n`;
+  return `data: ${JSON.stringify(openAIErrorBody(new OpenAIError(502, 'server_error', code, message)))}\n\n`;
 }
 
 type Attempt =
-  | { ok: true; head: Extract<Frame, { t: 'head' }>; rest: Frame[]; replica: RoutableReplica; invocationId: string; queueMs: number; dispatchedAt: number }
+  | { ok: true; head: Extract<Frame, { t: 'head' }>; rest: Frame[]; queue: FrameQueue; replica: RoutableReplica; invocationId: string; queueMs: number; dispatchedAt: number }
   | { ok: false; code: string; message: string; retry: boolean; node?: string };
 
 /**
@@ -181,11 +182,10 @@ async function tryReplica(
 ): Promise<Attempt> {
   const { relay, config, metrics } = ports;
   const candidates = route.replicas.map((replica) => ({ ...replica, ...relay.admission.load(replica.assignmentId), concurrency: route.maxConcurrency, warm: true }));
-  const picked = pickReplica(candidates, tried);
-  if (!picked) return { ok: false, code: 'no_replica', message: 'no routable replica left to try', retry: false };
-  tried.add(picked.assignmentId);
+  const replica = pickReplica(candidates, tried);
+  if (!replica) return { ok: false, code: 'no_replica', message: 'no routable replica left to try', retry: false };
+  tried.add(replica.assignmentId);
   onPicked();
-  const replica = route.replicas.find((r) => r.assignmentId === picked.assignmentId)!;
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
 
   let queueMs: number;
@@ -257,7 +257,7 @@ async function tryReplica(
   // Broken before its first body byte: nothing reached the client either.
   const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);
   if (first?.t === 'error') return giveUp(first.code, first.message, first.code !== 'deadline_exceeded' && first.code !== 'cancelled');
-  return { ok: true, head, rest: frames.slice(headIndex + 1), replica, invocationId, queueMs, dispatchedAt };
+  return { ok: true, head, rest: frames.slice(headIndex + 1), queue, replica, invocationId, queueMs, dispatchedAt };
 }
 
 /** Relays a successful attempt to the client: streamed batch by batch, or collected for a plain response. */
@@ -337,7 +337,7 @@ function respond(
             throw new OpenAIError(502, 'server_error', frame.code, frame.message);
           }
         }
-        const item = await relayQueueNext(ports, invocationId, until);
+        const item = await attempt.queue.next(until);
         if (!item) {
           release();
           finish(cancelled.signal.aborted ? 'cancelled' : 'failed', null, cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded');
@@ -363,7 +363,7 @@ function respond(
     cancelled.abort('client disconnected');
   });
   const nextFrames = async (): Promise<Frame[]> => {
-    const item = await relayQueueNext(ports, invocationId, until);
+    const item = await attempt.queue.next(until);
     if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? 'cancelled' : 'deadline_exceeded', message: cancelled.signal.aborted ? 'the request was cancelled' : 'the deadline passed during generation' }];
     if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message }];
     return item.frames;
@@ -407,11 +407,4 @@ function respond(
     finish('failed', head.status, 'internal');
   });
   return sink.response;
-}
-
-/** The next frames of an invocation, ending at cancellation or the deadline. */
-async function relayQueueNext(ports: Ports, invocationId: string, until: AbortSignal): Promise<QueueItem | null> {
-  const queue = ports.relay.hub.queueOf(invocationId);
-  if (!queue) return null;
-  return await queue.next(until);
 }

@@ -1,8 +1,8 @@
-import { lt, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
-import { invocationPayloads, payloadReceipts } from '../store/schema/index.js';
+import { invocationPayloads } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
-import { queryRows } from '../store/rows.js';
+import { takePayloads } from '../services/payloads.js';
 import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 import type { FrameQueue } from './frame-queue.js';
 
@@ -81,11 +81,6 @@ export class InvocationHub {
     else await this.bus.publish(`machine:${machineId}`, { type: 'cancel', invocationId, reason });
   }
 
-  /** Client side: the queue an invocation's frames arrive on, while it is awaited here. */
-  queueOf(invocationId: string): FrameQueue | undefined {
-    return this.waiters.get(invocationId)?.queue;
-  }
-
   /** Client side: the request is over; stop listening for its frames. */
   release(invocationId: string): void {
     const waiter = this.waiters.get(invocationId);
@@ -95,16 +90,10 @@ export class InvocationHub {
 
   /** Stream side: takes a cross-instance payload out of temporary storage (deleting it) and sends `invoke`. */
   async pickup(machineId: string, invocationId: string): Promise<void> {
-    // Taken and receipted in one statement: one round trip on the path to the node, and never one without the other.
-    const [row] = await queryRows<{ machine_id: string; invoke: string }>(
-      this.dbOf(),
-      sql`with taken as (delete from invocation_payloads where invocation_id = ${invocationId} returning invocation_id, machine_id, invoke),
-        receipt as (insert into payload_receipts (invocation_id, reason) select invocation_id, 'pickup' from taken on conflict do nothing)
-        select machine_id, invoke from taken`,
-    );
+    const [row] = await takePayloads(this.dbOf(), sql`invocation_id = ${invocationId}`, 'pickup');
     if (!row) return;
     const sink = this.streams.get(machineId);
-    if (!sink || row.machine_id !== machineId) {
+    if (!sink || row.machineId !== machineId) {
       this.route(invocationId, { type: 'failed', code: 'node_lost', message: 'the node stream moved before pickup' });
       return;
     }
@@ -144,15 +133,6 @@ export class InvocationHub {
     return { ok: true, nextOffset: entry.nextOffset };
   }
 
-  /** Deletes cross-instance payloads nobody picked up before their deadline, with receipts. */
-  async sweepExpiredPayloads(): Promise<number> {
-    const expired = await this.dbOf().delete(invocationPayloads).where(lt(invocationPayloads.expiresAt, sql`now()`)).returning({ invocationId: invocationPayloads.invocationId });
-    for (const { invocationId } of expired) {
-      await this.dbOf().insert(payloadReceipts).values({ invocationId, reason: 'deadline' }).onConflictDoNothing();
-    }
-    return expired.length;
-  }
-
   private route(invocationId: string, message: Extract<BusMessage, { type: 'frames' | 'failed' }>): void {
     if (this.waiters.has(invocationId)) {
       this.deliver(invocationId, message);
@@ -170,7 +150,7 @@ export class InvocationHub {
 }
 
 /** Splits a frames message into bus messages under the NOTIFY limit, cutting large data frames. */
-export function splitForBus(message: Extract<BusMessage, { type: 'frames' | 'failed' }>): Array<Extract<BusMessage, { type: 'frames' | 'failed' }>> {
+function splitForBus(message: Extract<BusMessage, { type: 'frames' | 'failed' }>): Array<Extract<BusMessage, { type: 'frames' | 'failed' }>> {
   if (message.type === 'failed') return [message];
   const budget = MAX_NOTIFY_BYTES - 200;
   const parts: Frame[][] = [[]];

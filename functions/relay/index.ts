@@ -6,7 +6,7 @@ import type { Ports } from '../context.js';
 import { WriteBehind } from '../store/write-behind.js';
 import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
-import { writeJtis } from '../services/machine-auth.js';
+import { MachineAuthCache, writeJtis } from '../services/machine-auth.js';
 
 /** A running workload on this instance, so that the cancel API can reach it. */
 export interface LiveWorkload {
@@ -21,6 +21,8 @@ export interface Relay {
   live: Map<string, LiveWorkload>;
   /** Workload records, written behind the requests (`config.writeBehindMs`). */
   workloads: WriteBehind<WorkloadRow>;
+  /** The frames-upload verifier's credential cache and in-memory replay fence. */
+  authCache: MachineAuthCache;
   /** Replay-fence entries of frame uploads, fenced in memory first (see `MachineAuthCache`). */
   jtis: WriteBehind<typeof machineJtis.$inferInsert>;
 }
@@ -49,6 +51,7 @@ export function createRelay(input: { bus: Bus; ports: () => Ports }): Relay {
     ),
     admission: new Admission(),
     live: new Map(),
+    authCache: new MachineAuthCache(),
     workloads: writeBehind('workload records', (rows) => writeWorkloads(ports().store.db, rows)),
     jtis: writeBehind('replay-fence entries', (rows) => writeJtis(ports().store.db, rows)),
   };

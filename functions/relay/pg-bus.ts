@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { createSubscriberRegistry, MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
 
-export { MAX_NOTIFY_BYTES };
 const CHANNEL = 'lunanexa_bus';
 /** Messages per NOTIFY statement, at most (each under 8,000 bytes). */
 const MAX_BATCH = 256;

@@ -15,8 +15,8 @@ export interface RouteCandidate {
  * Picks the replica for one invocation (DESIGN.md section 5, step 2): least expected queue delay
  * ((active + queued + 1) / concurrency), then warm, then the lowest id. Pure and deterministic.
  */
-export function pickReplica(candidates: readonly RouteCandidate[], exclude: ReadonlySet<string> = new Set()): RouteCandidate | null {
-  let best: RouteCandidate | null = null;
+export function pickReplica<C extends RouteCandidate>(candidates: readonly C[], exclude: ReadonlySet<string> = new Set()): C | null {
+  let best: C | null = null;
   let bestDelay = Infinity;
   for (const candidate of candidates) {
     if (exclude.has(candidate.assignmentId)) continue;

@@ -24,7 +24,7 @@ export interface DeploymentInput {
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
-export function deploymentView(row: DeploymentRow): DeploymentView {
+function deploymentView(row: DeploymentRow): DeploymentView {
   return {
     id: row.id,
     name: row.name,
@@ -42,6 +42,15 @@ export function deploymentView(row: DeploymentRow): DeploymentView {
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/** One live deployment of a workspace, by id. */
+export async function getDeployment({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }): Promise<DeploymentView | undefined> {
+  const [row] = await ctx.db
+    .select()
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.id, input.id), isNull(deployments.deletedAt)));
+  return row && deploymentView(row);
 }
 
 /** Live deployments of a workspace. */
@@ -83,18 +92,7 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.create', target: id, details: { name: input.name, replicas: input.replicas } });
       return { id, generation: 1, changed: true };
     }
-    const before = JSON.stringify({
-      model: existing.model,
-      runtime: existing.runtime,
-      artifact: existing.artifact,
-      restartPolicy: existing.restartPolicy,
-      replicas: existing.replicas,
-      selector: existing.selector,
-      gpus: existing.gpus,
-      memoryMiB: existing.memoryMiB,
-      maxConcurrency: existing.maxConcurrency,
-      queueCapacity: existing.queueCapacity,
-    });
+    const before = JSON.stringify(Object.fromEntries(Object.keys(spec).map((key) => [key, existing[key as keyof typeof spec]])));
     if (before === JSON.stringify(spec)) return { id: existing.id, generation: existing.generation, changed: false };
     const generation = existing.generation + 1;
     await tx.db.update(deployments).set({ ...spec, generation, updatedAt: sql`now()` }).where(eq(deployments.id, existing.id));

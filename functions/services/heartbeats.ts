@@ -15,7 +15,7 @@ export async function recordHeartbeat({
 }: {
   ctx: ServiceCtx;
   input: { machine: MachinePrincipal; heartbeat: Heartbeat };
-}): Promise<{ desiredGen: number }> {
+}): Promise<{ desiredGen: number; runtimesChanged: boolean }> {
   const { machine, heartbeat } = input;
   if (heartbeat.machineId !== machine.machineId) throw new ApiError('forbidden_machine', 'a machine may report only for itself');
   return await withTransaction(ctx, async (tx) => {
@@ -55,6 +55,14 @@ export async function recordHeartbeat({
         metrics: heartbeat.metrics,
       })
       .where(eq(machines.id, machine.machineId));
+    const before = await tx.db
+      .select({ assignmentId: runtimeReports.assignmentId, state: runtimeReports.state, gen: runtimeReports.gen })
+      .from(runtimeReports)
+      .where(eq(runtimeReports.machineId, machine.machineId));
+    const previous = new Map(before.map((r) => [r.assignmentId, r]));
+    // What routing depends on: which runtimes the node has, and their state and generation.
+    const runtimesChanged =
+      before.length !== heartbeat.runtimes.length || heartbeat.runtimes.some((r) => previous.get(r.assignmentId)?.state !== r.state || previous.get(r.assignmentId)?.gen !== r.gen);
     for (const runtime of heartbeat.runtimes) {
       const values = {
         deploymentId: runtime.deploymentId,
@@ -79,6 +87,6 @@ export async function recordHeartbeat({
           ? and(eq(runtimeReports.machineId, machine.machineId), notInArray(runtimeReports.assignmentId, assignmentIds))
           : eq(runtimeReports.machineId, machine.machineId),
       );
-    return { desiredGen: current.desiredGen };
+    return { desiredGen: current.desiredGen, runtimesChanged };
   });
 }

@@ -27,7 +27,7 @@ function jsonObject(part: string): Record<string, unknown> {
  * The registered claims of a verified machine JWT: the claim that fails (`expired` for `exp` in the past),
  * or null. iat, exp and jti are required; the issuer and subject are the machine, the audience the cluster.
  */
-export function claimsProblem(payload: Record<string, unknown>, expected: { issuer: string; audience: string; nowS: number }): string | null {
+function claimsProblem(payload: Record<string, unknown>, expected: { issuer: string; audience: string; nowS: number }): string | null {
   for (const claim of ['iat', 'exp', 'jti']) if (payload[claim] === undefined) return claim;
   if (payload.iss !== expected.issuer) return 'iss';
   if (payload.sub !== expected.issuer) return 'sub';
@@ -160,8 +160,13 @@ export class MachineAuthCache {
   fence(jti: string, expiresAtMs: number): boolean {
     if (this.jtis.has(jti)) return false;
     if (this.jtis.size > 10_000) {
+      // Entries arrive in about the order they expire (every token lives at most 60 s): drop the expired head
+      // rather than scanning every live entry on each upload.
       const now = Date.now();
-      for (const [key, until] of this.jtis) if (until < now) this.jtis.delete(key);
+      for (const [key, until] of this.jtis) {
+        if (until >= now) break;
+        this.jtis.delete(key);
+      }
     }
     this.jtis.set(jti, expiresAtMs);
     return true;

@@ -1,6 +1,7 @@
 import { and, eq, gt, inArray, isNull, max, sql } from 'drizzle-orm';
 import { assignments, machineCredentials, machines, runtimeReports, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
+import { groupBy } from '../../shared/group-by.js';
 import { isRoutable, machineLiveness, runtimeLiveness } from '../controller/liveness.js';
 import type { MachineView, RuntimeView } from '../../shared/contracts/machine.js';
 import type { RuntimeState } from '../../shared/contracts/heartbeat.js';
@@ -30,13 +31,15 @@ export async function listMachines({ ctx, input }: { ctx: ServiceCtx; input: { w
       .groupBy(machineCredentials.machineId),
   ]);
   const attached = new Set(leases.map((l) => l.machineId));
+  const reportsOf = groupBy(reports, (r) => r.machineId);
+  const assignmentsOf = groupBy(current, (a) => a.machineId);
   const credentialExpiry = new Map(credentials.map((c) => [c.machineId, c.expiresAt]));
   const config = ctx.ports.config;
 
   return rows.map((m) => {
     const liveness = machineLiveness({ lastHeartbeatAt: m.lastHeartbeatAt, revokedAt: m.revokedAt, now, resumedAt, config });
-    const reportByAssignment = new Map(reports.filter((r) => r.machineId === m.id).map((r) => [r.assignmentId, r]));
-    const specs = new Map(current.filter((a) => a.machineId === m.id).map((a) => [a.id, a.spec]));
+    const reportByAssignment = new Map((reportsOf.get(m.id) ?? []).map((r) => [r.assignmentId, r]));
+    const specs = new Map((assignmentsOf.get(m.id) ?? []).map((a) => [a.id, a.spec]));
     const assignmentIds = [...new Set([...specs.keys(), ...reportByAssignment.keys()])].sort();
     const runtimes: RuntimeView[] = assignmentIds.map((assignmentId) => {
       const report = reportByAssignment.get(assignmentId);

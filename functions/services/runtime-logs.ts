@@ -3,6 +3,9 @@ import { assignments, machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import type { ServiceCtx } from './service-context.js';
 
+/** How long the node has to answer a log request. */
+const LOGS_TIMEOUT_MS = 5_000;
+
 /**
  * Fetches the tail of a runtime's log ring from its node: asks over the machine's own stream (`logs`
  * event) and waits for the agent's upload. Nodes have no inbound port, so this is the only way in.
@@ -12,7 +15,7 @@ export async function fetchRuntimeLogs({
   input,
 }: {
   ctx: ServiceCtx;
-  input: { workspaceId: string; machineId: string; assignmentId: string; lines: number; timeoutMs?: number };
+  input: { workspaceId: string; machineId: string; assignmentId: string; lines: number };
 }): Promise<string[]> {
   const [row] = await ctx.db
     .select({ revokedAt: machines.revokedAt })
@@ -26,7 +29,7 @@ export async function fetchRuntimeLogs({
     const timer = setTimeout(() => {
       unsubscribe();
       reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
-    }, input.timeoutMs ?? 5_000);
+    }, LOGS_TIMEOUT_MS);
     const unsubscribe = ctx.ports.bus.subscribe(`logs:${requestId}`, (message) => {
       if (message.type !== 'log-lines') return;
       clearTimeout(timer);

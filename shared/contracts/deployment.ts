@@ -9,7 +9,7 @@ export const DeploymentSpec = z.object({
   model: z.string().min(1).max(256),
   runtime: RuntimeSpec,
   artifact: ArtifactPin.nullable().default(null),
-  restartPolicy: RestartPolicy.default({ mode: 'on-failure', maxRestarts: 5, backoffMs: 1000 }),
+  restartPolicy: RestartPolicy.default(RestartPolicy.parse({})),
   replicas: z.number().int().min(0).max(1024),
   selector: Labels.default({}),
   gpus: z.number().int().min(0).max(64).default(0),

@@ -23,7 +23,7 @@ export type StreamEvent = { [N in StreamEventName]: { event: N; data: z.infer<(t
 
 /** Parses one SSE message against the catalogue; unknown events and bad data are errors the caller counts. */
 export function parseStreamEvent(event: string, data: string): { success: true; value: StreamEvent } | { success: false; error: string } {
-  if (!(event in StreamEvents)) return { success: false, error: `unknown event ${event}` };
+  if (!Object.hasOwn(StreamEvents, event)) return { success: false, error: `unknown event ${event}` };
   let json: unknown;
   try {
     json = JSON.parse(data);

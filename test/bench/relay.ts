@@ -3,11 +3,11 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { Agent, request } from 'undici';
 import { freePort } from '../../agent/runtimes/process.js';
 import { build } from '../../scripts/build.mjs';
 import { waitFor } from '../helpers/plane.js';
+import { createTestDatabase } from '../helpers/pg.js';
 
 /**
  * `npm run bench:relay`: one simulated runtime emitting tokens as fast as it can, measured side by side and
@@ -141,22 +141,11 @@ async function main() {
   AGENT = outputs.agent!.path;
   const root = await mkdtemp(join(tmpdir(), 'lnx-bench-relay-'));
   cleanups.push(() => rm(root, { recursive: true, force: true }));
-  const dbName = `lnx_bench_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  await admin.end();
-  cleanups.push(async () => {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`drop database if exists ${dbName} with (force)`);
-    await client.end();
-  });
-  const dbUrl = new URL(PG_URL);
-  dbUrl.pathname = `/${dbName}`;
+  const db = await createTestDatabase(PG_URL);
+  cleanups.push(() => db.drop());
 
-  const b = await controlPlane('instance-b', dbUrl.toString(), root);
-  const a = await controlPlane('instance-a', dbUrl.toString(), root);
+  const b = await controlPlane('instance-b', db.url, root);
+  const a = await controlPlane('instance-a', db.url, root);
   const api = (path: string, init: RequestInit = {}) =>
     fetch(`${b.url}${path}`, { ...init, headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' } });
   const put = await api('/api/v1/deployments/bench', {

@@ -2,7 +2,6 @@ import { connect, type Socket } from 'node:net';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 
 export interface NeonWsProxy {
-  port: number;
   /** `host:port/path` for the Worker's NEON_WS_PROXY binding. */
   address: string;
   /** TCP targets the proxy refused (not loopback), so a test can see the guard act. */
@@ -90,7 +89,6 @@ export async function startNeonWsProxy(): Promise<NeonWsProxy> {
   });
   const { port } = wss.address() as { port: number };
   return {
-    port,
     address: `127.0.0.1:${port}/v2`,
     refused,
     openConnections: () => sockets.size,

@@ -13,10 +13,9 @@ export class SseReader {
   private finished = false;
   /** When the server ended the stream (or the read failed), by `Date.now()`. */
   endedAt: number | null = null;
-  readonly pumping: Promise<void>;
 
   constructor(body: ReadableStream<Uint8Array>) {
-    this.pumping = this.pump(body.getReader());
+    void this.pump(body.getReader());
   }
 
   private async pump(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
@@ -42,6 +41,17 @@ export class SseReader {
     for (const waiter of this.waiters.splice(0)) waiter();
   }
 
+  /** Resolves on the next `wake` (an item arrived or the stream ended), or after `ms` without one. */
+  private wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   /** The next item, `null` when the stream has ended; rejects after `timeoutMs` without one. */
   async next(timeoutMs: number): Promise<SseItem | null> {
     const deadline = Date.now() + timeoutMs;
@@ -51,46 +61,32 @@ export class SseReader {
       if (this.finished) return null;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no SSE item within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      await this.wait(left);
     }
   }
 
   /** The next named event, skipping comments; `null` when the stream ended first. */
-  async nextEvent(timeoutMs: number): Promise<Extract<SseItem, { kind: 'event' }> | null> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const item = await this.next(Math.max(1, deadline - Date.now()));
-      if (item === null || item.kind === 'event') return item;
-    }
+  nextEvent(timeoutMs: number): Promise<Extract<SseItem, { kind: 'event' }> | null> {
+    return this.nextOfKind('event', timeoutMs);
   }
 
   /** The next comment, skipping events; `null` when the stream ended first. */
-  async nextComment(timeoutMs: number): Promise<Extract<SseItem, { kind: 'comment' }> | null> {
+  nextComment(timeoutMs: number): Promise<Extract<SseItem, { kind: 'comment' }> | null> {
+    return this.nextOfKind('comment', timeoutMs);
+  }
+
+  private async nextOfKind<K extends SseItem['kind']>(kind: K, timeoutMs: number): Promise<Extract<SseItem, { kind: K }> | null> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const item = await this.next(Math.max(1, deadline - Date.now()));
-      if (item === null || item.kind === 'comment') return item;
+      if (item === null || item.kind === kind) return item as Extract<SseItem, { kind: K }> | null;
     }
   }
 
   /** Resolves true once the stream has ended, false if it is still open after `timeoutMs`. */
   async waitForEnd(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (!this.finished && Date.now() < deadline) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, deadline - Date.now());
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+    while (!this.finished && Date.now() < deadline) await this.wait(deadline - Date.now());
     return this.finished;
   }
 }

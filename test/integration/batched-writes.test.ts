@@ -1,25 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
-import { openPgliteStore } from '../../functions/store/pglite.js';
-import { openPgStore } from '../../functions/store/pg.js';
-import type { Store } from '../../functions/store/db.js';
 import { machineJtis, workloads } from '../../functions/store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../../functions/services/workloads.js';
 import { writeJtis } from '../../functions/services/machine-auth.js';
-import { createTestDatabase, describePg } from '../helpers/pg.js';
+import { describeStores } from '../helpers/store.js';
 
 /** The column-array statements the write-behind batches use, against each real store. */
-function batchedWritesSuite(open: () => Promise<{ store: Store; done(): Promise<void> }>) {
-  let store: Store;
-  let done: () => Promise<void>;
-  beforeAll(async () => {
-    ({ store, done } = await open());
-  });
-  afterAll(async () => {
-    await store.close();
-    await done();
-  });
-
+describeStores('batched writes', (store) => {
   const row = (id: string, over: Partial<WorkloadRow> = {}): WorkloadRow => ({
     id,
     workspaceId: 'wsp_1',
@@ -34,13 +21,13 @@ function batchedWritesSuite(open: () => Promise<{ store: Store; done(): Promise<
   });
 
   it('inserts new workload rows and moves known ones to their newer state, nulls and timestamps intact', async () => {
-    await writeWorkloads(store.db, [row('wl_a'), row('wl_b', { idempotencyKey: 'key-b' })]);
+    await writeWorkloads(store().db, [row('wl_a'), row('wl_b', { idempotencyKey: 'key-b' })]);
     const finishedAt = new Date('2026-11-29T10:00:01.250Z');
-    await writeWorkloads(store.db, [
+    await writeWorkloads(store().db, [
       row('wl_a', { state: 'succeeded', machineId: 'mch_1', attempts: 2, statusCode: 200, finishedAt }),
       row('wl_c', { state: 'failed', attempts: 1, statusCode: 502, errorCode: 'node_lost', finishedAt }),
     ]);
-    const rows = await store.db.select().from(workloads);
+    const rows = await store().db.select().from(workloads);
     const byId = new Map(rows.map((r) => [r.id, r]));
     expect(rows).toHaveLength(3);
     expect(byId.get('wl_a')).toMatchObject({ state: 'succeeded', machineId: 'mch_1', attempts: 2, statusCode: 200, errorCode: null, idempotencyKey: null });
@@ -52,24 +39,15 @@ function batchedWritesSuite(open: () => Promise<{ store: Store; done(): Promise<
 
   it('records replay-fence entries once, ignoring ones already there', async () => {
     const expiresAt = new Date('2030-01-01T00:01:00.000Z');
-    await writeJtis(store.db, [{ jti: 'j1', machineId: 'mch_1', expiresAt }]);
-    await writeJtis(store.db, [
+    await writeJtis(store().db, [{ jti: 'j1', machineId: 'mch_1', expiresAt }]);
+    await writeJtis(store().db, [
       { jti: 'j1', machineId: 'mch_other', expiresAt },
       { jti: 'j2', machineId: 'mch_1', expiresAt },
     ]);
-    const rows = await store.db.select().from(machineJtis);
+    const rows = await store().db.select().from(machineJtis);
     expect(rows.map((r) => r.jti).sort()).toEqual(['j1', 'j2']);
-    const [first] = await store.db.select().from(machineJtis).where(eq(machineJtis.jti, 'j1'));
+    const [first] = await store().db.select().from(machineJtis).where(eq(machineJtis.jti, 'j1'));
     expect(first!.machineId).toBe('mch_1');
     expect(first!.expiresAt.toISOString()).toBe(expiresAt.toISOString());
   });
-}
-
-describe('batched writes on PGlite', () =>
-  batchedWritesSuite(async () => ({ store: await openPgliteStore(), done: async () => {} })));
-
-describePg('batched writes on PostgreSQL', () =>
-  batchedWritesSuite(async () => {
-    const database = await createTestDatabase();
-    return { store: await openPgStore(database.url, { migrate: true }), done: () => database.drop() };
-  }));
+});

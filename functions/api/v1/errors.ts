@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { HTTPException } from 'hono/http-exception';
-import { ApiError } from '../../errors.js';
 import type { AppEnv } from '../../context.js';
+import type { OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
 export class OpenAIError extends Error {
@@ -18,19 +18,15 @@ export class OpenAIError extends Error {
   }
 }
 
-export function openAIErrorBody(error: OpenAIError) {
+export function openAIErrorBody(error: OpenAIError): OpenAIErrorEnvelope {
   return { error: { message: error.message, type: error.type, code: error.code, param: error.param } };
 }
 
-/** The `/v1` error formatter: OpenAI's envelope for our own errors, zod failures and framework errors alike. */
+/** The `/v1` error formatter: OpenAI's envelope for our own errors and framework errors alike. */
 export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
   let mapped: OpenAIError;
   if (error instanceof OpenAIError) mapped = error;
-  else if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
-    mapped = new OpenAIError(401, 'authentication_error', 'invalid_api_key', error.message);
-  } else if (error instanceof ApiError && error.code === 'payload_too_large') {
-    mapped = new OpenAIError(413, 'invalid_request_error', 'request_too_large', error.message, null, { Connection: 'close' });
-  } else if (error instanceof HTTPException && error.status < 500) {
+  else if (error instanceof HTTPException && error.status < 500) {
     mapped = new OpenAIError(error.status as ContentfulStatusCode, 'invalid_request_error', null, error.message);
   } else {
     c.get('ports')?.logger.error({ err: { message: error.message, stack: error.stack }, requestId: c.get('requestId') }, 'unhandled inference error');

@@ -12,7 +12,7 @@ import { executeInference } from '../../relay/execute.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
 
 /** Parses `X-LunaNexa-Deadline` (ISO-8601 or epoch ms) or the body's `timeout` (seconds) into epoch ms. */
-export function parseDeadline(header: string | undefined, timeoutS: number | undefined, now: number, defaultMs: number): number {
+function parseDeadline(header: string | undefined, timeoutS: number | undefined, now: number, defaultMs: number): number {
   if (header !== undefined) {
     const asNumber = Number(header);
     const at = /^\d+$/.test(header.trim()) ? asNumber : Date.parse(header);

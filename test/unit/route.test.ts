@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { pickReplica, type RouteCandidate } from '../../functions/scheduler/route.js';
+
+const replica = (assignmentId: string, over: Partial<RouteCandidate> = {}): RouteCandidate & { machineName: string } => ({
+  assignmentId,
+  machineId: `mch_${assignmentId}`,
+  machineName: `node-${assignmentId}`,
+  active: 0,
+  queued: 0,
+  concurrency: 4,
+  warm: true,
+  ...over,
+});
+
+describe('pickReplica', () => {
+  it('picks the least expected queue delay, counting queued work and concurrency', () => {
+    const picked = pickReplica([replica('a', { active: 3 }), replica('b', { active: 1, queued: 1 }), replica('c', { active: 4, concurrency: 8 })]);
+    // (1+1+1)/4 = 0.75 for b and (4+0+1)/8 = 0.625 for c.
+    expect(picked?.assignmentId).toBe('c');
+  });
+
+  it('breaks a tie by warmth, then by the lowest id, whatever the order given', () => {
+    const tied = [replica('b'), replica('c', { warm: false }), replica('a', { warm: false })];
+    expect(pickReplica(tied)?.assignmentId).toBe('b');
+    expect(pickReplica([replica('c'), replica('a'), replica('b')])?.assignmentId).toBe('a');
+  });
+
+  it('skips the replicas already tried and answers null when none is left', () => {
+    const candidates = [replica('a'), replica('b')];
+    expect(pickReplica(candidates, new Set(['a']))?.assignmentId).toBe('b');
+    expect(pickReplica(candidates, new Set(['a', 'b']))).toBeNull();
+    expect(pickReplica([])).toBeNull();
+  });
+
+  it('hands back the candidate given, with its own fields', () => {
+    expect(pickReplica([replica('a')])?.machineName).toBe('node-a');
+  });
+});
