@@ -358,3 +358,20 @@ describePg('/v1 refusals on PostgreSQL (no fleet)', () => {
   });
   refusals({ plane: () => plane, simChatRequests: async () => null });
 });
+
+describe('/v1 when the store cannot answer', () => {
+  let plane: TestPlane;
+  beforeAll(async () => {
+    plane = await startTestPlane({ store: 'pglite' });
+  });
+  afterAll(async () => {
+    await plane?.stop().catch(() => {});
+  });
+
+  it('answers a token it cannot look up with 500 server_error, not a 401 that blames the client', async () => {
+    await plane.ports.store.close();
+    const response = await fetch(`${plane.url}/v1/models`, { headers: { authorization: 'Bearer lnx_never_seen_before' } });
+    expect(response.status).toBe(500);
+    expect(((await response.json()) as { error: { type: string } }).error.type).toBe('server_error');
+  });
+});

@@ -9,6 +9,7 @@ import { authenticateApiToken } from '../../services/api-tokens.js';
 import { TtlCache } from '../../services/ttl-cache.js';
 import type { Actor } from '../../context.js';
 import { executeInference } from '../../relay/execute.js';
+import { ApiError } from '../../errors.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
 
 /** Parses `X-LunaNexa-Deadline` (ISO-8601 or epoch ms) or the body's `timeout` (seconds) into epoch ms. */
@@ -53,8 +54,10 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token, cache: tokens } }).catch(() => {
-      throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
+    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token, cache: tokens } }).catch((error: unknown) => {
+      // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
+      if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
+      throw error;
     });
     c.set('actor', actor);
     await next();
