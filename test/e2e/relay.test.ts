@@ -343,8 +343,13 @@ describe('relay on one instance (PGlite) with two nodes', () => {
   const token = () => plane.adminToken;
   const request = (o: Omit<ChatOptions, 'token'>) => chat(plane.url, { token: token(), model: DEPLOYMENT, ...o });
 
+  // A node frozen (SIGSTOP) by the ack-timeout test must stay routable until its requests are routed, even
+  // on a loaded machine: with the fast test timings it would turn stale 0.75 s after its last heartbeat.
+  // Nothing here waits for staleness (a killed node leaves routing when its stream closes).
+  const config = { runtimeGraceMs: 5_000 };
+
   beforeAll(async () => {
-    plane = await startTestPlane({ store: 'pglite', logger });
+    plane = await startTestPlane({ store: 'pglite', logger, config });
     await applyDeployment({
       ctx: plane.systemCtx,
       input: {
@@ -445,7 +450,7 @@ describe('relay on one instance (PGlite) with two nodes', () => {
       // A restarted control plane still refuses the key: the durable workload holds it.
       const { port, dataDir } = plane;
       await plane.stop({ keepData: true });
-      plane = await startTestPlane({ store: 'pglite', dataDir, port, logger });
+      plane = await startTestPlane({ store: 'pglite', dataDir, port, logger, config });
       for (const reused of [key, first]) {
         const again = await request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': reused } });
         expect(again.status).toBe(409);
