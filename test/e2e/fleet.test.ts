@@ -134,10 +134,7 @@ function fleetSuite(store: StoreKind) {
   it('survives a control-plane restart: agents reconnect, nothing re-enrolls, desired state is resent', async () => {
     const before = await machines();
     const connectsBefore = await Promise.all(nodes.map(async (n) => (await readFile(n.logFile, 'utf8')).split('stream open').length));
-    const { port, dataDir } = plane;
-    const previous = plane;
-    await plane.stop({ keepData: true });
-    plane = await startTestPlane({ store, dataDir, port, databaseUrl: previous.databaseUrl });
+    plane = await plane.restart();
     // Leases of the old instance may still be unexpired: wait for the agents' own new connections.
     const connects = () => Promise.all(nodes.map(async (n) => (await readFile(n.logFile, 'utf8')).split('stream open').length));
     await waitFor(async () => (await connects()).every((count, i) => count > connectsBefore[i]!), { timeoutMs: 45_000, what: 'agents reconnected' });

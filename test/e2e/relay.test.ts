@@ -448,9 +448,7 @@ describe('relay on one instance (PGlite) with two nodes', () => {
       expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
 
       // A restarted control plane still refuses the key: the durable workload holds it.
-      const { port, dataDir } = plane;
-      await plane.stop({ keepData: true });
-      plane = await startTestPlane({ store: 'pglite', dataDir, port, logger, config });
+      plane = await plane.restart();
       for (const reused of [key, first]) {
         const again = await request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': reused } });
         expect(again.status).toBe(409);

@@ -11,19 +11,35 @@ export type StoreKind = 'pglite' | 'pg';
 export interface TestPlane extends RunningControlPlane {
   dataDir: string;
   databaseUrl?: string;
-  /** Closes the plane, and with `keepData` leaves its store for a restart. */
-  stop(opts?: { keepData?: boolean }): Promise<void>;
+  /** Closes the plane and removes its store. */
+  stop(): Promise<void>;
+  /**
+   * Stops the plane and starts a new one on the same port and store, with the same options; the new plane
+   * owns the store from then on (its `stop` drops a throwaway database this one created).
+   */
+  restart(): Promise<TestPlane>;
   /** `fetch` against the plane with the admin token. */
   admin(path: string, init?: RequestInit): Promise<Response>;
 }
 
 /** Starts a real control plane on a free loopback port with the fast test timings. */
-export async function startTestPlane(
-  opts: { store?: StoreKind; config?: Partial<ControlPlaneConfig>; dataDir?: string; databaseUrl?: string; port?: number; logger?: Logger } = {},
-): Promise<TestPlane> {
+export async function startTestPlane(opts: TestPlaneOptions = {}): Promise<TestPlane> {
+  return await start(opts, undefined);
+}
+
+interface TestPlaneOptions {
+  store?: StoreKind;
+  config?: Partial<ControlPlaneConfig>;
+  dataDir?: string;
+  databaseUrl?: string;
+  port?: number;
+  logger?: Logger;
+}
+
+async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>) | undefined): Promise<TestPlane> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'lnx-test-')));
   let databaseUrl = opts.databaseUrl;
-  let drop: (() => Promise<void>) | undefined;
+  let drop = inheritedDrop;
   if (opts.store === 'pg' && !databaseUrl) {
     const db = await createTestDatabase();
     databaseUrl = db.url;
@@ -40,12 +56,14 @@ export async function startTestPlane(
     ...plane,
     dataDir,
     databaseUrl,
-    async stop(stopOpts = {}) {
+    async stop() {
       await plane.close();
-      if (!stopOpts.keepData) {
-        await drop?.();
-        await rm(dataDir, { recursive: true, force: true });
-      }
+      await drop?.();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+    async restart() {
+      await plane.close();
+      return await start({ ...opts, dataDir, databaseUrl, port: plane.port }, drop);
     },
     admin(path, init = {}) {
       const headers = new Headers(init.headers);
