@@ -16,6 +16,7 @@ export const ID_PREFIXES = {
   job: 'job',
   run: 'run',
   audit: 'aud',
+  event: 'evt',
   connection: 'con',
   instance: 'ins',
   cluster: 'cls',

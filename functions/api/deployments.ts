@@ -1,6 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
-import { applyDeployment, getDeployment, listDeployments } from '../services/deployments.js';
+import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
+import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, listDeployments } from '../services/deployments.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
@@ -27,11 +27,42 @@ const put = createRoute({
   },
 });
 
+const get = createRoute({
+  method: 'get',
+  path: '/deployments/{name}',
+  summary: 'One deployment with its status (desired, ready, starting, unplaceable with reasons, rollout progress) and recent events',
+  middleware: [requireRole('viewer')] as const,
+  request: { params: z.object({ name: DeploymentName }) },
+  responses: { 200: { description: 'Deployment', content: { 'application/json': { schema: DeploymentDetail } } }, ...errorResponses(400, 401, 403, 404) },
+});
+
+const remove = createRoute({
+  method: 'delete',
+  path: '/deployments/{name}',
+  summary: 'Retire a deployment: its replicas drain and stop, and its model leaves /v1/models',
+  middleware: [requireRole('operator')] as const,
+  request: { params: z.object({ name: DeploymentName }) },
+  responses: { 200: { description: 'Retired', content: { 'application/json': { schema: z.object({ id: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404) },
+});
+
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
     const data = await listDeployments({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });
     return c.json({ data }, 200);
+  });
+  app.openapi(get, async (c) => {
+    const ports = c.get('ports');
+    const detail = await describeDeployment({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    return c.json(detail, 200);
+  });
+  app.openapi(remove, async (c) => {
+    const ports = c.get('ports');
+    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const { id } = await deleteDeployment({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    ports.relay.routing.invalidate();
+    return c.json({ id, deleted: true as const }, 200);
   });
   app.openapi(put, async (c) => {
     const ports = c.get('ports');

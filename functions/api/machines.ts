@@ -1,6 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { MachineList, MachineView } from '../../shared/contracts/machine.js';
-import { getMachine, listMachines, revokeMachine, setMachineCordon } from '../services/machines.js';
+import { getMachine, listMachines, revokeMachine, setMachineScheduling } from '../services/machines.js';
 import { fetchRuntimeLogs } from '../services/runtime-logs.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
@@ -34,11 +34,17 @@ const revoke = createRoute({
   responses: { 200: { description: 'Revoked', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });
 
-const cordonRoute = (verb: 'cordon' | 'uncordon') =>
+const SCHEDULING_SUMMARY = {
+  cordon: 'Stop placing new replicas on a machine; its running replicas keep serving',
+  drain: 'Move every replica off a machine (each replacement is ready before the old one is retired); `drained` turns true once it is empty',
+  uncordon: 'Allow placements on a machine again (ends a drain)',
+} as const;
+
+const schedulingRoute = (verb: keyof typeof SCHEDULING_SUMMARY) =>
   createRoute({
     method: 'post',
     path: `/machines/{id}/${verb}`,
-    summary: verb === 'cordon' ? 'Stop placing new work on a machine' : 'Allow placements on a machine again',
+    summary: SCHEDULING_SUMMARY[verb],
     middleware: [requireRole('operator')] as const,
     request: { params: MachineIdParam },
     responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
@@ -91,12 +97,13 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     return c.json(await getMachine({ ctx, input }), 200);
   });
-  for (const verb of ['cordon', 'uncordon'] as const) {
-    app.openapi(cordonRoute(verb), async (c) => {
+  for (const verb of ['cordon', 'drain', 'uncordon'] as const) {
+    app.openapi(schedulingRoute(verb), async (c) => {
       const ports = c.get('ports');
       const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
       const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
-      await setMachineCordon({ ctx, input: { ...input, cordoned: verb === 'cordon' } });
+      await setMachineScheduling({ ctx, input: { ...input, verb } });
+      await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
       return c.json(await getMachine({ ctx, input }), 200);
     });
   }

@@ -1,4 +1,4 @@
-import { eq, inArray, isNull, sql } from 'drizzle-orm';
+import { eq, inArray, sql } from 'drizzle-orm';
 import { assignments, deployments, machines } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
@@ -7,87 +7,123 @@ import { audit, withTransaction, type ServiceCtx } from '../services/service-con
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
 import { sweepExpiredPayloads } from '../services/payloads.js';
-import { machineLiveness, nextResumedAt } from './liveness.js';
-import { reconcile, type ReconcileAction } from './reconcile.js';
+import { nextResumedAt } from './liveness.js';
+import { reconcile, type DesiredDeployment, type ReconcileAction } from './reconcile.js';
+import { loadFleetSnapshot } from '../fleet/load.js';
+import type { FleetSnapshot } from '../fleet/snapshot.js';
+import { templateHash } from '../fleet/template.js';
+import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
 
 /** Advisory lock key that makes one reconciler act at a time across instances. */
 const RECONCILE_LOCK = 0x4c4e5852; // "LNXR"
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
-function assignmentSpec(assignmentId: string, deployment: DeploymentRow): Assignment {
+/** The assignment a deployment's replica runs, as signed into the machine's desired state. */
+export function assignmentSpec(assignmentId: string, deployment: DeploymentRow): Assignment {
+  const fields = { model: deployment.model, runtime: deployment.runtime, artifact: deployment.artifact ?? null, resources: { gpus: deployment.gpus, memoryMiB: deployment.memoryMiB } };
   return {
     assignmentId,
     deploymentId: deployment.id,
     deploymentName: deployment.name,
-    model: deployment.model,
     deploymentGeneration: deployment.generation,
-    runtime: deployment.runtime,
-    artifact: deployment.artifact ?? null,
     restartPolicy: deployment.restartPolicy,
-    resources: { gpus: deployment.gpus, memoryMiB: deployment.memoryMiB },
+    startup: deployment.startup,
+    ...fields,
+    templateHash: templateHash(fields),
   };
 }
 
+/** The pure reconciler's view of one deployment. */
+export function desiredDeployment(d: DeploymentRow): DesiredDeployment {
+  return {
+    id: d.id,
+    generation: d.generation,
+    templateHash: templateHash({ model: d.model, runtime: d.runtime, artifact: d.artifact ?? null, resources: { gpus: d.gpus, memoryMiB: d.memoryMiB } }),
+    replicas: d.replicas,
+    selector: d.selector,
+    gpus: d.gpus,
+    memoryMiB: d.memoryMiB,
+    rollout: d.rollout,
+    deleted: d.deletedAt !== null,
+  };
+}
+
+/** Reconciles the snapshot's workspaces one by one (placement never crosses a workspace). Pure. */
+export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly DeploymentRow[]): ReconcileAction[] {
+  const actions: ReconcileAction[] = [];
+  const workspaceIds = [...new Set([...deploymentRows.map((d) => d.workspaceId), ...snapshot.machines.map((m) => m.workspaceId)])].sort();
+  for (const workspaceId of workspaceIds) {
+    const machines = snapshot.machines.filter((m) => m.workspaceId === workspaceId);
+    actions.push(
+      ...reconcile({
+        deployments: deploymentRows.filter((d) => d.workspaceId === workspaceId).map(desiredDeployment),
+        machines: machines.map((m) => ({ id: m.id, labels: m.labels, liveness: m.liveness, cordoned: m.cordoned, draining: m.draining, inventory: m.inventory })),
+        assignments: machines.flatMap((m) =>
+          m.runtimes
+            .filter((r) => r.desired)
+            .map((r) => ({
+              id: r.assignmentId,
+              machineId: m.id,
+              deploymentId: r.deploymentId,
+              deploymentGeneration: r.deploymentGeneration ?? 0,
+              templateHash: r.templateHash ?? '',
+              available: r.routable,
+            })),
+        ),
+      }),
+    );
+  }
+  return actions;
+}
+
 /**
- * One reconcile pass: reads desired and observed state, asks the pure reconciler for actions, applies them in
- * one transaction under an advisory lock (fenced by each machine's generation), then tells the streams.
- * Returns the actions taken; an empty list when another instance held the lock.
+ * One reconcile pass: reads the fleet read model and the deployments, asks the pure reconciler for actions,
+ * applies them in one transaction under an advisory lock (fenced by each machine's generation), then tells the
+ * streams. Returns the actions taken; an empty list when another instance held the lock.
  */
 export async function reconcileOnce({ ctx }: { ctx: ServiceCtx }): Promise<ReconcileAction[]> {
+  return (await reconcilePass(ctx)).actions;
+}
+
+/** A reconcile pass, with the snapshot it read (null when another instance held the lock). */
+async function reconcilePass(ctx: ServiceCtx): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
   const timer = ctx.ports.metrics.reconcileDuration.startTimer();
   const touched = new Set<string>();
+  let snapshot: FleetSnapshot | null = null;
   const actions = await withTransaction(ctx, async (tx) => {
     const [lock] = await queryRows<{ locked: boolean }>(tx.db, sql`select pg_try_advisory_xact_lock(${RECONCILE_LOCK}) as locked`);
     if (!lock?.locked) return [];
-    const now = await dbNow(tx.db);
-    const { resumedAt } = await loadControllerState(tx.db);
-    // One after another: a transaction is one connection, and pg does not queue concurrent queries on it.
-    const deploymentRows = await tx.db.select().from(deployments).where(isNull(deployments.deletedAt));
-    const machineRows = await tx.db.select().from(machines);
-    const assignmentRows = await tx.db.select().from(assignments).where(isNull(assignments.removedAt));
-    const all: ReconcileAction[] = [];
-    const workspaceIds = [...new Set([...deploymentRows, ...machineRows].map((r) => r.workspaceId))].sort();
-    for (const workspaceId of workspaceIds) {
-      const wsMachines = machineRows.filter((m) => m.workspaceId === workspaceId);
-      const wsMachineIds = new Set(wsMachines.map((m) => m.id));
-      all.push(
-        ...reconcile({
-          deployments: deploymentRows
-            .filter((d) => d.workspaceId === workspaceId)
-            .map((d) => ({ id: d.id, generation: d.generation, replicas: d.replicas, selector: d.selector, gpus: d.gpus, memoryMiB: d.memoryMiB, deleted: false })),
-          machines: wsMachines.map((m) => ({
-            id: m.id,
-            labels: m.labels,
-            liveness: machineLiveness({ lastHeartbeatAt: m.lastHeartbeatAt, revokedAt: m.revokedAt, now, resumedAt, config: ctx.ports.config }),
-            cordoned: m.cordoned,
-            draining: m.draining,
-            inventory: m.inventory,
-          })),
-          assignments: assignmentRows
-            .filter((a) => wsMachineIds.has(a.machineId))
-            .map((a) => ({ id: a.id, machineId: a.machineId, deploymentId: a.deploymentId, deploymentGeneration: a.spec.deploymentGeneration })),
-        }),
-      );
-    }
-    const deploymentById = new Map(deploymentRows.map((d) => [d.id, d]));
-    const workspaceOf = new Map(machineRows.map((m) => [m.id, m.workspaceId]));
+    snapshot = await loadFleetSnapshot(tx.db, ctx.ports.config);
+    // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
+    const deploymentRows = await tx.db.select().from(deployments);
+    const live = deploymentRows.filter((d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)));
+    const all = reconcileFleet(snapshot!, live);
+    const deploymentById = new Map(live.map((d) => [d.id, d]));
+    const machineById = new Map(snapshot!.machines.map((m) => [m.id, m]));
+    const events: NewDeploymentEvent[] = [];
     for (const action of all) {
       if (action.type === 'pending') continue;
+      const machine = machineById.get(action.machineId)!;
+      const sinceGen = machine.desiredGen + 1;
       if (action.type === 'assign') {
         const id = newId('assignment');
-        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId: action.deploymentId, spec: assignmentSpec(id, deploymentById.get(action.deploymentId)!) });
+        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId: action.deploymentId, spec: assignmentSpec(id, deploymentById.get(action.deploymentId)!), sinceGen });
+        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'placed', machineId: action.machineId, assignmentId: id, message: `placed on ${machine.name}` });
       } else if (action.type === 'update') {
+        // Same template: the running replica stays valid, so it stays routable (its sinceGen is kept).
         await tx.db
           .update(assignments)
           .set({ spec: assignmentSpec(action.assignmentId, deploymentById.get(action.deploymentId)!) })
           .where(eq(assignments.id, action.assignmentId));
       } else {
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
+        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'retired', machineId: action.machineId, assignmentId: action.assignmentId, message: `${action.reason} (${machine.name})` });
       }
       touched.add(action.machineId);
-      await audit(tx, { workspaceId: workspaceOf.get(action.machineId)!, action: `assignment.${action.type}`, target: action.machineId, details: { ...action } });
+      await audit(tx, { workspaceId: machine.workspaceId, action: `assignment.${action.type}`, target: action.machineId, details: { ...action } });
     }
+    await recordDeploymentEvents(tx.db, events);
     if (touched.size > 0) {
       await tx.db
         .update(machines)
@@ -98,7 +134,7 @@ export async function reconcileOnce({ ctx }: { ctx: ServiceCtx }): Promise<Recon
   });
   timer();
   for (const machineId of touched) await ctx.ports.bus.publish(`machine:${machineId}`, { type: 'desired' });
-  return actions;
+  return { actions, snapshot };
 }
 
 /**
@@ -110,11 +146,10 @@ export async function controllerTick({ ctx }: { ctx: ServiceCtx }): Promise<void
   const previous = await loadControllerState(ctx.db);
   const resumedAt = nextResumedAt({ ...previous, now, config: ctx.ports.config });
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
-  await reconcileOnce({ ctx });
+  const { snapshot } = await reconcilePass(ctx);
   await sweepJtis({ ctx });
   await sweepExpiredPayloads({ ctx });
-  const rows = await ctx.db.select({ lastHeartbeatAt: machines.lastHeartbeatAt, revokedAt: machines.revokedAt }).from(machines);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
-  for (const row of rows) counts[machineLiveness({ ...row, now, resumedAt, config: ctx.ports.config })]! += 1;
+  for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.ports.config))).machines) counts[machine.liveness]! += 1;
   for (const [state, n] of Object.entries(counts)) ctx.ports.metrics.machines.set({ state }, n);
 }

@@ -54,18 +54,15 @@ export function runtimeLiveness(input: {
 }
 
 /**
- * Strict routing (DESIGN.md section 4): only a ready runtime on a ready, attached, unrevoked, uncordoned,
- * undrained machine, running under the current generation whose signed assignment has not expired.
- * Inventory and labels alone never make a runtime routable.
+ * Strict routing (DESIGN.md section 4): only a ready runtime on a ready, attached, unrevoked machine whose signed
+ * desired state has not expired. Inventory and labels alone never make a runtime routable. A cordoned or
+ * draining machine keeps serving (cordon only stops placements; drain retires a replica once its replacement
+ * is ready); whether the report postdates the runtime's assignment is the snapshot's check.
  */
 export function isRoutable(input: {
   runtime: RuntimeLiveness;
-  runtimeGen: number | null;
   machine: MachineLiveness;
   streamAttached: boolean;
-  cordoned: boolean;
-  draining: boolean;
-  desiredGen: number;
   desiredExpiresAt: Date | null;
   now: Date;
 }): boolean {
@@ -73,9 +70,6 @@ export function isRoutable(input: {
     input.runtime === 'ready' &&
     input.machine === 'ready' &&
     input.streamAttached &&
-    !input.cordoned &&
-    !input.draining &&
-    input.runtimeGen === input.desiredGen &&
     input.desiredExpiresAt !== null &&
     input.desiredExpiresAt > input.now
   );

@@ -45,7 +45,7 @@ export function createRelay(input: { bus: Bus; ports: () => Ports }): Relay {
   return {
     hub: new InvocationHub(input.bus, () => ports().store.db),
     routing: new RoutingTable(
-      () => loadRoutes({ db: ports().store.db, ports: ports(), actor: 'system' }),
+      () => loadRoutes(ports().store.db, ports().config),
       () => ports().config.routingRefreshMs,
       (error) => ports().logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'routing refresh failed'),
     ),

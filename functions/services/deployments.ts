@@ -1,8 +1,14 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
-import type { ArtifactPin, RestartPolicy, RuntimeSpec } from '../../shared/contracts/desired.js';
-import type { DeploymentView } from '../../shared/contracts/deployment.js';
+import { canonicalize } from '../../shared/canonical.js';
+import { StartupSpec, type ArtifactPin, type RestartPolicy, type RuntimeSpec } from '../../shared/contracts/desired.js';
+import { RolloutSpec, type DeploymentDetail, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
+import { ApiError } from '../errors.js';
+import { loadFleetSnapshot } from '../fleet/load.js';
+import type { FleetSnapshot } from '../fleet/snapshot.js';
+import { desiredDeployment, reconcileFleet } from '../controller/driver.js';
+import { listDeploymentEvents } from './deployment-events.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 
 export interface DeploymentInput {
@@ -20,6 +26,8 @@ export interface DeploymentInput {
   maxConcurrency?: number;
   /** Queued + running invocations of the deployment before 429; defaults to the column default, 256. */
   queueCapacity?: number;
+  startup?: StartupSpec;
+  rollout?: RolloutSpec;
 }
 
 type DeploymentRow = typeof deployments.$inferSelect;
@@ -38,6 +46,8 @@ function deploymentView(row: DeploymentRow): DeploymentView {
     memoryMiB: row.memoryMiB,
     maxConcurrency: row.maxConcurrency,
     queueCapacity: row.queueCapacity,
+    startup: row.startup,
+    rollout: row.rollout,
     generation: row.generation,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
@@ -85,6 +95,8 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       memoryMiB: input.memoryMiB,
       maxConcurrency: input.maxConcurrency ?? 16,
       queueCapacity: input.queueCapacity ?? 256,
+      startup: input.startup ?? StartupSpec.parse({}),
+      rollout: input.rollout ?? RolloutSpec.parse({}),
     };
     if (!existing) {
       const id = newId('deployment');
@@ -92,11 +104,83 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.create', target: id, details: { name: input.name, replicas: input.replicas } });
       return { id, generation: 1, changed: true };
     }
-    const before = JSON.stringify(Object.fromEntries(Object.keys(spec).map((key) => [key, existing[key as keyof typeof spec]])));
-    if (before === JSON.stringify(spec)) return { id: existing.id, generation: existing.generation, changed: false };
+    // Canonically (RFC 8785): the stored JSON comes back with its keys in another order.
+    const before = canonicalize(Object.fromEntries(Object.keys(spec).map((key) => [key, existing[key as keyof typeof spec]])));
+    if (before === canonicalize(spec)) return { id: existing.id, generation: existing.generation, changed: false };
     const generation = existing.generation + 1;
     await tx.db.update(deployments).set({ ...spec, generation, updatedAt: sql`now()` }).where(eq(deployments.id, existing.id));
     await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.update', target: existing.id, details: { generation } });
     return { id: existing.id, generation, changed: true };
   });
+}
+
+/** Retires a deployment: its replicas drain and stop, and its model leaves `/v1/models`. */
+export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string } }): Promise<{ id: string }> {
+  return await withTransaction(ctx, async (tx) => {
+    const [row] = await tx.db
+      .update(deployments)
+      .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
+      .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)))
+      .returning({ id: deployments.id });
+    if (!row) throw new ApiError('not_found', `deployment ${input.name} not found`);
+    await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.delete', target: row.id, details: { name: input.name } });
+    return row;
+  });
+}
+
+/**
+ * A deployment's status, derived from the fleet read model on every read: its replicas, how many are ready,
+ * starting or failed, the rollout's progress, and (from a dry run of the pure reconciler over the same
+ * snapshot) the replicas the scheduler cannot place with its reason for every machine it rejected. Pure.
+ */
+export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDeployments: readonly DeploymentRow[]; snapshot: FleetSnapshot }): DeploymentStatus {
+  const { deployment, snapshot } = input;
+  const desired = desiredDeployment(deployment);
+  const machineName = new Map(snapshot.machines.map((m) => [m.id, m.name]));
+  const replicas = snapshot.machines.flatMap((m) =>
+    m.runtimes
+      .filter((r) => r.deploymentId === deployment.id)
+      .map((r) => ({
+        assignmentId: r.assignmentId,
+        machineId: m.id,
+        machineName: m.name,
+        state: r.state,
+        current: r.desired && r.templateHash === desired.templateHash && !m.draining,
+        desired: r.desired,
+        routable: r.routable,
+        restarts: r.restarts,
+        message: r.message,
+        progress: r.progress,
+      })),
+  );
+  const live = replicas.filter((r) => r.desired);
+  const pending = reconcileFleet(snapshot, input.workspaceDeployments).find((a) => a.type === 'pending' && a.deploymentId === deployment.id);
+  const updated = live.filter((r) => r.current);
+  const retiring = replicas.length - live.length;
+  const outdated = live.length - updated.length;
+  return {
+    desired: deployment.replicas,
+    ready: live.filter((r) => r.routable).length,
+    starting: live.filter((r) => r.state === 'preparing' || r.state === 'pulling' || r.state === 'starting').length,
+    failed: live.filter((r) => r.state === 'failed').length,
+    unplaceable: pending?.type === 'pending' ? pending.missing : 0,
+    unplaceableReasons: pending?.type === 'pending' ? pending.rejected.map((r) => ({ ...r, machineName: machineName.get(r.machineId) ?? r.machineId })) : [],
+    rollout: {
+      state: updated.filter((r) => r.routable).length === deployment.replicas && updated.length === deployment.replicas && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
+      updated: updated.length,
+      outdated,
+      retiring,
+    },
+    replicas,
+  };
+}
+
+/** One live deployment by name, with its derived status and its recent events; 404 when there is none. */
+export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string } }): Promise<DeploymentDetail> {
+  const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
+  const deployment = rows.find((d) => d.name === input.name);
+  if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.ports.config, { workspaceId: input.workspaceId });
+  const events = await listDeploymentEvents(ctx.db, [deployment.id]);
+  return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot }), events: events.get(deployment.id) ?? [] };
 }

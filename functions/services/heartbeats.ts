@@ -1,9 +1,42 @@
 import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
 import { assignments, machines, runtimeReports } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
-import type { Heartbeat } from '../../shared/contracts/heartbeat.js';
+import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../context.js';
 import { withTransaction, type ServiceCtx } from './service-context.js';
+import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
+import type { DeploymentEventType } from '../../shared/contracts/deployment.js';
+
+const EVENT_OF_STATE: Partial<Record<RuntimeReport['state'], DeploymentEventType>> = { starting: 'started', ready: 'ready', failed: 'failed' };
+
+/**
+ * The deployment events a report implies: a runtime that entered `starting`, `ready` or `failed`, and a
+ * draining one the node no longer reports (it stopped: `drained`). Pure.
+ */
+export function runtimeEvents(input: {
+  machine: MachinePrincipal;
+  before: ReadonlyArray<{ assignmentId: string; deploymentId: string; state: string }>;
+  runtimes: readonly RuntimeReport[];
+}): NewDeploymentEvent[] {
+  const previous = new Map(input.before.map((r) => [r.assignmentId, r.state]));
+  const reported = new Set(input.runtimes.map((r) => r.assignmentId));
+  const event = (type: DeploymentEventType, r: { assignmentId: string; deploymentId: string }, message: string | null): NewDeploymentEvent => ({
+    workspaceId: input.machine.workspaceId,
+    deploymentId: r.deploymentId,
+    type,
+    machineId: input.machine.machineId,
+    assignmentId: r.assignmentId,
+    message,
+  });
+  const events: NewDeploymentEvent[] = [];
+  for (const r of input.runtimes) {
+    const type = EVENT_OF_STATE[r.state];
+    if (type && previous.get(r.assignmentId) !== r.state) events.push(event(type, r, r.state === 'failed' ? r.message : null));
+  }
+  // Only a runtime that was draining counts as drained: an agent that restarts may briefly report nothing.
+  for (const r of input.before) if (!reported.has(r.assignmentId) && (r.state === 'draining' || r.state === 'stopped')) events.push(event('drained', r, 'stopped on its node'));
+  return events;
+}
 
 /**
  * Records a heartbeat (DESIGN.md section 4). The sequence must increase within a boot, so a replayed report
@@ -52,17 +85,23 @@ export async function recordHeartbeat({
         lastSeq: heartbeat.seq,
         reportedStatus: heartbeat.status,
         reportedGen: heartbeat.gen,
+        warmModels: heartbeat.warmModels,
         metrics: heartbeat.metrics,
       })
       .where(eq(machines.id, machine.machineId));
     const before = await tx.db
-      .select({ assignmentId: runtimeReports.assignmentId, state: runtimeReports.state, gen: runtimeReports.gen })
+      .select({ assignmentId: runtimeReports.assignmentId, deploymentId: runtimeReports.deploymentId, state: runtimeReports.state, gen: runtimeReports.gen, warm: runtimeReports.warm })
       .from(runtimeReports)
       .where(eq(runtimeReports.machineId, machine.machineId));
     const previous = new Map(before.map((r) => [r.assignmentId, r]));
-    // What routing depends on: which runtimes the node has, and their state and generation.
+    // What routing depends on: which runtimes the node has, and their state, generation and warmth.
     const runtimesChanged =
-      before.length !== heartbeat.runtimes.length || heartbeat.runtimes.some((r) => previous.get(r.assignmentId)?.state !== r.state || previous.get(r.assignmentId)?.gen !== r.gen);
+      before.length !== heartbeat.runtimes.length ||
+      heartbeat.runtimes.some((r) => {
+        const last = previous.get(r.assignmentId);
+        return last?.state !== r.state || last.gen !== r.gen || last.warm !== r.warm;
+      });
+    await recordDeploymentEvents(tx.db, runtimeEvents({ machine, before, runtimes: heartbeat.runtimes }));
     for (const runtime of heartbeat.runtimes) {
       const values = {
         deploymentId: runtime.deploymentId,
@@ -70,6 +109,8 @@ export async function recordHeartbeat({
         gen: runtime.gen,
         activeInvocations: runtime.activeInvocations,
         queueDepth: runtime.queueDepth,
+        warm: runtime.warm,
+        progress: runtime.progress,
         restarts: runtime.restarts,
         message: runtime.message,
         reportedAt: sql`now()`,

@@ -1,3 +1,5 @@
+import { Assignment } from '../../shared/contracts/desired.js';
+import { templateHash } from '../fleet/template.js';
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
 import { assignments, machines, streamLeases } from '../store/schema/index.js';
@@ -40,6 +42,14 @@ export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { m
 }
 
 /**
+ * An assignment as the agent expects it. Rows written before rollouts existed lack the template digest and the
+ * start-up settings; they are filled in here (the controller rolls such replicas onto the current spec).
+ */
+function withTemplate(spec: Assignment): Assignment {
+  return Assignment.parse({ ...spec, templateHash: spec.templateHash ?? templateHash(spec) });
+}
+
+/**
  * Signs the machine's full desired state (DESIGN.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
  */
@@ -56,7 +66,7 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx; input:
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
   const exp = iat + Math.floor(ctx.ports.config.desiredTtlMs / 1000);
-  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: rows.map((r) => r.spec) })
+  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: rows.map((r) => withTemplate(r.spec)) })
     .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
     .setIssuer(identity.clusterId)
     .setSubject(input.machineId)

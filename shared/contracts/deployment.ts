@@ -1,8 +1,18 @@
 import { z } from 'zod';
 import { Labels } from './common.js';
-import { ArtifactPin, RestartPolicy, RuntimeSpec } from './desired.js';
+import { ArtifactPin, RestartPolicy, RuntimeSpec, StartupSpec } from './desired.js';
 
 export const DeploymentName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
+
+/**
+ * How a changed spec rolls out (as Kubernetes Deployments do): at most `maxSurge` replicas above the desired
+ * count while new ones start, at most `maxUnavailable` below it while old ones drain.
+ */
+export const RolloutSpec = z.object({
+  maxSurge: z.number().int().min(0).max(64).default(1),
+  maxUnavailable: z.number().int().min(0).max(64).default(0),
+});
+export type RolloutSpec = z.infer<typeof RolloutSpec>;
 
 /** The declarative spec of a deployment: PUT it, and the controller makes the fleet match. */
 export const DeploymentSpec = z.object({
@@ -18,6 +28,8 @@ export const DeploymentSpec = z.object({
   maxConcurrency: z.number().int().min(1).max(4096).default(16),
   /** Admission bound on queued + running invocations of the deployment. */
   queueCapacity: z.number().int().min(1).max(100_000).default(256),
+  startup: StartupSpec.default(StartupSpec.parse({})),
+  rollout: RolloutSpec.default(RolloutSpec.parse({})).refine((r) => r.maxSurge + r.maxUnavailable > 0, 'maxSurge and maxUnavailable cannot both be 0'),
 });
 export type DeploymentSpec = z.infer<typeof DeploymentSpec>;
 
@@ -29,3 +41,59 @@ export const DeploymentView = DeploymentSpec.extend({
   updatedAt: z.string(),
 });
 export type DeploymentView = z.infer<typeof DeploymentView>;
+
+export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'drained', 'retired']);
+export type DeploymentEventType = z.infer<typeof DeploymentEventType>;
+
+/** One thing that happened to a deployment's replicas (bounded list, oldest first). */
+export const DeploymentEvent = z.object({
+  type: DeploymentEventType,
+  machineId: z.string().nullable(),
+  assignmentId: z.string().nullable(),
+  message: z.string().nullable(),
+  at: z.string(),
+});
+export type DeploymentEvent = z.infer<typeof DeploymentEvent>;
+
+/** A replica of the deployment as the fleet read model sees it now. */
+export const ReplicaStatus = z.object({
+  assignmentId: z.string(),
+  machineId: z.string(),
+  machineName: z.string(),
+  state: z.string(),
+  /** Runs the deployment's current template (false: an outdated replica a rollout will replace). */
+  current: z.boolean(),
+  /** Still desired (false: retired, draining on its node until it stops). */
+  desired: z.boolean(),
+  routable: z.boolean(),
+  restarts: z.number().int(),
+  message: z.string().nullable(),
+  progress: z.object({ elapsedMs: z.number().int(), timeoutMs: z.number().int() }).nullable(),
+});
+export type ReplicaStatus = z.infer<typeof ReplicaStatus>;
+
+/** Derived from the fleet read model and the scheduler on every read, never stored. */
+export const DeploymentStatus = z.object({
+  desired: z.number().int(),
+  /** Desired replicas serving (routable). */
+  ready: z.number().int(),
+  /** Desired replicas preparing, pulling or starting. */
+  starting: z.number().int(),
+  failed: z.number().int(),
+  /** Replicas the scheduler could not place, with its reason for each machine it rejected. */
+  unplaceable: z.number().int(),
+  unplaceableReasons: z.array(z.object({ machineId: z.string(), machineName: z.string(), reason: z.string() })),
+  rollout: z.object({
+    /** `complete` once every desired replica runs the current template and serves, and nothing outdated is left. */
+    state: z.enum(['complete', 'progressing']),
+    updated: z.number().int(),
+    outdated: z.number().int(),
+    /** Replicas retired but still reported by their node (draining in-flight work). */
+    retiring: z.number().int(),
+  }),
+  replicas: z.array(ReplicaStatus),
+});
+export type DeploymentStatus = z.infer<typeof DeploymentStatus>;
+
+export const DeploymentDetail = DeploymentView.extend({ status: DeploymentStatus, events: z.array(DeploymentEvent) });
+export type DeploymentDetail = z.infer<typeof DeploymentDetail>;

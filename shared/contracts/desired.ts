@@ -38,6 +38,20 @@ export const ArtifactPin = z.object({
 });
 export type ArtifactPin = z.infer<typeof ArtifactPin>;
 
+/**
+ * How a replica starts and stays ready. Large models take many minutes to load: the default start timeout is
+ * 30 minutes. Changing it applies to the running replicas in place (no restart).
+ */
+export const StartupSpec = z.object({
+  /** A replica not ready by then counts as failed (and is restarted by its restart policy). */
+  timeoutMs: z.number().int().min(1_000).max(24 * 3600_000).default(30 * 60_000),
+  /** How often the readiness probe runs, while starting and while ready. */
+  probeIntervalMs: z.number().int().min(100).max(60_000).default(1_000),
+  /** Consecutive failed probes of a ready runtime before it counts as failed. */
+  failureThreshold: z.number().int().min(1).max(100).default(3),
+});
+export type StartupSpec = z.infer<typeof StartupSpec>;
+
 /** One runtime the machine must run, as the control plane signed it. */
 export const Assignment = z.object({
   assignmentId: z.string(),
@@ -49,6 +63,12 @@ export const Assignment = z.object({
   artifact: ArtifactPin.nullable(),
   restartPolicy: RestartPolicy,
   resources: z.object({ gpus: z.number().int().nonnegative(), memoryMiB: z.number().nonnegative() }),
+  startup: StartupSpec.default(StartupSpec.parse({})),
+  /**
+   * Digest of what makes the replica what it is (model, runtime, artifact, resources): the agent replaces a
+   * running replica only when this changes, never for a generation bump alone.
+   */
+  templateHash: z.string().max(128),
 });
 export type Assignment = z.infer<typeof Assignment>;
 

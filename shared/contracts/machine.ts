@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Labels } from './common.js';
 import { Inventory } from './inventory.js';
-import { RuntimeState } from './heartbeat.js';
+import { MachineStatus, RuntimeState } from './heartbeat.js';
 
 /** How the control plane sees a machine: derived from heartbeats with the database's clock. */
 export const MachineLiveness = z.enum(['pending', 'ready', 'stale', 'down', 'revoked']);
@@ -16,6 +16,8 @@ export const RuntimeView = z.object({
   deploymentId: z.string(),
   deploymentName: z.string(),
   model: z.string(),
+  /** False once the replica left desired state: its node is draining and stopping it. */
+  desired: z.boolean(),
   reportedState: RuntimeState.nullable(),
   state: RuntimeLiveness,
   gen: z.number().int().nullable(),
@@ -23,6 +25,11 @@ export const RuntimeView = z.object({
   message: z.string().nullable(),
   reportedAgeMs: z.number().int().nullable(),
   routable: z.boolean(),
+  /** As the agent reported them (observed, never assumed). */
+  warm: z.boolean(),
+  activeInvocations: z.number().int(),
+  queueDepth: z.number().int(),
+  progress: z.object({ elapsedMs: z.number().int(), timeoutMs: z.number().int() }).nullable(),
 });
 export type RuntimeView = z.infer<typeof RuntimeView>;
 
@@ -32,16 +39,22 @@ export const MachineView = z.object({
   workspaceId: z.string(),
   labels: Labels,
   state: MachineLiveness,
+  /** What the agent last said of itself (draining while it shuts down, degraded while a runtime failed). */
+  reportedStatus: MachineStatus.nullable(),
   streamAttached: z.boolean(),
   heartbeatAgeMs: z.number().int().nullable(),
   lastHeartbeatAt: z.string().nullable(),
   desiredGen: z.number().int(),
   reportedGen: z.number().int().nullable(),
   cordoned: z.boolean(),
+  /** An operator asked to move every replica off it; placements stop too. */
   draining: z.boolean(),
+  /** Draining and empty: nothing desired on it and nothing reported running. */
+  drained: z.boolean(),
   revokedAt: z.string().nullable(),
   credentialExpiresAt: z.string().nullable(),
   inventory: Inventory,
+  warmModels: z.array(z.string()),
   runtimes: z.array(RuntimeView),
   createdAt: z.string(),
 });

@@ -57,12 +57,8 @@ describe('runtime liveness', () => {
 describe('strict routing', () => {
   const base = {
     runtime: 'ready' as const,
-    runtimeGen: 3,
     machine: 'ready' as const,
     streamAttached: true,
-    cordoned: false,
-    draining: false,
-    desiredGen: 3,
     desiredExpiresAt: at(60_000),
     now: t0,
   };
@@ -74,10 +70,8 @@ describe('strict routing', () => {
     ['runtime stale', { runtime: 'stale' as const }],
     ['machine stale', { machine: 'stale' as const }],
     ['stream detached', { streamAttached: false }],
-    ['cordoned', { cordoned: true }],
-    ['draining', { draining: true }],
-    ['older generation', { runtimeGen: 2 }],
-    ['never reported a generation', { runtimeGen: null }],
+    ['machine down', { machine: 'down' as const }],
+    ['machine revoked', { machine: 'revoked' as const }],
     ['signed assignment expired', { desiredExpiresAt: at(-1) }],
     ['never signed', { desiredExpiresAt: null }],
   ])('refuses when %s', (_name, change) => {

@@ -1,4 +1,4 @@
-import { index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import type { Assignment } from '../../../shared/contracts/desired.js';
 import { deployments } from './deployments.js';
 import { machines } from './machines.js';
@@ -11,6 +11,11 @@ export const assignments = pgTable(
     machineId: text('machine_id').notNull().references(() => machines.id),
     deploymentId: text('deployment_id').notNull().references(() => deployments.id),
     spec: jsonb('spec').$type<Assignment>().notNull(),
+    /**
+     * The machine's desired generation that first carried this spec: a runtime report under an older one
+     * predates it, so routing waits for a report at or after it (other assignments of the machine are unaffected).
+     */
+    sinceGen: integer('since_gen').notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     removedAt: timestamp('removed_at', { withTimezone: true }),
   },

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import type { ArtifactPin, RestartPolicy, RuntimeSpec } from '../../../shared/contracts/desired.js';
+import type { ArtifactPin, RestartPolicy, RuntimeSpec, StartupSpec } from '../../../shared/contracts/desired.js';
+import type { RolloutSpec } from '../../../shared/contracts/deployment.js';
 import { workspaces } from './workspaces.js';
 
 export const deployments = pgTable(
@@ -22,6 +23,8 @@ export const deployments = pgTable(
     maxConcurrency: integer('max_concurrency').notNull().default(16),
     /** Admission bound on queued + running invocations of the whole deployment; past it, 429. */
     queueCapacity: integer('queue_capacity').notNull().default(256),
+    startup: jsonb('startup').$type<StartupSpec>().notNull().default({ timeoutMs: 1_800_000, probeIntervalMs: 1_000, failureThreshold: 3 }),
+    rollout: jsonb('rollout').$type<RolloutSpec>().notNull().default({ maxSurge: 1, maxUnavailable: 0 }),
     generation: integer('generation').notNull().default(1),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),

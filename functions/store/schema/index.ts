@@ -13,3 +13,4 @@ export * from './signing-keys.js';
 export * from './cluster-settings.js';
 export * from './workloads.js';
 export * from './invocation-payloads.js';
+export * from './deployment-events.js';

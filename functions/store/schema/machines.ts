@@ -20,6 +20,8 @@ export const machines = pgTable(
     lastSeq: integer('last_seq'),
     reportedStatus: text('reported_status'),
     reportedGen: integer('reported_gen'),
+    /** Models the agent last reported loaded in a ready runtime. */
+    warmModels: jsonb('warm_models').$type<string[]>().notNull().default([]),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
     /** Bumped on every change of the machine's assignments; the signed desired state carries it. */
     desiredGen: integer('desired_gen').notNull().default(0),

@@ -1,4 +1,4 @@
-import { integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { machines } from './machines.js';
 
 /** The latest report of each runtime, written by heartbeats only. */
@@ -12,6 +12,8 @@ export const runtimeReports = pgTable(
     gen: integer('gen').notNull(),
     activeInvocations: integer('active_invocations').notNull().default(0),
     queueDepth: integer('queue_depth').notNull().default(0),
+    warm: boolean('warm').notNull().default(false),
+    progress: jsonb('progress').$type<{ elapsedMs: number; timeoutMs: number } | null>(),
     restarts: integer('restarts').notNull().default(0),
     message: text('message'),
     reportedAt: timestamp('reported_at', { withTimezone: true }).notNull(),

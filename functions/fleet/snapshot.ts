@@ -1,0 +1,195 @@
+import type { Inventory } from '../../shared/contracts/inventory.js';
+import type { MachineStatus, RuntimeState } from '../../shared/contracts/heartbeat.js';
+import type { MachineLiveness, RuntimeLiveness } from '../../shared/contracts/machine.js';
+import type { Assignment } from '../../shared/contracts/desired.js';
+import type { ControlPlaneConfig } from '../config.js';
+import { isRoutable, machineLiveness, runtimeLiveness } from '../controller/liveness.js';
+
+/** The rows the snapshot is built from, as the loader reads them (one consistent read). */
+export interface FleetRows {
+  now: Date;
+  resumedAt: Date | null;
+  machines: ReadonlyArray<{
+    id: string;
+    workspaceId: string;
+    name: string;
+    labels: Record<string, string>;
+    inventory: Inventory;
+    createdAt: Date;
+    revokedAt: Date | null;
+    cordoned: boolean;
+    draining: boolean;
+    lastHeartbeatAt: Date | null;
+    reportedStatus: string | null;
+    warmModels: string[];
+    reportedGen: number | null;
+    desiredGen: number;
+    desiredExpiresAt: Date | null;
+  }>;
+  /** Machine ids whose stream lease is held and unexpired. */
+  attached: ReadonlySet<string>;
+  credentialExpiry: ReadonlyMap<string, Date>;
+  assignments: ReadonlyArray<{ id: string; machineId: string; deploymentId: string; spec: Assignment; sinceGen: number }>;
+  reports: ReadonlyArray<{
+    machineId: string;
+    assignmentId: string;
+    deploymentId: string;
+    state: string;
+    gen: number;
+    warm: boolean;
+    activeInvocations: number;
+    queueDepth: number;
+    progress: { elapsedMs: number; timeoutMs: number } | null;
+    restarts: number;
+    message: string | null;
+    reportedAt: Date;
+  }>;
+}
+
+/** A runtime as the control plane believes it now: its assignment (if still desired) joined with its last report. */
+export interface FleetRuntime {
+  assignmentId: string;
+  deploymentId: string;
+  deploymentName: string;
+  model: string;
+  /** The assignment's template digest; null once the assignment left desired state (the runtime is retiring). */
+  templateHash: string | null;
+  /** The deployment generation its signed spec was written for; null once it left desired state. */
+  deploymentGeneration: number | null;
+  /** Still in desired state: false for a runtime the node still reports after its assignment was removed. */
+  desired: boolean;
+  reportedState: RuntimeState | null;
+  state: RuntimeLiveness;
+  gen: number | null;
+  restarts: number;
+  message: string | null;
+  reportedAgeMs: number | null;
+  routable: boolean;
+  warm: boolean;
+  activeInvocations: number;
+  queueDepth: number;
+  progress: { elapsedMs: number; timeoutMs: number } | null;
+  resources: { gpus: number; memoryMiB: number };
+}
+
+export interface FleetMachine {
+  id: string;
+  workspaceId: string;
+  name: string;
+  labels: Record<string, string>;
+  inventory: Inventory;
+  liveness: MachineLiveness;
+  /** What the agent last said of itself. */
+  reportedStatus: MachineStatus | null;
+  streamAttached: boolean;
+  heartbeatAgeMs: number | null;
+  lastHeartbeatAt: Date | null;
+  desiredGen: number;
+  reportedGen: number | null;
+  cordoned: boolean;
+  draining: boolean;
+  /** Draining and nothing left on it: no desired assignment, no runtime reported. */
+  drained: boolean;
+  revokedAt: Date | null;
+  credentialExpiresAt: Date | null;
+  createdAt: Date;
+  runtimes: FleetRuntime[];
+  /** Resources held by its desired assignments (kept while sight is lost: DESIGN.md section 4). */
+  reserved: { gpus: number; memoryMiB: number; assignments: number };
+  /** Models loaded in a ready runtime, as the agent last reported (empty once sight is lost). */
+  warmModels: string[];
+}
+
+/** One read model of the fleet (DESIGN.md section 6): routing, the controller, the scheduler and the API read it. */
+export interface FleetSnapshot {
+  now: Date;
+  machines: FleetMachine[];
+}
+
+type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs'>;
+
+const MACHINE_STATUSES: readonly string[] = ['ready', 'degraded', 'draining'];
+
+/** Builds the snapshot from its rows. Pure: liveness is judged against `rows.now`, the database's clock. */
+export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): FleetSnapshot {
+  const { now, resumedAt } = rows;
+  const assignmentsOf = new Map<string, FleetRows['assignments'][number][]>();
+  for (const a of rows.assignments) assignmentsOf.set(a.machineId, [...(assignmentsOf.get(a.machineId) ?? []), a]);
+  const reportsOf = new Map<string, FleetRows['reports'][number][]>();
+  for (const r of rows.reports) reportsOf.set(r.machineId, [...(reportsOf.get(r.machineId) ?? []), r]);
+
+  const machines = rows.machines.map((m): FleetMachine => {
+    const liveness = machineLiveness({ lastHeartbeatAt: m.lastHeartbeatAt, revokedAt: m.revokedAt, now, resumedAt, config });
+    const reportedStatus = m.reportedStatus && MACHINE_STATUSES.includes(m.reportedStatus) ? (m.reportedStatus as MachineStatus) : null;
+    const attached = rows.attached.has(m.id);
+    const assignments = new Map((assignmentsOf.get(m.id) ?? []).map((a) => [a.id, a]));
+    const reports = new Map((reportsOf.get(m.id) ?? []).map((r) => [r.assignmentId, r]));
+    const ids = [...new Set([...assignments.keys(), ...reports.keys()])].sort();
+    const runtimes = ids.map((assignmentId): FleetRuntime => {
+      const assignment = assignments.get(assignmentId);
+      const report = reports.get(assignmentId);
+      const state: RuntimeLiveness = report
+        ? runtimeLiveness({ reportedState: report.state as RuntimeState, reportedAt: report.reportedAt, machine: liveness, now, resumedAt, config })
+        : liveness === 'ready'
+          ? 'preparing'
+          : 'down';
+      const routable =
+        assignment !== undefined &&
+        report !== undefined &&
+        report.gen >= assignment.sinceGen &&
+        reportedStatus !== 'draining' &&
+        isRoutable({ runtime: state, machine: liveness, streamAttached: attached, desiredExpiresAt: m.desiredExpiresAt, now });
+      return {
+        assignmentId,
+        deploymentId: assignment?.deploymentId ?? report!.deploymentId,
+        deploymentName: assignment?.spec.deploymentName ?? '',
+        model: assignment?.spec.model ?? '',
+        templateHash: assignment?.spec.templateHash ?? null,
+        deploymentGeneration: assignment?.spec.deploymentGeneration ?? null,
+        desired: assignment !== undefined,
+        reportedState: (report?.state as RuntimeState | undefined) ?? null,
+        state,
+        gen: report?.gen ?? null,
+        restarts: report?.restarts ?? 0,
+        message: report?.message ?? null,
+        reportedAgeMs: report ? Math.max(0, now.getTime() - report.reportedAt.getTime()) : null,
+        routable,
+        warm: report?.warm ?? false,
+        activeInvocations: report?.activeInvocations ?? 0,
+        queueDepth: report?.queueDepth ?? 0,
+        progress: report?.progress ?? null,
+        resources: assignment?.spec.resources ?? { gpus: 0, memoryMiB: 0 },
+      };
+    });
+    const desired = runtimes.filter((r) => r.desired);
+    return {
+      id: m.id,
+      workspaceId: m.workspaceId,
+      name: m.name,
+      labels: m.labels,
+      inventory: m.inventory,
+      liveness,
+      reportedStatus,
+      streamAttached: attached,
+      heartbeatAgeMs: m.lastHeartbeatAt ? Math.max(0, now.getTime() - m.lastHeartbeatAt.getTime()) : null,
+      lastHeartbeatAt: m.lastHeartbeatAt,
+      desiredGen: m.desiredGen,
+      reportedGen: m.reportedGen,
+      cordoned: m.cordoned,
+      draining: m.draining,
+      drained: m.draining && runtimes.length === 0,
+      revokedAt: m.revokedAt,
+      credentialExpiresAt: rows.credentialExpiry.get(m.id) ?? null,
+      createdAt: m.createdAt,
+      runtimes,
+      reserved: {
+        gpus: desired.reduce((sum, r) => sum + r.resources.gpus, 0),
+        memoryMiB: desired.reduce((sum, r) => sum + r.resources.memoryMiB, 0),
+        assignments: desired.length,
+      },
+      // As the agent reported them, and only while that report is fresh.
+      warmModels: liveness === 'ready' ? m.warmModels : [],
+    };
+  });
+  return { now, machines };
+}
