@@ -14,7 +14,6 @@ import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader } from './services/identity.js';
 import { createApiToken, ensureWorkspace } from './services/api-tokens.js';
 import { controllerTick } from './controller/driver.js';
-import { openPgliteStore } from './store/pglite.js';
 import { openPgStore } from './store/pg.js';
 import { newId } from '../shared/ids.js';
 import type { Ports } from './context.js';
@@ -62,7 +61,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const logger = opts.logger ?? createLogger();
   const config = ControlPlaneConfig.parse(opts.config ?? {});
-  const store = opts.databaseUrl ? await openPgStore(opts.databaseUrl) : await openPgliteStore(join(dataDir, 'store'));
+  // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
+  const store = opts.databaseUrl
+    ? await openPgStore(opts.databaseUrl)
+    : await (await import('./store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
   // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
   const bus = opts.databaseUrl
     ? await createPgBus(opts.databaseUrl, { onError: (error) => logger.warn({ err: error.message }, 'relay bus error') })

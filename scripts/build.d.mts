@@ -1,4 +1,4 @@
-/** Which bundle to build: dist/worker.mjs, dist/control-plane.mjs (+ dist/migrations/), dist/lunanexa-agent.mjs. */
+/** Which bundle to build: dist/worker.mjs, dist/control-plane.mjs (migrations inside), dist/lunanexa-agent.mjs. */
 export type BundleName = 'worker' | 'control-plane' | 'agent';
 
 export interface BuiltBundle {

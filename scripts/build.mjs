@@ -1,10 +1,11 @@
 // Bundles the three deliverables into dist/: the Workers entry, the Node control plane and the single-file agent.
-import { chmod, cp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { gzipSync } from 'node:zlib';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -123,6 +124,70 @@ function workerBanner(required) {
   ].join('\n');
 }
 
+/**
+ * PGlite loads its WebAssembly and data files from beside its own module, so it stays outside the
+ * control-plane bundle, and must not be loaded by a control plane on DATABASE_URL, which then runs from the
+ * bundle alone. An ESM
+ * import of an external package is hoisted to the bundle's top and loaded at start, so every import of PGlite
+ * (ours and drizzle-orm/pglite's) becomes a CommonJS `require` instead, which runs only when the importing
+ * module is first evaluated: node.ts imports the embedded store lazily, when no DATABASE_URL is given.
+ */
+function lazyPglite() {
+  const NAME = '@electric-sql/pglite';
+  return {
+    name: 'lazy-pglite',
+    setup(build) {
+      build.onResolve({ filter: /^@electric-sql\/pglite$/ }, (args) =>
+        args.namespace === 'lazy-pglite' ? { path: args.path, external: true } : { path: args.path, namespace: 'lazy-pglite' },
+      );
+      build.onLoad({ filter: /.*/, namespace: 'lazy-pglite' }, async () => {
+        const version = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')).dependencies[NAME];
+        const missing = `the embedded store needs ${NAME} where the control plane can resolve it (npm install ${NAME}@${version}); set DATABASE_URL to run on PostgreSQL without it`;
+        return {
+          contents: `try {
+  module.exports = require(${JSON.stringify(NAME)});
+} catch (error) {
+  if (error?.code !== 'MODULE_NOT_FOUND') throw error;
+  throw new Error(${JSON.stringify(missing)}, { cause: error });
+}
+`,
+          loader: 'js',
+        };
+      });
+    },
+  };
+}
+
+/**
+ * The committed SQL migrations inside the control-plane bundle, so that `control-plane.mjs` installed alone
+ * (as the systemd unit does) still migrates its store. drizzle's migrators read the folder through its
+ * `readMigrationFiles`; here that function returns what the same function read from the source tree at build
+ * time (same statements, same hashes), and `migrationsFolder()` no longer looks for a folder.
+ */
+function embeddedMigrations() {
+  const READER = /[\\/]node_modules[\\/]drizzle-orm[\\/]migrator\.js$/;
+  const FOLDER = join(ROOT, 'functions/store/migrations-folder.js');
+  return {
+    name: 'embedded-migrations',
+    setup(build) {
+      build.onResolve({ filter: /[\\/]migrator\.js$/ }, (args) =>
+        READER.test(resolve(args.resolveDir, args.path)) ? { path: 'readMigrationFiles', namespace: 'embedded-migrations' } : undefined,
+      );
+      build.onResolve({ filter: /[\\/]migrations-folder\.js$/ }, (args) =>
+        resolve(args.resolveDir, args.path) === FOLDER ? { path: 'migrationsFolder', namespace: 'embedded-migrations' } : undefined,
+      );
+      build.onLoad({ filter: /^readMigrationFiles$/, namespace: 'embedded-migrations' }, () => {
+        const migrations = readMigrationFiles({ migrationsFolder: join(ROOT, 'functions/store/migrations') });
+        return { contents: `export function readMigrationFiles() {\n  return ${JSON.stringify(migrations)};\n}\n`, loader: 'js' };
+      });
+      build.onLoad({ filter: /^migrationsFolder$/, namespace: 'embedded-migrations' }, () => ({
+        contents: "export function migrationsFolder() {\n  return '(embedded in the bundle)';\n}\n",
+        loader: 'js',
+      }));
+    },
+  };
+}
+
 /** Each bundle's file in the output folder, under the name `build({ only })` selects it by. */
 const BUNDLE_FILES = { worker: 'worker.mjs', 'control-plane': 'control-plane.mjs', agent: 'lunanexa-agent.mjs' };
 
@@ -138,7 +203,7 @@ const COMMON = {
 };
 
 /**
- * Builds dist/worker.mjs, dist/control-plane.mjs (+ dist/migrations/) and dist/lunanexa-agent.mjs.
+ * Builds dist/worker.mjs, dist/control-plane.mjs and dist/lunanexa-agent.mjs.
  * Returns each bundle's path, size and gzipped size in bytes; throws on any esbuild error.
  * @param {{ outDir?: string, only?: Array<'worker' | 'control-plane' | 'agent'> }} [opts]
  */
@@ -179,13 +244,8 @@ export async function build(opts = {}) {
           platform: 'node',
           target: 'node20',
           banner: { js: CREATE_REQUIRE_BANNER },
-          // PGlite finds its .wasm and .data files beside its own module; bundling it would lose them, and it is
-          // a regular dependency wherever the control plane is installed.
-          external: ['@electric-sql/pglite'],
+          plugins: [lazyPglite(), embeddedMigrations()],
         });
-        // migrations-folder.ts resolves ./migrations/ beside the running module, i.e. beside the bundle.
-        await rm(join(outDir, 'migrations'), { recursive: true, force: true });
-        await cp(join(ROOT, 'functions/store/migrations'), join(outDir, 'migrations'), { recursive: true });
       })(),
     );
   }

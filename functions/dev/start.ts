@@ -22,12 +22,15 @@ const count = env.LUNANEXA_SIM_NODES;
 if (count > 0) await seedDemoDeployment(plane, count);
 const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
 
+// Only what is served: there is no web console yet, so the entry points are the APIs.
 console.log(`
 LunaNexa control plane  ${plane.url}
-console                 ${plane.url}/
+management API          ${plane.url}/api/v1  (OpenAPI: ${plane.url}/api/v1/openapi.json)
+inference (OpenAI)      ${plane.url}/v1
+metrics                 ${plane.url}/metrics
 admin token             ${plane.adminTokenPath}  (mode 0600)
 store                   ${env.DATABASE_URL ? 'DATABASE_URL' : join(dataDir, 'store')}
-simulated nodes         ${nodes.map((n) => n.name).join(', ') || 'none'}  (agent logs in ${join(dataDir, 'nodes')}/<name>/agent.log)
+simulated nodes         ${nodes.map((n) => n.name).join(', ') || 'none'}${count > 0 ? `  (agent logs in ${join(dataDir, 'nodes')}/<name>/agent.log)` : ''}
 
   curl -H "Authorization: Bearer $(cat ${plane.adminTokenPath})" ${plane.url}/api/v1/machines
 `);

@@ -1,19 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { build, type BuildOutputs } from '../../scripts/build.mjs';
 import { waitFor } from '../helpers/plane.js';
+import { PG_URL, createTestDatabase } from '../helpers/pg.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** Runs `node args` to completion and returns its exit code and output. */
-function runNode(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs `command args` to completion and returns its exit code and output. */
+function run(command: string, args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: opts.cwd, env: opts.env ?? process.env });
+    const child = spawn(command, args, { cwd: opts.cwd, env: opts.env ?? process.env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -22,6 +24,8 @@ function runNode(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv })
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+const runNode = (args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }) => run(process.execPath, args, opts);
 
 /** Starts `node args` and resolves with the first stdout line that `match` accepts (parsed as JSON). */
 function startNode(
@@ -71,7 +75,8 @@ describe('npm run build', () => {
 
   beforeAll(async () => {
     // A private output folder, so that a concurrent `npm run build` or suite never reads a half-written bundle.
-    // It stays inside the checkout because the control-plane bundle resolves PGlite from node_modules.
+    // It stays inside the checkout because the control-plane bundle's embedded store resolves PGlite from
+    // node_modules.
     await mkdir(join(REPO, 'dist'), { recursive: true });
     outDir = await mkdtemp(join(REPO, 'dist', '.test-'));
     outputs = await build({ outDir });
@@ -95,6 +100,10 @@ describe('npm run build', () => {
       expect(plane).toContain(marker);
       expect(worker).not.toContain(marker);
     }
+    // PGlite, the one package the control plane leaves outside, is required on first use, never imported at load.
+    expect(plane).not.toMatch(/^import .*["']@electric-sql\/pglite["']/m);
+    // The migrations travel inside the bundle.
+    expect(await readdir(outDir)).not.toContain('migrations');
     const agent = await readFile(outputs.agent!.path, 'utf8');
     expect(agent.startsWith('#!/usr/bin/env node\n')).toBe(true);
     expect((await stat(outputs.agent!.path)).mode & 0o111).not.toBe(0);
@@ -125,7 +134,6 @@ describe('npm run build', () => {
   });
 
   it('ships a control plane that starts on an embedded store, is ready, and stops on SIGTERM', async () => {
-    expect((await readFile(join(outDir, 'migrations', 'meta', '_journal.json'), 'utf8')).length).toBeGreaterThan(0);
     const dataDir = await mkdtemp(join(scratch, 'plane-'));
     // Port 0 lets the kernel pick, so no other test can take the port between choosing and binding; the
     // bundle logs the address it bound.
@@ -143,5 +151,60 @@ describe('npm run build', () => {
     expect(await ready.json()).toMatchObject({ status: 'ready', migrated: true });
     plane.child.kill('SIGTERM');
     expect(await plane.exited).toBe(0);
+  });
+
+  it.skipIf(!PG_URL)('ships a control plane that runs on DATABASE_URL alone, with no node_modules or migrations beside it', async () => {
+    const dir = await mkdtemp(join(scratch, 'plane-alone-'));
+    await copyFile(outputs['control-plane']!.path, join(dir, 'control-plane.mjs'));
+    const db = await createTestDatabase();
+    try {
+      // Only what an operator sets: the database, and port 0 so the kernel picks a free one the bundle logs.
+      const plane = await startNode(['control-plane.mjs'], {
+        cwd: dir,
+        env: { PATH: process.env.PATH, DATABASE_URL: db.url, LUNANEXA_PORT: '0' },
+        match: (line) => line.msg === 'control plane listening',
+        timeoutMs: 30_000,
+      });
+      children.push(plane.child);
+      expect(plane.line.store).toBe('pg');
+      const url = plane.line.url as string;
+      const ready = await fetch(`${url}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toMatchObject({ status: 'ready', store: 'pg', migrated: true });
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      plane.child.kill('SIGTERM');
+      expect(await plane.exited).toBe(0);
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
+describe('the lunanexa-agent bin in a checkout', () => {
+  // Without proxy variables, so that the refused connection below is the agent's own, not a proxy's.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/_proxy$/i.test(name)));
+  const npmExec = (args: string[]) => run('npm', ['exec', '--offline', 'lunanexa-agent', '--', ...args], { cwd: REPO, env });
+
+  it('runs the agent from source with no build step', async () => {
+    const help = await npmExec(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: lunanexa-agent');
+    expect(help.stdout).toMatch(/^\s+enroll\b/m);
+    expect(help.stdout).toMatch(/^\s+run\b/m);
+  });
+
+  it('says which control plane it cannot reach when enrolling', async () => {
+    const server = createServer();
+    const port = await new Promise<number>((done) => server.listen(0, '127.0.0.1', () => done((server.address() as { port: number }).port)));
+    await new Promise((done) => server.close(done));
+    const stateDir = await mkdtemp(join(tmpdir(), 'lnx-bin-'));
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      const enroll = await npmExec(['enroll', '--url', url, '--token', 'not-a-real-token', '--name', 'spark-01', '--state-dir', stateDir]);
+      expect(enroll.code).toBe(1);
+      expect(enroll.stderr).toContain(`cannot reach the control plane at ${url}: connection refused (ECONNREFUSED)`);
+    } finally {
+      await rm(stateDir, { recursive: true, force: true });
+    }
   });
 });
