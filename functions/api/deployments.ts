@@ -61,7 +61,7 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
     const { id } = await deleteDeployment({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
-    ports.relay.routing.invalidate();
+    await ports.relay.routing.refreshed();
     return c.json({ id, deleted: true as const }, 200);
   });
   app.openapi(put, async (c) => {
@@ -71,7 +71,8 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const name = c.req.valid('param').name;
     const { id } = await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
-    ports.relay.routing.invalidate();
+    // Answered once this instance routes the change: a request sent right after the PUT finds the model.
+    await ports.relay.routing.refreshed();
     const view = await getDeployment({ ctx, input: { workspaceId, id } });
     if (!view) throw new ApiError('conflict', 'the deployment changed concurrently');
     return c.json(view, 200);

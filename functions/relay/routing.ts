@@ -1,12 +1,15 @@
 import { isNull } from 'drizzle-orm';
 import { deployments } from '../store/schema/index.js';
-import { listMachines } from '../services/machines.js';
-import type { ServiceCtx } from '../services/service-context.js';
+import { loadFleetSnapshot } from '../fleet/load.js';
+import type { Db } from '../store/db.js';
+import type { ControlPlaneConfig } from '../config.js';
 
 export interface RoutableReplica {
   assignmentId: string;
   machineId: string;
   machineName: string;
+  /** The runtime reported itself warm (served recently): routing's tie-break prefers it. */
+  warm: boolean;
 }
 
 export interface DeploymentRoute {
@@ -17,18 +20,28 @@ export interface DeploymentRoute {
   maxConcurrency: number;
   queueCapacity: number;
   createdAt: Date;
+  /**
+   * Desired replicas on their way to serving (preparing, pulling or starting): with none routable but some
+   * starting, requests wait for one to be ready; a deployment that cannot be placed or only fails does not hold them.
+   */
+  startingReplicas: number;
   replicas: RoutableReplica[];
 }
 
+const STARTING: ReadonlySet<string> = new Set(['preparing', 'pulling', 'starting']);
+
 /** Reads every deployment with its strictly routable replicas (DESIGN.md section 4, "Strict routing"). */
-export async function loadRoutes(ctx: ServiceCtx): Promise<DeploymentRoute[]> {
-  const [rows, machines] = await Promise.all([ctx.db.select().from(deployments).where(isNull(deployments.deletedAt)), listMachines({ ctx, input: {} })]);
+export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<DeploymentRoute[]> {
+  const rows = await db.select().from(deployments).where(isNull(deployments.deletedAt));
+  const { machines } = await loadFleetSnapshot(db, config);
   const replicas = new Map<string, RoutableReplica[]>();
+  const starting = new Map<string, number>();
   for (const machine of machines) {
     for (const runtime of machine.runtimes) {
+      if (runtime.desired && STARTING.has(runtime.state)) starting.set(runtime.deploymentId, (starting.get(runtime.deploymentId) ?? 0) + 1);
       if (!runtime.routable) continue;
       const list = replicas.get(runtime.deploymentId) ?? [];
-      list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name });
+      list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name, warm: runtime.warm });
       replicas.set(runtime.deploymentId, list);
     }
   }
@@ -40,6 +53,7 @@ export async function loadRoutes(ctx: ServiceCtx): Promise<DeploymentRoute[]> {
     maxConcurrency: d.maxConcurrency,
     queueCapacity: d.queueCapacity,
     createdAt: d.createdAt,
+    startingReplicas: starting.get(d.id) ?? 0,
     replicas: replicas.get(d.id) ?? [],
   }));
 }
@@ -47,7 +61,8 @@ export async function loadRoutes(ctx: ServiceCtx): Promise<DeploymentRoute[]> {
 /**
  * The routing snapshot of one instance, refreshed in the background so that the hot path of an inference
  * request reads memory, not the database. A replica that stops being routable leaves within one refresh;
- * changes this instance sees itself (`invalidate`) are picked up at once.
+ * changes this instance sees itself (`invalidate`) are picked up at once. Requests waiting for a replica
+ * (`waitForReplica`) are woken by each refresh.
  */
 export class RoutingTable {
   private routes = new Map<string, DeploymentRoute>();
@@ -56,6 +71,10 @@ export class RoutingTable {
   /** A change was signalled while a refresh was in flight (it may have read the state before the change). */
   private stale = false;
   private refreshedAt = -Infinity;
+  /** One check per waiting request, run after each refresh. */
+  private readonly waiters = new Set<() => void>();
+  /** Refreshes for waiting requests where no background refresh runs. */
+  private poll: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly load: () => Promise<DeploymentRoute[]>,
@@ -70,6 +89,9 @@ export class RoutingTable {
 
   stop(): void {
     clearInterval(this.timer);
+    this.timer = undefined;
+    clearInterval(this.poll);
+    this.poll = undefined;
   }
 
   refresh(): Promise<void> {
@@ -77,6 +99,7 @@ export class RoutingTable {
       .then((routes) => {
         this.routes = new Map(routes.map((r) => [`${r.workspaceId}/${r.name}`, r]));
         this.refreshedAt = performance.now();
+        for (const check of this.waiters) check();
       })
       .catch(this.onError)
       .finally(() => {
@@ -96,6 +119,16 @@ export class RoutingTable {
   }
 
   /**
+   * Resolves once a refresh that started after this call has finished: what a writer awaits so that its own
+   * change (a deployment applied or deleted) is routed before it answers. A refresh already in flight may have
+   * read the state before the change, so it waits for the next one.
+   */
+  async refreshed(): Promise<void> {
+    if (this.refreshing) await this.refreshing;
+    await this.refresh();
+  }
+
+  /**
    * Refreshes first when the snapshot is older than two periods: where no background refresh runs (Workers,
    * whose I/O lives only within a request), or after the process slept.
    */
@@ -109,5 +142,45 @@ export class RoutingTable {
 
   list(workspaceId: string): DeploymentRoute[] {
     return [...this.routes.values()].filter((r) => r.workspaceId === workspaceId).sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  /**
+   * Waits while the route of `workspaceId/model` has no replica `usable` accepts but asks for some (they are
+   * starting, or rolling): resolves with the route once a refresh finds one usable, finds the deployment asking
+   * for none, or finds it gone (undefined). Rejects with the signal's reason when `signal` aborts.
+   */
+  waitForReplica(workspaceId: string, model: string, opts: { signal: AbortSignal; usable?: (replica: RoutableReplica) => boolean }): Promise<DeploymentRoute | undefined> {
+    const { signal, usable = () => true } = opts;
+    const settled = (): { route: DeploymentRoute | undefined } | null => {
+      const route = this.resolve(workspaceId, model);
+      return !route || route.startingReplicas === 0 || route.replicas.some(usable) ? { route } : null;
+    };
+    if (signal.aborted) return Promise.reject(signal.reason);
+    const now = settled();
+    if (now) return Promise.resolve(now.route);
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const done = settled();
+        if (!done) return;
+        cleanup();
+        resolve(done.route);
+      };
+      const onAbort = () => {
+        cleanup();
+        reject(signal.reason);
+      };
+      const cleanup = () => {
+        this.waiters.delete(check);
+        signal.removeEventListener('abort', onAbort);
+        if (this.waiters.size === 0) {
+          clearInterval(this.poll);
+          this.poll = undefined;
+        }
+      };
+      this.waiters.add(check);
+      signal.addEventListener('abort', onAbort, { once: true });
+      // Where no background refresh runs (Workers), nothing else would wake the waiting request.
+      if (!this.timer && !this.poll) this.poll = setInterval(() => void this.refresh(), this.refreshMsOf());
+    });
   }
 }

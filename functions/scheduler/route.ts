@@ -12,6 +12,18 @@ export interface RouteCandidate {
 }
 
 /**
+ * The candidates of one pick: each replica with this instance's load of it and the deployment's concurrency.
+ * Warmth is what the replica's agent reported, never assumed.
+ */
+export function routeCandidates<R extends Pick<RouteCandidate, 'assignmentId' | 'machineId' | 'warm'>>(
+  replicas: readonly R[],
+  concurrency: number,
+  loadOf: (assignmentId: string) => Pick<RouteCandidate, 'active' | 'queued'>,
+): Array<R & RouteCandidate> {
+  return replicas.map((replica) => ({ ...replica, ...loadOf(replica.assignmentId), concurrency }));
+}
+
+/**
  * Picks the replica for one invocation (DESIGN.md section 5, step 2): least expected queue delay
  * ((active + queued + 1) / concurrency), then warm, then the lowest id. Pure and deterministic.
  */

@@ -33,6 +33,14 @@ describe('npm start', () => {
       const tokenPath = join(dataDir, 'admin.token');
       const token = await waitFor(async () => (await readFile(tokenPath, 'utf8')).trim(), { timeoutMs: 60_000, what: 'admin.token' });
       expect((await stat(tokenPath)).mode & 0o777).toBe(0o600);
+      // The moment the launcher says the demo is ready, the first request succeeds.
+      await waitFor(async () => /simulated nodes ready/.test(output), { timeoutMs: 90_000, intervalMs: 20, what: 'the ready line' });
+      const first = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'first' }], max_tokens: 2 }),
+      });
+      expect(first.status, await first.clone().text()).toBe(200);
       const machines = await waitFor(
         async () => {
           const response = await fetch(`http://127.0.0.1:${port}/api/v1/machines`, { headers: { authorization: `Bearer ${token}` } });

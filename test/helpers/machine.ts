@@ -1,4 +1,6 @@
 import type { CryptoKey } from 'jose';
+import { and, eq, isNull } from 'drizzle-orm';
+import { assignments, machines } from '../../functions/store/schema/index.js';
 import { generateMachineKey } from '../../agent/state.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
@@ -71,4 +73,40 @@ export async function enrollTestMachine(plane: TestPlane, name: string, labels: 
 /** A well-formed heartbeat body for `machine`. */
 export function heartbeatBody(machine: TestMachine, seq: number, extra: Record<string, unknown> = {}) {
   return { machineId: machine.machineId, bootId: 'boot-test-0001', seq, status: 'ready', gen: 0, runtimes: [], warmModels: [], metrics: {}, ...extra };
+}
+
+/**
+ * A machine that keeps every replica placed on it `starting` (a model that never finishes loading): it
+ * heartbeats every 150 ms over the real protocol, reporting each of its desired assignments as starting. For
+ * tests of what the control plane does while replicas start, without a runtime. `stop()` ends the heartbeats.
+ */
+export async function startStartingMachine(plane: TestPlane, name: string, labels: Record<string, string>): Promise<{ machine: TestMachine; stop(): Promise<void> }> {
+  const machine = await enrollTestMachine(plane, name, labels);
+  let seq = 0;
+  let stopped = false;
+  const beat = async () => {
+    const rows = await plane.systemCtx.db
+      .select({ id: assignments.id, deploymentId: assignments.deploymentId })
+      .from(assignments)
+      .where(and(eq(assignments.machineId, machine.machineId), isNull(assignments.removedAt)));
+    const [row] = await plane.systemCtx.db.select({ desiredGen: machines.desiredGen }).from(machines).where(eq(machines.id, machine.machineId));
+    const gen = row?.desiredGen ?? 0;
+    const runtimes = rows.map((r) => ({ assignmentId: r.id, deploymentId: r.deploymentId, state: 'starting', gen, activeInvocations: 0, queueDepth: 0, warm: false, progress: { elapsedMs: 0, timeoutMs: 1_800_000 }, restarts: 0, message: null }));
+    const response = await machine.request('POST', '/agent/v1/heartbeat', heartbeatBody(machine, ++seq, { gen, runtimes }));
+    if (response.status !== 200) throw new Error(`heartbeat refused: ${response.status} ${await response.text()}`);
+  };
+  await beat();
+  const loop = (async () => {
+    while (!stopped) {
+      await new Promise((r) => setTimeout(r, 150));
+      if (!stopped) await beat();
+    }
+  })();
+  return {
+    machine,
+    async stop() {
+      stopped = true;
+      await loop;
+    },
+  };
 }

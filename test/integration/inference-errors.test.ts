@@ -1,11 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { applyDeployment, type DeploymentInput } from '../../functions/services/deployments.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
+import { deployments } from '../../functions/store/schema/index.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
+import { startStartingMachine } from '../helpers/machine.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 /**
@@ -57,6 +60,17 @@ async function deploy(plane: TestPlane, name: string, opts: Partial<DeploymentIn
       ...rest,
     },
   });
+}
+
+/** Waits until routing sees a replica of `name` starting (placed on the holder machine, reported starting). */
+async function waitForStarting(plane: TestPlane, name: string) {
+  await waitFor(
+    async () => {
+      await plane.ports.relay.routing.refresh();
+      return plane.ports.relay.routing.resolve(plane.workspaceId, name)?.startingReplicas === 1;
+    },
+    { timeoutMs: 15_000, what: `${name} starting` },
+  );
 }
 
 /** Sums a Prometheus counter over the series whose labels include `deployment="<name>"`. */
@@ -177,7 +191,7 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
     }
   });
 
-  it('no routable replica: 503 with Retry-After', async () => {
+  it('a deployment scaled to zero: 503 no_replica_available at once, with Retry-After', async () => {
     const response = await post(CHAT, hello('sim-nowhere'));
     expect(response.headers.get('retry-after')).toBe('1');
     await expectEnvelope(response, 503, { type: 'server_error', code: 'no_replica_available' });
@@ -185,10 +199,48 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
     expect(again.headers.get('retry-after')).toBe('1');
     await expectEnvelope(again, 503, { type: 'server_error', code: 'no_replica_available' });
   });
+
+  it('a deployment no machine can take: 503 no_replica_available at once (nothing is starting to wait for)', async () => {
+    const started = Date.now();
+    const response = await post(CHAT, hello('sim-pending'));
+    expect(Date.now() - started).toBeLessThan(1_000);
+    await expectEnvelope(response, 503, { type: 'server_error', code: 'no_replica_available' });
+  });
+
+  it('a deployment whose replica is starting holds the request; its deadline ends it with 504 deadline_exceeded', async () => {
+    for (const stream of [false, true]) {
+      const deadline = Date.now() + 700;
+      const response = await post(CHAT, hello('sim-loading', { stream }), { 'x-lunanexa-deadline': String(deadline) });
+      // Held to the deadline, not refused at once.
+      expect(Date.now()).toBeGreaterThanOrEqual(deadline - 50);
+      await expectEnvelope(response, 504, { type: 'timeout_error', code: 'deadline_exceeded' });
+    }
+  });
+
+  it('a deployment deleted while a request waits for its replica: 404 model_not_found, promptly', async () => {
+    const plane = ctx.plane();
+    const { id } = await deploy(plane, 'sim-doomed', { selector: { pool: 'held' } });
+    await waitFor(
+      async () => {
+        await plane.ports.relay.routing.refresh();
+        return plane.ports.relay.routing.resolve(plane.workspaceId, 'sim-doomed')?.startingReplicas === 1;
+      },
+      { timeoutMs: 10_000, what: 'sim-doomed starting' },
+    );
+    const answer = post(CHAT, hello('sim-doomed'));
+    await waitFor(async () => plane.ports.relay.live.size === 1, { timeoutMs: 5_000, intervalMs: 10, what: 'the request held' });
+    await plane.systemCtx.db.update(deployments).set({ deletedAt: new Date() }).where(eq(deployments.id, id));
+    const deletedAt = Date.now();
+    plane.ports.relay.routing.invalidate();
+    const response = await answer;
+    expect(Date.now() - deletedAt).toBeLessThan(2_000);
+    await expectEnvelope(response, 404, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
+  });
 }
 
 describe('/v1 errors on PGlite, with a fleet', () => {
   let plane: TestPlane;
+  let holder: { stop(): Promise<void> } | undefined;
   let nodes: SimNode[] = [];
 
   const machines = async (): Promise<MachineView[]> => ((await (await plane.admin('/api/v1/machines')).json()) as { data: MachineView[] }).data;
@@ -220,7 +272,10 @@ describe('/v1 errors on PGlite, with a fleet', () => {
     await deploy(plane, 'sim-faulty', { replicas: 2, failureRate: 1 });
     await deploy(plane, 'sim-capped', { queueCapacity: 1 });
     await deploy(plane, 'sim-serial', { maxConcurrency: 1 });
-    await deploy(plane, 'sim-nowhere', { selector: { pool: 'none-such' } });
+    await deploy(plane, 'sim-nowhere', { replicas: 0 });
+    await deploy(plane, 'sim-pending', { selector: { pool: 'none-such' } });
+    holder = await startStartingMachine(plane, 'holder', { pool: 'held' });
+    await deploy(plane, 'sim-loading', { selector: { pool: 'held' } });
     nodes = await Promise.all(['err-1', 'err-2'].map((name) => startSimNode(plane, name, join(plane.dataDir, 'nodes'))));
     // Routable in the routing snapshot the requests read, not only in the machines view.
     await waitFor(
@@ -233,7 +288,8 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       const logs = await Promise.all(nodes.map(async (n) => `${n.name}: ${(await readFile(n.logFile, 'utf8').catch(() => '')).slice(-2_000)}`));
       throw new Error(`${String(error)}\nmachines: ${JSON.stringify(await machines())}\n${logs.join('\n')}`);
     });
-    expect(plane.ports.relay.routing.resolve(plane.workspaceId, 'sim-nowhere')?.replicas).toEqual([]);
+    for (const name of ['sim-nowhere', 'sim-pending', 'sim-loading']) expect(plane.ports.relay.routing.resolve(plane.workspaceId, name)?.replicas).toEqual([]);
+    await waitForStarting(plane, 'sim-loading');
   }, 90_000);
 
   afterEach(async () => {
@@ -246,6 +302,7 @@ describe('/v1 errors on PGlite, with a fleet', () => {
   });
 
   afterAll(async () => {
+    await holder?.stop();
     await stopSimNodes(nodes);
     await plane?.stop();
   });
@@ -341,19 +398,25 @@ describe('/v1 errors on PGlite, with a fleet', () => {
 
 describePg('/v1 refusals on PostgreSQL (no fleet)', () => {
   let plane: TestPlane;
+  let holder: { stop(): Promise<void> } | undefined;
   beforeAll(async () => {
     plane = await startTestPlane({ store: 'pg' });
     await seedDemoDeployment(plane, 1, { loadMs: 100 });
-    await deploy(plane, 'sim-nowhere', { selector: { pool: 'none-such' } });
+    await deploy(plane, 'sim-nowhere', { replicas: 0 });
+    await deploy(plane, 'sim-pending', { selector: { pool: 'none-such' } });
+    holder = await startStartingMachine(plane, 'holder', { pool: 'held' });
+    await deploy(plane, 'sim-loading', { selector: { pool: 'held' } });
     await waitFor(async () => {
       await plane.ports.relay.routing.refresh();
-      return plane.ports.relay.routing.resolve(plane.workspaceId, 'sim-nowhere') !== undefined;
+      return ['sim-nowhere', 'sim-pending'].every((name) => plane.ports.relay.routing.resolve(plane.workspaceId, name) !== undefined);
     });
+    await waitForStarting(plane, 'sim-loading');
   });
   afterEach(async () => {
     await expectNoStuckState(plane);
   });
   afterAll(async () => {
+    await holder?.stop();
     await plane?.stop();
   });
   refusals({ plane: () => plane, simChatRequests: async () => null });

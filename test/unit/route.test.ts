@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pickReplica, type RouteCandidate } from '../../functions/scheduler/route.js';
+import { pickReplica, routeCandidates, type RouteCandidate } from '../../functions/scheduler/route.js';
 
 const replica = (assignmentId: string, over: Partial<RouteCandidate> = {}): RouteCandidate & { machineName: string } => ({
   assignmentId,
@@ -34,5 +34,32 @@ describe('pickReplica', () => {
 
   it('hands back the candidate given, with its own fields', () => {
     expect(pickReplica([replica('a')])?.machineName).toBe('node-a');
+  });
+});
+
+describe('routeCandidates', () => {
+  const replicas = [
+    { assignmentId: 'a', machineId: 'mch_a', machineName: 'node-a', warm: false },
+    { assignmentId: 'b', machineId: 'mch_b', machineName: 'node-b', warm: true },
+  ];
+  const idle = () => ({ active: 0, queued: 0 });
+
+  it("carries each replica's reported warmth, so the tie-break prefers the runtime that served recently", () => {
+    const candidates = routeCandidates(replicas, 4, idle);
+    expect(candidates.map((c) => [c.assignmentId, c.warm])).toEqual([
+      ['a', false],
+      ['b', true],
+    ]);
+    expect(pickReplica(candidates)?.assignmentId).toBe('b');
+    // All cold, the lowest id wins again.
+    expect(pickReplica(routeCandidates(replicas.map((r) => ({ ...r, warm: false })), 4, idle))?.assignmentId).toBe('a');
+  });
+
+  it("adds this instance's load and the deployment's concurrency, keeping the replica's own fields", () => {
+    const load: Record<string, { active: number; queued: number }> = { a: { active: 1, queued: 0 }, b: { active: 4, queued: 2 } };
+    const candidates = routeCandidates(replicas, 4, (id) => load[id]!);
+    expect(candidates[1]).toEqual({ assignmentId: 'b', machineId: 'mch_b', machineName: 'node-b', warm: true, active: 4, queued: 2, concurrency: 4 });
+    // Warmth only breaks ties: the busy warm replica loses to the idler cold one.
+    expect(pickReplica(candidates)?.machineName).toBe('node-a');
   });
 });

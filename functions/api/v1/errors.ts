@@ -3,6 +3,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { HTTPException } from 'hono/http-exception';
 import type { AppEnv } from '../../context.js';
 import type { OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
+import type { InferenceError, InferenceErrorKind } from '../../inference/result.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
 export class OpenAIError extends Error {
@@ -22,6 +23,38 @@ export function openAIErrorBody(error: OpenAIError): OpenAIErrorEnvelope {
   return { error: { message: error.message, type: error.type, code: error.code, param: error.param } };
 }
 
+/** The answer carrying `error`: its envelope, status and headers. */
+export function openAIErrorResponse(c: Context<AppEnv>, error: OpenAIError) {
+  for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
+  return c.json(openAIErrorBody(error), error.status);
+}
+
+/** How each way an inference can fail reads on OpenAI's wire: status and error type. */
+const INFERENCE_ERRORS: Record<InferenceErrorKind, { status: ContentfulStatusCode; type: OpenAIError['type'] }> = {
+  not_found: { status: 404, type: 'not_found_error' },
+  capacity: { status: 429, type: 'rate_limit_error' },
+  unavailable: { status: 503, type: 'server_error' },
+  deadline: { status: 504, type: 'timeout_error' },
+  // nginx's "client closed request": nobody reads it, but the access log and the workload record say why.
+  cancelled: { status: 499 as ContentfulStatusCode, type: 'invalid_request_error' },
+  bad_gateway: { status: 502, type: 'server_error' },
+  conflict: { status: 409, type: 'invalid_request_error' },
+};
+
+export function openAIErrorOf(error: InferenceError): OpenAIError {
+  const { status, type } = INFERENCE_ERRORS[error.kind];
+  const headers: Record<string, string> = {};
+  if (error.retryAfterS !== undefined) headers['Retry-After'] = String(error.retryAfterS);
+  if (error.workloadId !== undefined) headers['X-LunaNexa-Workload-Id'] = error.workloadId;
+  // The only thing an inference request can name that does not exist is its model.
+  return new OpenAIError(status, type, error.code, error.message, error.kind === 'not_found' ? 'model' : null, headers);
+}
+
+/** The SSE event that ends a stream broken after its first byte, in the OpenAI error envelope. */
+export function errorEvent(code: string, message: string): string {
+  return `data: ${JSON.stringify(openAIErrorBody(new OpenAIError(502, 'server_error', code, message)))}\n\n`;
+}
+
 /** The `/v1` error formatter: OpenAI's envelope for our own errors and framework errors alike. */
 export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
   let mapped: OpenAIError;
@@ -32,6 +65,5 @@ export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
     c.get('ports')?.logger.error({ err: { message: error.message, stack: error.stack }, requestId: c.get('requestId') }, 'unhandled inference error');
     mapped = new OpenAIError(500, 'server_error', 'internal_error', 'internal error');
   }
-  for (const [name, value] of Object.entries(mapped.headers)) c.header(name, value);
-  return c.json(openAIErrorBody(mapped), mapped.status);
+  return openAIErrorResponse(c, mapped);
 }

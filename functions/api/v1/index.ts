@@ -3,14 +3,15 @@ import type { z } from 'zod';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, type ModelList } from '../../../shared/contracts/openai.js';
 import type { InferencePath } from '../../../shared/contracts/relay.js';
 import type { AppEnv } from '../../context.js';
-import { bodyText, clientGone, openStream } from '../../http/node-io.js';
+import { bodyText, clientGone } from '../../http/node-io.js';
 import { bearer } from '../../http/api-auth.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
 import { TtlCache } from '../../services/ttl-cache.js';
 import type { Actor } from '../../context.js';
-import { executeInference } from '../../relay/execute.js';
+import { executeInference } from '../../inference/execute.js';
 import { ApiError } from '../../errors.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
+import { inferenceResponse } from './respond.js';
 
 /** Parses `X-LunaNexa-Deadline` (ISO-8601 or epoch ms) or the body's `timeout` (seconds) into epoch ms. */
 function parseDeadline(header: string | undefined, timeoutS: number | undefined, now: number, defaultMs: number): number {
@@ -95,7 +96,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
         throw new OpenAIError(400, 'invalid_request_error', 'invalid_idempotency_key', 'Idempotency-Key must be 1-256 characters');
       }
       const { timeout: _timeout, ...forward } = body;
-      return await executeInference(ports, {
+      const result = await executeInference(ports, {
         actor: c.get('actor'),
         path,
         kind,
@@ -105,9 +106,9 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
         deadline,
         idempotencyKey,
         signal: clientGone(c),
-        openStream: (status, headers, onGone) => openStream(c, status, headers, onGone),
         startedAt,
       });
+      return inferenceResponse(c, result);
     });
   inference('/v1/chat/completions', 'chat', ChatCompletionRequest);
   inference('/v1/completions', 'completions', CompletionRequest);

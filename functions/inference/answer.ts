@@ -1,0 +1,175 @@
+import type { Frame } from '../../shared/contracts/relay.js';
+import type { Ports } from '../context.js';
+import type { WorkloadState } from '../services/workloads.js';
+import type { DeploymentRoute } from '../relay/routing.js';
+import { abortAfter } from './abort-after.js';
+import type { Started } from './attempt.js';
+import type { InferenceRequest } from './request.js';
+import type { InferenceError, InferenceResult, StreamTarget } from './result.js';
+
+/** Ends the workload's record and lets go of what the request held (admission, cancel hooks). */
+export type Finish = (state: WorkloadState, statusCode: number | null, errorCode: string | null) => void;
+
+export interface AnswerInput {
+  ports: Ports;
+  route: DeploymentRoute;
+  request: InferenceRequest;
+  workloadId: string;
+  started: Started;
+  /** Time held for a replica before the attempt that started (ms): queue time too, for the client. */
+  heldMs: number;
+  /** Cancelled (client gone, cancel API). */
+  cancelled: AbortController;
+  finish: Finish;
+}
+
+const CANCELLED: InferenceError = { kind: 'cancelled', code: 'cancelled', message: 'the request was cancelled' };
+const LATE: InferenceError = { kind: 'deadline', code: 'deadline_exceeded', message: 'the deadline passed during generation' };
+
+/**
+ * Relays a started attempt to the client: streamed batch by batch (the runtime's bytes, never re-serialised),
+ * or collected for a plain answer. After the first byte there is no retry.
+ */
+export function answer(input: AnswerInput): InferenceResult | Promise<InferenceResult> {
+  const { ports, route, request, workloadId, started, cancelled, finish } = input;
+  const { relay, metrics } = ports;
+  const { replica, invocationId, head } = started;
+  // One signal for the rest of the request: cancelled, or out of time.
+  const deadline = abortAfter(cancelled.signal, request.deadline - Date.now());
+  const until = deadline.signal;
+  const labels = { model: route.model, deployment: route.name, node: replica.machineName };
+  const queueMs = input.heldMs + started.queueMs;
+  let firstDataAt = 0;
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    deadline.clear();
+    relay.admission.release(replica.assignmentId);
+    relay.hub.release(invocationId);
+  };
+  const observeEnd = (tokens: number) => {
+    const now = performance.now();
+    metrics.requestDuration.observe(labels, (now - request.startedAt) / 1000);
+    metrics.accelTime.observe(labels, (now - started.dispatchedAt) / 1000);
+    if (firstDataAt && tokens > 1) {
+      const generating = (now - firstDataAt) / 1000;
+      if (generating > 0) {
+        metrics.interTokenLatency.observe(labels, generating / (tokens - 1));
+        metrics.tokensPerSecond.observe(labels, (tokens - 1) / generating);
+      }
+    }
+  };
+  const onCancel = () => {
+    // Best effort: a node that is gone has dropped the invocation already.
+    void relay.hub.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled')).catch(() => {});
+    metrics.cancellations.inc(labels);
+  };
+  cancelled.signal.addEventListener('abort', onCancel, { once: true });
+  const noteData = () => {
+    if (firstDataAt) return;
+    firstDataAt = performance.now();
+    metrics.ttft.observe(labels, (firstDataAt - started.dispatchedAt) / 1000);
+  };
+  const failed = (code: string, message: string): InferenceResult => {
+    release();
+    metrics.runtimeFailures.inc(labels);
+    finish('failed', 502, code);
+    return { ok: false, error: { kind: 'bad_gateway', code, message } };
+  };
+
+  if (!request.stream) {
+    return (async (): Promise<InferenceResult> => {
+      const parts: string[] = [];
+      let pending = started.rest;
+      for (;;) {
+        for (const frame of pending) {
+          if (frame.t === 'data') {
+            noteData();
+            parts.push(frame.d);
+          } else if (frame.t === 'end') {
+            release();
+            observeEnd(frame.tokens);
+            cancelled.signal.removeEventListener('abort', onCancel);
+            finish(head.status < 400 ? 'succeeded' : 'failed', head.status, null);
+            const timing = { queueMs, accelMs: performance.now() - started.dispatchedAt };
+            return { ok: true, kind: 'body', workloadId, status: head.status, contentType: head.contentType, body: parts.join(''), timing };
+          } else if (frame.t === 'error') {
+            return failed(frame.code, frame.message);
+          }
+        }
+        const item = await started.queue.next(until);
+        if (!item) {
+          release();
+          const error = cancelled.signal.aborted ? CANCELLED : LATE;
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', null, error.code);
+          return { ok: false, error };
+        }
+        if (item.kind === 'failed') return failed(item.code, item.message);
+        pending = item.frames;
+      }
+    })();
+  }
+
+  // Streamed: each batch of the runtime's bytes is written as it comes, under the socket's backpressure.
+  let gone = false;
+  const nextFrames = async (): Promise<Frame[]> => {
+    const item = await started.queue.next(until);
+    if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? CANCELLED.code : LATE.code, message: cancelled.signal.aborted ? CANCELLED.message : LATE.message }];
+    if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message }];
+    return item.frames;
+  };
+  const pump = async (target: StreamTarget) => {
+    let pending: Frame[] | null = started.rest;
+    for (;;) {
+      const frames = pending ?? (await nextFrames());
+      pending = null;
+      let text = '';
+      for (const frame of frames) {
+        if (frame.t === 'data') text += frame.d;
+        else if (frame.t === 'end') {
+          if (text || frame.tokens === 0) noteData();
+          target.end(text);
+          release();
+          observeEnd(frame.tokens);
+          cancelled.signal.removeEventListener('abort', onCancel);
+          finish('succeeded', head.status, null);
+          return;
+        } else if (frame.t === 'error') {
+          // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
+          if (frame.told === true) target.end(text);
+          else target.fail(text, frame.code, frame.message);
+          release();
+          // A cancellation is counted as one (onCancel), not as a failure of the runtime.
+          if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code);
+          return;
+        }
+      }
+      if (text) {
+        noteData();
+        await target.write(text);
+      }
+    }
+  };
+  return {
+    ok: true,
+    kind: 'stream',
+    workloadId,
+    status: head.status,
+    contentType: head.contentType,
+    timing: { queueMs, accelMs: performance.now() - started.dispatchedAt },
+    pipe(target) {
+      void pump(target).catch((error: unknown) => {
+        ports.logger.error({ err: error instanceof Error ? error.message : String(error), workloadId }, 'relaying a stream failed');
+        target.end('');
+        release();
+        finish('failed', head.status, 'internal');
+      });
+    },
+    clientGone() {
+      gone = true;
+      cancelled.abort('client disconnected');
+    },
+  };
+}

@@ -1,0 +1,21 @@
+import type { InferencePath } from '../../shared/contracts/relay.js';
+import type { Actor } from '../context.js';
+
+/** One inference request, validated by the surface that took it. */
+export interface InferenceRequest {
+  actor: Actor;
+  path: InferencePath;
+  kind: 'chat' | 'completions' | 'embeddings';
+  /** The deployment name the client asked for. */
+  model: string;
+  /** The validated request body; forwarded with `model` rewritten to the runtime's model. */
+  body: Record<string, unknown>;
+  stream: boolean;
+  /** Epoch ms. */
+  deadline: number;
+  idempotencyKey: string | null;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+  /** `performance.now()` when the request arrived, for the request duration metric. */
+  startedAt: number;
+}
