@@ -3,7 +3,8 @@ import type { Bus } from './relay/bus.js';
 import type { ControlPlaneConfig } from './config.js';
 import type { Logger } from './telemetry/logger.js';
 import type { Metrics } from './telemetry/metrics.js';
-import type { Role } from '../shared/contracts/common.js';
+import type { Actor, MachinePrincipal } from './services/principals.js';
+import type { ServiceCtx, ServicePorts } from './services/service-context.js';
 import type { ControlPlaneIdentity } from './services/identity.js';
 import type { Relay } from './relay/index.js';
 
@@ -22,18 +23,20 @@ export interface Ports {
   relay: Relay;
 }
 
-/** An authenticated API token holder. */
-export interface Actor {
-  tokenId: string;
-  workspaceId: string;
-  role: Role;
-}
+export type { Actor, MachinePrincipal };
 
-/** An authenticated machine (agent request). */
-export interface MachinePrincipal {
-  machineId: string;
-  workspaceId: string;
-  credentialId: string;
+/** The context a service verb runs in, from this instance's ports: the verb's signature says which it reads. */
+export function serviceCtx(ports: Ports, actor: string): ServiceCtx & ServicePorts {
+  return {
+    db: ports.store.db,
+    actor,
+    config: ports.config,
+    bus: ports.bus,
+    metrics: ports.metrics,
+    identity: ports.identity,
+    instanceId: ports.instanceId,
+    jtis: ports.relay.jtis,
+  };
 }
 
 /** The typed Hono environment shared by every route. */

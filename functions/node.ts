@@ -16,8 +16,8 @@ import { createApiToken, ensureWorkspace } from './services/api-tokens.js';
 import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
 import { newId } from '../shared/ids.js';
-import type { Ports } from './context.js';
-import type { ServiceCtx } from './services/service-context.js';
+import { serviceCtx, type Ports } from './context.js';
+import type { ServiceCtx, ServicePorts } from './services/service-context.js';
 
 export interface ControlPlaneOptions {
   port?: number;
@@ -37,7 +37,7 @@ export interface RunningControlPlane {
   adminTokenPath: string;
   adminToken: string;
   /** A service context for seeding and tests. */
-  systemCtx: ServiceCtx;
+  systemCtx: ServiceCtx & ServicePorts;
   close(): Promise<void>;
 }
 
@@ -77,9 +77,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     metrics: createMetrics({ processMetrics: true }),
     instanceId: newId('instance'),
     identity: createIdentityLoader(store.db),
-    relay: createRelay({ bus, ports: () => ports }),
+    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger }) }),
   };
-  const systemCtx: ServiceCtx = { db: store.db, ports, actor: 'system' };
+  const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });
   const adminTokenPath = join(dataDir, 'admin.token');
   const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);

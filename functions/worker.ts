@@ -13,7 +13,7 @@ import { controllerTick } from './controller/driver.js';
 import { openNeonStore } from './store/neon.js';
 import { newId } from '../shared/ids.js';
 import type { Store } from './store/db.js';
-import type { AppEnv, Ports } from './context.js';
+import { serviceCtx, type AppEnv, type Ports } from './context.js';
 
 /** The part of the Workers `ExecutionContext` this entry uses (no @cloudflare/workers-types dependency). */
 export interface WorkerExecutionContext {
@@ -118,7 +118,7 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
       return identity;
     },
     // The routing snapshot refreshes on demand within requests: Workers run no background timers.
-    relay: createRelay({ bus, ports: () => ports }),
+    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger }) }),
   };
   return ports;
 }
@@ -204,7 +204,7 @@ async function handleScheduled(event: WorkerScheduledEvent, rawEnv: unknown, ctx
   if (!result.ok) throw new Error(`invalid Worker environment: ${result.variables.join(', ')}`);
   const { ports } = result.state;
   try {
-    const { store } = await withInvocation(result.state, () => controllerTick({ ctx: { db: ports.store.db, ports, actor: 'system' } }));
+    const { store } = await withInvocation(result.state, () => controllerTick({ ctx: serviceCtx(ports, 'system') }));
     ctx.waitUntil(store.close().catch(() => {}));
   } catch (error) {
     ports.logger.error({ err: error instanceof Error ? error.message : String(error), cron: event.cron }, 'controller tick failed');

@@ -4,7 +4,7 @@ import { RotateCredentialRequest, type RotateCredentialResponse } from '../../sh
 import { rotateMachineCredential } from '../services/machines.js';
 import { machineAuth } from '../http/machine-auth.js';
 import { newId } from '../../shared/ids.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 
 /** POST /agent/v1/credentials: registers the machine's next key, signed with its current one. */
 export function registerCredentials(app: Hono<AppEnv>) {
@@ -13,7 +13,7 @@ export function registerCredentials(app: Hono<AppEnv>) {
     const machine = c.get('machine');
     const input = parseOr400(RotateCredentialRequest, parseJsonOr400(c.get('rawBody')));
     const rotated = await rotateMachineCredential({
-      ctx: { db: ports.store.db, ports, actor: machine.machineId },
+      ctx: serviceCtx(ports, machine.machineId),
       input: { machineId: machine.machineId, workspaceId: machine.workspaceId, publicKey: input.publicKey, credentialId: newId('credential') },
     });
     const body: RotateCredentialResponse = { credentialId: rotated.credentialId, credentialExpiresAt: rotated.credentialExpiresAt.toISOString() };

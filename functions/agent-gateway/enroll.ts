@@ -3,14 +3,14 @@ import { ApiError, parseJsonOr400, parseOr400 } from '../errors.js';
 import { EnrollRequest, type EnrollResponse } from '../../shared/contracts/enrollment.js';
 import { enrollMachine } from '../services/enrollment.js';
 import { reconcileOnce } from '../controller/driver.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 
 /** POST /agent/v1/enroll: trades a single-use enrollment token and a public key for a machine identity. */
 export function registerEnroll(app: Hono<AppEnv>) {
   app.post('/enroll', async (c) => {
     const ports = c.get('ports');
     const input = parseOr400(EnrollRequest, parseJsonOr400(await c.req.text()));
-    const ctx = { db: ports.store.db, ports, actor: 'agent' };
+    const ctx = serviceCtx(ports, 'agent');
     let enrolled;
     try {
       enrolled = await enrollMachine({ ctx, input });

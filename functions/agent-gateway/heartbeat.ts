@@ -3,7 +3,7 @@ import { ApiError, parseJsonOr400, parseOr400 } from '../errors.js';
 import { Heartbeat, type HeartbeatResponse } from '../../shared/contracts/heartbeat.js';
 import { recordHeartbeat } from '../services/heartbeats.js';
 import { machineAuth } from '../http/machine-auth.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 
 /** POST /agent/v1/heartbeat: the machine's report of itself and its runtimes. */
 export function registerHeartbeat(app: Hono<AppEnv>) {
@@ -13,7 +13,7 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
     const heartbeat = parseOr400(Heartbeat, parseJsonOr400(c.get('rawBody')));
     let result;
     try {
-      result = await recordHeartbeat({ ctx: { db: ports.store.db, ports, actor: machine.machineId }, input: { machine, heartbeat } });
+      result = await recordHeartbeat({ ctx: serviceCtx(ports, machine.machineId), input: { machine, heartbeat } });
     } catch (error) {
       if (error instanceof ApiError) ports.metrics.heartbeats.inc({ result: error.code });
       throw error;

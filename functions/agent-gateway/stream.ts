@@ -7,7 +7,7 @@ import { newId } from '../../shared/ids.js';
 import { STREAM_PROTOCOL_VERSION } from '../../shared/contracts/stream.js';
 import { attachStream, detachStream, renewStream, signDesiredState } from '../services/streams.js';
 import { machineAuth } from '../http/machine-auth.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import type { BusMessage } from '../relay/bus.js';
 import type { Invoke } from '../../shared/contracts/relay.js';
 
@@ -24,7 +24,7 @@ export function registerStream(app: Hono<AppEnv>) {
     const { machineId } = c.get('machine');
     const lastEventId = c.req.header('last-event-id');
     if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
-    const ctx = { db: ports.store.db, ports, actor: machineId };
+    const ctx = serviceCtx(ports, machineId);
     const connectionId = newId('connection');
     await attachStream({ ctx, input: { machineId, connectionId } });
     // Sign before the stream opens so that a failure is an ordinary error response.

@@ -4,7 +4,7 @@ import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, l
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 
 const list = createRoute({
@@ -48,17 +48,17 @@ const remove = createRoute({
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
-    const data = await listDeployments({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });
+    const data = await listDeployments({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
     return c.json({ data }, 200);
   });
   app.openapi(get, async (c) => {
     const ports = c.get('ports');
-    const detail = await describeDeployment({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    const detail = await describeDeployment({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
     return c.json(detail, 200);
   });
   app.openapi(remove, async (c) => {
     const ports = c.get('ports');
-    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const ctx = serviceCtx(ports, c.get('actor').tokenId);
     const { id } = await deleteDeployment({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
     await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     await ports.relay.routing.refreshed();
@@ -66,7 +66,7 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(put, async (c) => {
     const ports = c.get('ports');
-    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const ctx = serviceCtx(ports, c.get('actor').tokenId);
     const workspaceId = c.get('actor').workspaceId;
     const name = c.req.valid('param').name;
     const { id } = await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });

@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { CreateEnrollmentTokenRequest, EnrollmentTokenCreated } from '../../shared/contracts/enrollment.js';
 import { createEnrollmentToken } from '../services/enrollment.js';
 import { requireRole } from '../http/api-auth.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 
 const route = createRoute({
@@ -22,7 +22,7 @@ export function registerEnrollmentTokens(app: OpenAPIHono<AppEnv>) {
     const ports = c.get('ports');
     const actor = c.get('actor');
     const created = await createEnrollmentToken({
-      ctx: { db: ports.store.db, ports, actor: actor.tokenId },
+      ctx: serviceCtx(ports, actor.tokenId),
       input: { ...c.req.valid('json'), workspaceId: actor.workspaceId },
     });
     return c.json(created, 201);

@@ -4,7 +4,7 @@ import { getMachine, listMachines, revokeMachine, setMachineScheduling } from '.
 import { fetchRuntimeLogs } from '../services/runtime-logs.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
 
 const list = createRoute({
@@ -70,27 +70,27 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
     const ports = c.get('ports');
     const { id, assignmentId } = c.req.valid('param');
     const lines = await fetchRuntimeLogs({
-      ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId },
+      ctx: serviceCtx(ports, c.get('actor').tokenId),
       input: { workspaceId: c.get('actor').workspaceId, machineId: id, assignmentId, lines: c.req.valid('query').lines },
     });
     return c.json({ lines }, 200);
   });
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
-    const data = await listMachines({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId } });
+    const data = await listMachines({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
     return c.json({ data }, 200);
   });
   app.openapi(get, async (c) => {
     const ports = c.get('ports');
     const view = await getMachine({
-      ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId },
+      ctx: serviceCtx(ports, c.get('actor').tokenId),
       input: { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id },
     });
     return c.json(view, 200);
   });
   app.openapi(revoke, async (c) => {
     const ports = c.get('ports');
-    const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+    const ctx = serviceCtx(ports, c.get('actor').tokenId);
     const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
     const body = c.req.header('content-length') === '0' || !c.req.header('content-type') ? {} : c.req.valid('json');
     await revokeMachine({ ctx, input: { ...input, reason: body.reason } });
@@ -100,7 +100,7 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
   for (const verb of ['cordon', 'drain', 'uncordon'] as const) {
     app.openapi(schedulingRoute(verb), async (c) => {
       const ports = c.get('ports');
-      const ctx = { db: ports.store.db, ports, actor: c.get('actor').tokenId };
+      const ctx = serviceCtx(ports, c.get('actor').tokenId);
       const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
       await setMachineScheduling({ ctx, input: { ...input, verb } });
       await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });

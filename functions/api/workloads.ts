@@ -3,7 +3,7 @@ import type { Context } from 'hono';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
 import { getWorkload } from '../services/workloads.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 
 const WorkloadView = z.object({
@@ -43,7 +43,7 @@ const cancel = createRoute({
 async function loadWorkload(c: Context<AppEnv>, id: string) {
   const ports = c.get('ports');
   await ports.relay.workloads.flush();
-  const row = await getWorkload({ ctx: { db: ports.store.db, ports, actor: c.get('actor').tokenId }, input: { workspaceId: c.get('actor').workspaceId, id } });
+  const row = await getWorkload({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, id } });
   if (!row) throw new ApiError('not_found', 'workload not found');
   return row;
 }

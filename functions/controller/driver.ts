@@ -3,7 +3,7 @@ import { assignments, deployments, machines } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { queryRows, dbNow } from '../store/rows.js';
-import { audit, withTransaction, type ServiceCtx } from '../services/service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
 import { sweepExpiredPayloads } from '../services/payloads.js';
@@ -82,19 +82,19 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
  * applies them in one transaction under an advisory lock (fenced by each machine's generation), then tells the
  * streams. Returns the actions taken; an empty list when another instance held the lock.
  */
-export async function reconcileOnce({ ctx }: { ctx: ServiceCtx }): Promise<ReconcileAction[]> {
+export async function reconcileOnce({ ctx }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'> }): Promise<ReconcileAction[]> {
   return (await reconcilePass(ctx)).actions;
 }
 
 /** A reconcile pass, with the snapshot it read (null when another instance held the lock). */
-async function reconcilePass(ctx: ServiceCtx): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
-  const timer = ctx.ports.metrics.reconcileDuration.startTimer();
+async function reconcilePass(ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'>): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
+  const timer = ctx.metrics.reconcileDuration.startTimer();
   const touched = new Set<string>();
   let snapshot: FleetSnapshot | null = null;
   const actions = await withTransaction(ctx, async (tx) => {
     const [lock] = await queryRows<{ locked: boolean }>(tx.db, sql`select pg_try_advisory_xact_lock(${RECONCILE_LOCK}) as locked`);
     if (!lock?.locked) return [];
-    snapshot = await loadFleetSnapshot(tx.db, ctx.ports.config);
+    snapshot = await loadFleetSnapshot(tx.db, ctx.config);
     // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
     const deploymentRows = await tx.db.select().from(deployments);
     const live = deploymentRows.filter((d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)));
@@ -133,7 +133,7 @@ async function reconcilePass(ctx: ServiceCtx): Promise<{ actions: ReconcileActio
     return all;
   });
   timer();
-  for (const machineId of touched) await ctx.ports.bus.publish(`machine:${machineId}`, { type: 'desired' });
+  for (const machineId of touched) await ctx.bus.publish(`machine:${machineId}`, { type: 'desired' });
   return { actions, snapshot };
 }
 
@@ -141,15 +141,15 @@ async function reconcilePass(ctx: ServiceCtx): Promise<{ actions: ReconcileActio
  * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
  * replay fence and refreshes the machine gauges.
  */
-export async function controllerTick({ ctx }: { ctx: ServiceCtx }): Promise<void> {
+export async function controllerTick({ ctx }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'> }): Promise<void> {
   const now = await dbNow(ctx.db);
   const previous = await loadControllerState(ctx.db);
-  const resumedAt = nextResumedAt({ ...previous, now, config: ctx.ports.config });
+  const resumedAt = nextResumedAt({ ...previous, now, config: ctx.config });
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
   const { snapshot } = await reconcilePass(ctx);
   await sweepJtis({ ctx });
   await sweepExpiredPayloads({ ctx });
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
-  for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.ports.config))).machines) counts[machine.liveness]! += 1;
-  for (const [state, n] of Object.entries(counts)) ctx.ports.metrics.machines.set({ state }, n);
+  for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.config))).machines) counts[machine.liveness]! += 1;
+  for (const [state, n] of Object.entries(counts)) ctx.metrics.machines.set({ state }, n);
 }

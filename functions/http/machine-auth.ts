@@ -1,7 +1,7 @@
 import { createMiddleware } from 'hono/factory';
 import { ApiError } from '../errors.js';
 import { verifyMachineRequest } from '../services/machine-auth.js';
-import type { AppEnv } from '../context.js';
+import { serviceCtx, type AppEnv } from '../context.js';
 import { bearer } from './api-auth.js';
 
 /**
@@ -24,7 +24,7 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
     try {
       const identity = await ports.identity();
       const machine = await verifyMachineRequest({
-        ctx: { db: ports.store.db, ports, actor: 'agent' },
+        ctx: serviceCtx(ports, 'agent'),
         input: {
           token: bearer(c.req.header('authorization')),
           method: c.req.method,

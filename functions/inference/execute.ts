@@ -1,8 +1,7 @@
 import { newId } from '../../shared/ids.js';
-import type { Ports } from '../context.js';
+import { serviceCtx, type Ports } from '../context.js';
 import type { DeploymentRoute } from '../relay/routing.js';
 import { recordWorkload, workloadByKey, type WorkloadRow } from '../services/workloads.js';
-import type { ServiceCtx } from '../services/service-context.js';
 import { abortAfter } from './abort-after.js';
 import { answer, type Finish } from './answer.js';
 import { tryReplica } from './attempt.js';
@@ -35,7 +34,7 @@ const RECORDED_STATUS: Record<InferenceError['kind'], number | null> = {
  */
 export async function executeInference(ports: Ports, request: InferenceRequest): Promise<InferenceResult> {
   const { relay, config, metrics } = ports;
-  const ctx: ServiceCtx = { db: ports.store.db, ports, actor: request.actor.tokenId };
+  const ctx = serviceCtx(ports, request.actor.tokenId);
   await relay.routing.fresh();
   let route = relay.routing.resolve(request.actor.workspaceId, request.model);
   if (!route) return { ok: false, error: notFound(request.model) };

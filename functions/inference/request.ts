@@ -1,5 +1,5 @@
 import type { InferencePath } from '../../shared/contracts/relay.js';
-import type { Actor } from '../context.js';
+import type { Actor } from '../services/principals.js';
 
 /** One inference request, validated by the surface that took it. */
 export interface InferenceRequest {

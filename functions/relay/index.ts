@@ -2,7 +2,9 @@ import { Admission } from '../policy/admission.js';
 import type { Bus } from './bus.js';
 import { InvocationHub } from './hub.js';
 import { loadRoutes, RoutingTable } from './routing.js';
-import type { Ports } from '../context.js';
+import type { Db } from '../store/db.js';
+import type { ControlPlaneConfig } from '../config.js';
+import type { Logger } from '../telemetry/logger.js';
 import { WriteBehind } from '../store/write-behind.js';
 import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
@@ -30,29 +32,36 @@ export interface Relay {
 /** Batches sized so one statement stays well under PostgreSQL's 65535 bind parameters. */
 const MAX_BATCH = 1_000;
 
-/** The relay of the instance whose ports are `ports()` (read lazily: the ports hold the relay). */
-export function createRelay(input: { bus: Bus; ports: () => Ports }): Relay {
-  const ports = input.ports;
+/** What the relay reads of its instance; read lazily, since the instance's ports hold the relay. */
+export interface RelayDeps {
+  db: Db;
+  config: ControlPlaneConfig;
+  logger: Logger;
+}
+
+/** The relay of the instance whose store, config and logger `deps()` gives. */
+export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
+  const deps = input.deps;
   const writeBehind = <T>(what: string, write: (items: T[]) => Promise<void>) =>
     new WriteBehind<T>(write, {
       // Read on first use: the config is part of the ports the relay belongs to.
       get delayMs() {
-        return ports().config.writeBehindMs;
+        return deps().config.writeBehindMs;
       },
       maxBatch: MAX_BATCH,
-      onError: (error, items) => ports().logger.error({ err: error instanceof Error ? error.message : String(error), items }, `writing ${what} failed`),
+      onError: (error, items) => deps().logger.error({ err: error instanceof Error ? error.message : String(error), items }, `writing ${what} failed`),
     });
   return {
-    hub: new InvocationHub(input.bus, () => ports().store.db),
+    hub: new InvocationHub(input.bus, () => deps().db),
     routing: new RoutingTable(
-      () => loadRoutes(ports().store.db, ports().config),
-      () => ports().config.routingRefreshMs,
-      (error) => ports().logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'routing refresh failed'),
+      () => loadRoutes(deps().db, deps().config),
+      () => deps().config.routingRefreshMs,
+      (error) => deps().logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'routing refresh failed'),
     ),
     admission: new Admission(),
     live: new Map(),
     authCache: new MachineAuthCache(),
-    workloads: writeBehind('workload records', (rows) => writeWorkloads(ports().store.db, rows)),
-    jtis: writeBehind('replay-fence entries', (rows) => writeJtis(ports().store.db, rows)),
+    workloads: writeBehind('workload records', (rows) => writeWorkloads(deps().db, rows)),
+    jtis: writeBehind('replay-fence entries', (rows) => writeJtis(deps().db, rows)),
   };
 }

@@ -3,7 +3,7 @@ import { apiTokens, workspaces } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Role } from '../../shared/contracts/common.js';
-import type { Actor } from '../context.js';
+import type { Actor } from './principals.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
 import type { TtlCache } from './ttl-cache.js';

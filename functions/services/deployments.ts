@@ -9,7 +9,7 @@ import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
 import { desiredDeployment, reconcileFleet } from '../controller/driver.js';
 import { listDeploymentEvents } from './deployment-events.js';
-import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 export interface DeploymentInput {
   workspaceId: string;
@@ -176,11 +176,11 @@ export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDe
 }
 
 /** One live deployment by name, with its derived status and its recent events; 404 when there is none. */
-export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string } }): Promise<DeploymentDetail> {
+export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; name: string } }): Promise<DeploymentDetail> {
   const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
   const deployment = rows.find((d) => d.name === input.name);
   if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
-  const snapshot = await loadFleetSnapshot(ctx.db, ctx.ports.config, { workspaceId: input.workspaceId });
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
   return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot }), events: events.get(deployment.id) ?? [] };
 }

@@ -3,7 +3,7 @@ import { enrollmentTokens, machineCredentials, machines } from '../store/schema/
 import { ApiError } from '../errors.js';
 import { newId } from '../../shared/ids.js';
 import type { CreateEnrollmentTokenRequest, EnrollmentTokenCreated, EnrollRequest } from '../../shared/contracts/enrollment.js';
-import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
 
 /** Creates a single-use enrollment token; the secret is returned once and only its hash is stored. */
@@ -57,7 +57,7 @@ export async function enrollMachine({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: EnrollRequest;
 }): Promise<{ machineId: string; workspaceId: string; credentialId: string; credentialExpiresAt: Date }> {
   const tokenHash = await hashSecret(input.token);
@@ -98,7 +98,7 @@ export async function enrollMachine({
         id: credentialId,
         machineId,
         publicKey: input.publicKey,
-        expiresAt: sql`now() + make_interval(secs => ${ctx.ports.config.credentialLifetimeMs / 1000})`,
+        expiresAt: sql`now() + make_interval(secs => ${ctx.config.credentialLifetimeMs / 1000})`,
       })
       .returning({ expiresAt: machineCredentials.expiresAt });
     await audit(tx, { workspaceId: token.workspaceId, action: 'machine.enroll', target: machineId, details: { name: input.name, enrollmentTokenId: token.id } });

@@ -2,7 +2,7 @@ import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
 import { assignments, machines, runtimeReports } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
-import type { MachinePrincipal } from '../context.js';
+import type { MachinePrincipal } from './principals.js';
 import { withTransaction, type ServiceCtx } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';

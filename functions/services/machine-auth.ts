@@ -3,8 +3,8 @@ import { machineCredentials, machineJtis, machines } from '../store/schema/index
 import { ApiError } from '../errors.js';
 import { sha256Base64Url } from '../../shared/canonical.js';
 import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
-import type { MachinePrincipal } from '../context.js';
-import type { ServiceCtx } from './service-context.js';
+import type { MachinePrincipal } from './principals.js';
+import type { ServiceCtx, ServicePorts } from './service-context.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
 import { TtlCache } from './ttl-cache.js';
@@ -50,7 +50,7 @@ export async function verifyMachineRequest({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'jtis'>;
   input: { token: string; method: string; path: string; body: string; clusterId: string; cache?: MachineAuthCache };
 }): Promise<MachinePrincipal> {
   const parts = input.token.split('.');
@@ -93,7 +93,7 @@ export async function verifyMachineRequest({
   if (input.cache) {
     if (!input.cache.fence(jti.jti, jti.expiresAt.getTime())) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
     // Recorded for the other instances without holding the request: see MachineAuthCache.
-    ctx.ports.relay.jtis.put(jti.jti, jti);
+    ctx.jtis.put(jti.jti, jti);
   } else {
     const fenced = await ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().returning({ jti: machineJtis.jti });
     if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');

@@ -4,7 +4,7 @@ import { ApiError } from '../errors.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetMachine } from '../fleet/snapshot.js';
-import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 /** The API's view of a machine of the fleet read model. */
 export function machineView(m: FleetMachine): MachineView {
@@ -50,13 +50,13 @@ export function machineView(m: FleetMachine): MachineView {
 }
 
 /** Machines of a workspace as the control plane sees them now (the fleet read model). */
-export async function listMachines({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId?: string } }): Promise<MachineView[]> {
-  const snapshot = await loadFleetSnapshot(ctx.db, ctx.ports.config, input);
+export async function listMachines({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; machineId?: string } }): Promise<MachineView[]> {
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, input);
   return snapshot.machines.map(machineView);
 }
 
 /** One machine of the workspace, or 404. */
-export async function getMachine({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId: string } }): Promise<MachineView> {
+export async function getMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; machineId: string } }): Promise<MachineView> {
   const [view] = await listMachines({ ctx, input });
   if (!view) throw new ApiError('not_found', `machine ${input.machineId} not found`);
   return view;
@@ -76,7 +76,7 @@ async function lockMachine(ctx: ServiceCtx, workspaceId: string, machineId: stri
  * Revokes a machine: its credentials stop verifying at once, its stream lease is dropped and the instance
  * holding its stream is told to close it.
  */
-export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId: string; reason?: string } }): Promise<void> {
+export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus'>; input: { workspaceId: string; machineId: string; reason?: string } }): Promise<void> {
   await withTransaction(ctx, async (tx) => {
     const row = await lockMachine(tx, input.workspaceId, input.machineId);
     if (row.revokedAt) throw new ApiError('conflict', 'the machine is already revoked');
@@ -84,7 +84,7 @@ export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx; input: { 
     await tx.db.delete(streamLeases).where(eq(streamLeases.machineId, input.machineId));
     await audit(tx, { workspaceId: input.workspaceId, action: 'machine.revoke', target: input.machineId, details: { reason: input.reason ?? null } });
   });
-  await ctx.ports.bus.publish(`machine:${input.machineId}`, { type: 'revoked', reason: input.reason ?? 'revoked by an operator' });
+  await ctx.bus.publish(`machine:${input.machineId}`, { type: 'revoked', reason: input.reason ?? 'revoked by an operator' });
 }
 
 /**
@@ -113,7 +113,7 @@ export async function rotateMachineCredential({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: { machineId: string; workspaceId: string; publicKey: { kty: 'OKP'; crv: 'Ed25519'; x: string }; credentialId: string };
 }): Promise<{ credentialId: string; credentialExpiresAt: Date }> {
   return await withTransaction(ctx, async (tx) => {
@@ -123,7 +123,7 @@ export async function rotateMachineCredential({
         id: input.credentialId,
         machineId: input.machineId,
         publicKey: input.publicKey,
-        expiresAt: sql`now() + make_interval(secs => ${ctx.ports.config.credentialLifetimeMs / 1000})`,
+        expiresAt: sql`now() + make_interval(secs => ${ctx.config.credentialLifetimeMs / 1000})`,
       })
       .returning({ expiresAt: machineCredentials.expiresAt });
     await audit(tx, { workspaceId: input.workspaceId, action: 'machine.credential.rotate', target: input.machineId, details: { credentialId: input.credentialId } });

@@ -1,7 +1,7 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { assignments, machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
-import type { ServiceCtx } from './service-context.js';
+import type { ServiceCtx, ServicePorts } from './service-context.js';
 
 /** How long the node has to answer a log request. */
 const LOGS_TIMEOUT_MS = 5_000;
@@ -14,7 +14,7 @@ export async function fetchRuntimeLogs({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
   input: { workspaceId: string; machineId: string; assignmentId: string; lines: number };
 }): Promise<string[]> {
   const [row] = await ctx.db
@@ -30,12 +30,12 @@ export async function fetchRuntimeLogs({
       unsubscribe();
       reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
     }, LOGS_TIMEOUT_MS);
-    const unsubscribe = ctx.ports.bus.subscribe(`logs:${requestId}`, (message) => {
+    const unsubscribe = ctx.bus.subscribe(`logs:${requestId}`, (message) => {
       if (message.type !== 'log-lines') return;
       clearTimeout(timer);
       unsubscribe();
       resolve(message.lines);
     });
-    void ctx.ports.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines });
+    void ctx.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines });
   });
 }

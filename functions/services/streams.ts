@@ -5,16 +5,16 @@ import { SignJWT } from 'jose';
 import { assignments, machines, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { queryRows } from '../store/rows.js';
-import type { ServiceCtx } from './service-context.js';
+import type { ServiceCtx, ServicePorts } from './service-context.js';
 
 /**
  * Records that this instance now holds the machine's stream. The newest connection wins: a reconnecting agent
  * takes over its own lease from a connection that has not noticed it is dead yet.
  */
-export async function attachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
-  const ttl = ctx.ports.config.streamLeaseTtlMs / 1000;
+export async function attachStream({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'instanceId'>; input: { machineId: string; connectionId: string } }): Promise<void> {
+  const ttl = ctx.config.streamLeaseTtlMs / 1000;
   const values = {
-    instanceId: ctx.ports.instanceId,
+    instanceId: ctx.instanceId,
     connectionId: input.connectionId,
     attachedAt: sql`now()`,
     expiresAt: sql`now() + make_interval(secs => ${ttl})`,
@@ -26,8 +26,8 @@ export async function attachStream({ ctx, input }: { ctx: ServiceCtx; input: { m
 }
 
 /** Renews the lease; false when another connection has taken it over (this one must close). */
-export async function renewStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<boolean> {
-  const ttl = ctx.ports.config.streamLeaseTtlMs / 1000;
+export async function renewStream({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+  const ttl = ctx.config.streamLeaseTtlMs / 1000;
   const renewed = await ctx.db
     .update(streamLeases)
     .set({ expiresAt: sql`now() + make_interval(secs => ${ttl})` })
@@ -53,8 +53,8 @@ function withTemplate(spec: Assignment): Assignment {
  * Signs the machine's full desired state (DESIGN.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
  */
-export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
-  const identity = await ctx.ports.identity();
+export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'>; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
+  const identity = await ctx.identity();
   const [machine] = await ctx.db.select({ desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
   if (!machine) throw new ApiError('not_found', 'machine not found');
   if (machine.revokedAt) throw new ApiError('machine_revoked', 'the machine has been revoked');
@@ -65,7 +65,7 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx; input:
     .orderBy(asc(assignments.id));
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
-  const exp = iat + Math.floor(ctx.ports.config.desiredTtlMs / 1000);
+  const exp = iat + Math.floor(ctx.config.desiredTtlMs / 1000);
   const jws = await new SignJWT({ gen: machine.desiredGen, assignments: rows.map((r) => withTemplate(r.spec)) })
     .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
     .setIssuer(identity.clusterId)

@@ -304,6 +304,8 @@ function suite(store: StoreKind) {
         gen: 1,
         activeInvocations: 0,
         queueDepth: 0,
+        warm: false,
+        progress: null,
         restarts: 0,
         message: null,
       };

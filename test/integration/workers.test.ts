@@ -20,7 +20,7 @@ import { newId } from '../../shared/ids.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
 import type { CryptoKey } from 'jose';
-import type { Ports } from '../../functions/context.js';
+import { serviceCtx, type Ports } from '../../functions/context.js';
 import type { Store } from '../../functions/store/db.js';
 import type { ServiceCtx } from '../../functions/services/service-context.js';
 import { describePg, createTestDatabase } from '../helpers/pg.js';
@@ -62,9 +62,9 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
       metrics: createMetrics(),
       instanceId: newId('instance'),
       identity: createIdentityLoader(store.db),
-      relay: createRelay({ bus, ports: () => ports }),
+      relay: createRelay({ bus, deps: () => ({ db: store.db, config: ports.config, logger: ports.logger }) }),
     };
-    ctx = { db: store.db, ports, actor: 'system' };
+    ctx = serviceCtx(ports, 'system');
     const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });
     adminToken = (await createApiToken({ ctx, input: { workspaceId, name: 'workers test admin', role: 'admin' } })).token;
     proxy = await startNeonWsProxy();

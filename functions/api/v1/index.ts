@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, type ModelList } from '../../../shared/contracts/openai.js';
 import type { InferencePath } from '../../../shared/contracts/relay.js';
-import type { AppEnv } from '../../context.js';
+import { serviceCtx, type AppEnv } from '../../context.js';
 import { bodyText, clientGone } from '../../http/node-io.js';
 import { bearer } from '../../http/api-auth.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
@@ -55,7 +55,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: { db: ports.store.db, ports, actor: 'anonymous' }, input: { token, cache: tokens } }).catch((error: unknown) => {
+    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: tokens } }).catch((error: unknown) => {
       // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
       if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
       throw error;

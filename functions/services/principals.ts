@@ -1,0 +1,15 @@
+import type { Role } from '../../shared/contracts/common.js';
+
+/** An authenticated API token holder. */
+export interface Actor {
+  tokenId: string;
+  workspaceId: string;
+  role: Role;
+}
+
+/** An authenticated machine (agent request). */
+export interface MachinePrincipal {
+  machineId: string;
+  workspaceId: string;
+  credentialId: string;
+}
