@@ -8,8 +8,9 @@ import { canonicalize } from '../shared/canonical.js';
 import { collectInventory } from './inventory/index.js';
 import { proxyDispatcher, createSignedClient, readResult, type MachineCredentials } from './link/http.js';
 import { openStreamLink } from './link/stream.js';
+import { unreachableMessage } from './link/reachability.js';
 import { createInvocationRunner } from './link/invocations.js';
-import { verifyDesiredState } from './link/desired.js';
+import { createDesiredIntake, verifyDesiredState } from './link/desired.js';
 import { Supervisor } from './supervisor/supervisor.js';
 import { createAdapters } from './runtimes/simulated.js';
 import {
@@ -52,6 +53,8 @@ export async function enrollAgent(opts: { url: string; token: string; name?: str
     headers: { 'content-type': 'application/json' },
     body: canonicalize({ token: opts.token, name, publicKey: key.publicJwk, inventory, labels: opts.labels ?? {} }),
     dispatcher: proxyDispatcher(),
+  }).catch((error: unknown) => {
+    throw new Error(unreachableMessage(opts.url, error), { cause: error });
   });
   const result = await readResult(response, EnrollResponse);
   if (!result.success) throw new Error(`enrollment failed: ${result.error.code}: ${result.error.message}`);
@@ -78,6 +81,12 @@ export interface RunningAgent {
   stop(): Promise<void>;
 }
 
+/** Shortest spacing of heartbeats sent on a change: a burst of changes (invocations under load) becomes one report. */
+const REPORT_SPACING_MS = 250;
+
+/** How long an open link may take to deliver a generation the control plane announced in a heartbeat reply. */
+const REFETCH_GRACE_MS = 2_000;
+
 /** `lunanexa-agent run`: the dial-out link, the reporter and the supervisor of one machine. */
 export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: boolean; log?: Log }): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
@@ -89,15 +98,22 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
   const client = createSignedClient({ baseUrl: identity.url, credentials: () => credentials, dispatcher });
   const bootId = crypto.randomUUID();
   let seq = 0;
-  let heldGen = await loadHeldGen(stateDir);
+  const initialGen = await loadHeldGen(stateDir);
+  // From here on the wiring is synchronous: the reporter, the runner, the supervisor and the link refer to one
+  // another, and none of them may act before all exist.
   let intervalMs = identity.heartbeatIntervalMs;
   const counters = { desired_rejected_total: 0, stream_malformed_total: 0, stream_connects_total: 0, heartbeat_failures_total: 0 };
   let finish!: (reason: 'stopped' | 'revoked') => void;
   const done = new Promise<'stopped' | 'revoked'>((r) => (finish = r));
+  /** Shutting down: no new desired state or work; heartbeats go on (saying `draining`) until `closed`. */
   let stopping = false;
+  let closed = false;
+  /** The newest generation the control plane announced in a heartbeat reply that made the link refetch. */
+  let refetchedGen = 0;
 
   let reporting: Promise<void> | null = null;
   let reportAgain = false;
+  let lastReportAt = 0;
   const report = (): Promise<void> => {
     if (reporting) {
       reportAgain = true;
@@ -106,30 +122,91 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     reporting = (async () => {
       do {
         reportAgain = false;
+        lastReportAt = Date.now();
         const heartbeat: Heartbeat = {
           machineId: identity!.machineId,
           bootId,
           seq: ++seq,
-          status: 'ready',
-          gen: heldGen,
+          status: supervisor.status(),
+          gen: desired.heldGen(),
           runtimes: supervisor.reports(),
-          warmModels: supervisor.handles().filter((h) => h.state === 'ready').map((h) => h.assignment.model),
+          warmModels: supervisor.warmModels(),
           metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
         };
         const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
-        if (result.success) intervalMs = result.data.heartbeatIntervalMs;
-        else {
+        if (result.success) {
+          intervalMs = result.data.heartbeatIntervalMs;
+          refetchIfBehind(result.data.desiredGen);
+        } else {
           counters.heartbeat_failures_total += 1;
           log('heartbeat rejected', { status: result.status, code: result.error.code });
           if (result.error.code === 'machine_revoked') void shutdown('revoked');
         }
-      } while (reportAgain && !stopping);
+      } while (reportAgain && !closed);
     })().finally(() => (reporting = null));
     return reporting;
   };
 
-  const supervisor = new Supervisor({ adapters: createAdapters(stateDir), onChange: () => void report(), log });
+  let refetchTimer: NodeJS.Timeout | undefined;
+  /**
+   * The control plane holds a newer generation than this agent: its `desired` event was lost, or the link waits
+   * in a backoff. A link in a backoff reconnects at once. An open one gets a moment first, because the heartbeat
+   * reply can beat the event on its way, and a reconnect fails the in-flight invocations of this machine on the
+   * control plane. Refetched once per generation, and not while one is being verified: a state this agent refuses
+   * must not have it reconnect on every heartbeat.
+   */
+  const refetchIfBehind = (announced: number) => {
+    const behind = () => announced > desired.heldGen() && announced > refetchedGen && !desired.busy() && !stopping;
+    const refetch = () => {
+      refetchedGen = announced;
+      link.refetch(`the control plane holds generation ${announced}, this agent ${desired.heldGen()}`);
+    };
+    if (!behind()) return;
+    if (!link.isOpen()) return refetch();
+    if (refetchTimer) return;
+    refetchTimer = setTimeout(() => {
+      refetchTimer = undefined;
+      if (behind()) refetch();
+    }, REFETCH_GRACE_MS);
+  };
+
+  let reportTimer: NodeJS.Timeout | undefined;
+  /** Reports a change at once, but at most every REPORT_SPACING_MS. */
+  const reportSoon = () => {
+    if (reportTimer || closed) return;
+    reportTimer = setTimeout(
+      () => {
+        reportTimer = undefined;
+        void report();
+      },
+      Math.max(0, lastReportAt + REPORT_SPACING_MS - Date.now()),
+    );
+  };
+
+  const invocations = createInvocationRunner({
+    baseUrl: identity.url,
+    dispatcher,
+    signedHeaders: client.signedHeaders,
+    runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
+    onLoadChange: reportSoon,
+    log,
+  });
+
+  const supervisor = new Supervisor({ adapters: createAdapters(stateDir, log), onChange: reportSoon, load: (assignmentId) => invocations.load(assignmentId), log });
   supervisor.start();
+
+  const desired = createDesiredIntake({
+    heldGen: initialGen,
+    verify: (jws, heldGen) => verifyDesiredState({ jws, jwks: identity!.jwks, machineId: identity!.machineId, clusterId: identity!.clusterId, heldGen }),
+    save: (gen) => saveHeldGen(stateDir, gen),
+    apply: (state) => supervisor.apply(state.gen, state.assignments),
+    onRejected: (reason) => {
+      counters.desired_rejected_total += 1;
+      log('desired state rejected', { reason });
+      reportSoon();
+    },
+    log,
+  });
 
   const maybeRotate = async () => {
     const issued = Date.parse(identity!.credentialIssuedAt);
@@ -151,19 +228,11 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
 
   let heartbeatTimer: NodeJS.Timeout | undefined;
   const keepAlive = async () => {
-    if (stopping) return;
+    if (closed) return;
     await report();
-    await maybeRotate().catch((error: unknown) => log('credential rotation failed', { error: String(error) }));
-    if (!stopping) heartbeatTimer = setTimeout(() => void keepAlive(), intervalMs);
+    if (!stopping) await maybeRotate().catch((error: unknown) => log('credential rotation failed', { error: String(error) }));
+    if (!closed) heartbeatTimer = setTimeout(() => void keepAlive(), intervalMs);
   };
-
-  const invocations = createInvocationRunner({
-    baseUrl: identity.url,
-    dispatcher,
-    signedHeaders: client.signedHeaders,
-    runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
-    log,
-  });
 
   const link = openStreamLink({
     baseUrl: identity.url,
@@ -181,18 +250,8 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     onFatal: (status) => log('stream refused', { status }),
     onEvent: (event) => {
       if (event.event === 'desired') {
-        void (async () => {
-          const verdict = await verifyDesiredState({ jws: event.data.jws, jwks: identity!.jwks, machineId: identity!.machineId, clusterId: identity!.clusterId, heldGen });
-          if (!verdict.accepted) {
-            counters.desired_rejected_total += 1;
-            log('desired state rejected', { reason: verdict.reason });
-            void report();
-            return;
-          }
-          if (verdict.desired.gen !== heldGen) await saveHeldGen(stateDir, verdict.desired.gen);
-          heldGen = verdict.desired.gen;
-          supervisor.apply(verdict.desired.gen, verdict.desired.assignments);
-        })();
+        // A stopping agent takes no new state: its runtimes are draining or being left for the next one.
+        if (!stopping) desired.offer(event.data.jws);
       } else if (event.event === 'invoke') {
         invocations.run(event.data);
       } else if (event.event === 'cancel') {
@@ -203,7 +262,7 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
           const path = `/agent/v1/runtimes/${encodeURIComponent(event.data.assignmentId)}/logs`;
           const result = await client.request('POST', path, { requestId: event.data.requestId, lines }, LogUploadAccepted);
           if (!result.success) log('log upload rejected', { code: result.error.code });
-        })();
+        })().catch((error: unknown) => log('log upload failed', { error: error instanceof Error ? error.message : String(error) }));
       } else if (event.event === 'revoked') {
         log('machine revoked', { reason: event.data.reason });
         void shutdown('revoked');
@@ -214,10 +273,22 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
   async function shutdown(reason: 'stopped' | 'revoked') {
     if (stopping) return;
     stopping = true;
+    const revoked = reason === 'revoked';
+    // A revoked machine is cut off at once, and no longer trusted with its desired state: its runtimes stop too.
+    // A stopping one reports `draining` and lets its in-flight invocations finish (bounded), with the link and
+    // the heartbeats still going; the invocations sent meanwhile are refused before any head and retried elsewhere.
+    if (revoked) {
+      closed = true;
+      link.close();
+    }
+    const supervised = supervisor.shutdown({ stopRuntimes: revoked || (opts.stopRuntimesOnExit ?? false), drain: !revoked });
+    if (!revoked) await report();
+    await supervised;
+    closed = true;
     clearTimeout(heartbeatTimer);
+    clearTimeout(reportTimer);
+    clearTimeout(refetchTimer);
     link.close();
-    // A revoked machine is no longer trusted with its desired state: its runtimes stop too.
-    await supervisor.shutdown({ stopRuntimes: reason === 'revoked' || (opts.stopRuntimesOnExit ?? false) });
     await reporting;
     finish(reason);
   }

@@ -1,4 +1,5 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
@@ -24,11 +25,21 @@ const IDENTITY_FILE = 'identity.json';
 const KEY_FILE = 'machine-key.jwk';
 const NEXT_KEY_FILE = 'machine-key.next.jwk';
 
-/** Writes a file atomically (temp + rename) with the given mode. */
-export async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, text, { mode });
-  await rename(temp, path);
+/**
+ * Writes a file atomically (temp + rename) with the given mode. The temporary name is unique per write: two
+ * writes of the same file racing in one process (two desired states a millisecond apart) must not rename each
+ * other's temporary file away.
+ */
+export async function writeFileAtomic(path: string, text: string | Uint8Array, mode = 0o600): Promise<void> {
+  const temp = `${path}.${process.pid}.${randomUUID()}.tmp`;
+  try {
+    await writeFile(temp, text, { mode });
+    await rename(temp, path);
+  } catch (error) {
+    // A full disk or a vanished directory must not leave temporaries behind; the caller gets the cause.
+    await rm(temp, { force: true });
+    throw error;
+  }
 }
 
 export async function ensureStateDir(dir: string): Promise<void> {

@@ -3,7 +3,10 @@ import { StringDecoder } from 'node:string_decoder';
 import { request, type Dispatcher } from 'undici';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { FramesAccepted } from '../../shared/contracts/relay.js';
-import type { RuntimeAdapter, RuntimeHandle, RuntimeResponse } from '../runtimes/adapter.js';
+import type { RuntimeResponse } from '../runtimes/adapter.js';
+import { IDLE, type RuntimeLoad } from '../supervisor/plan.js';
+import { WARM_WINDOW_MS } from '../supervisor/report.js';
+import type { InvokeTarget } from '../supervisor/supervisor.js';
 import { fromRequest, readResult, type SignedClient } from './http.js';
 
 /** Largest frame: bytes beyond it start the next frame. */
@@ -16,8 +19,19 @@ export interface InvocationRunnerOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
   signedHeaders: SignedClient['signedHeaders'];
-  runtime: (assignmentId: string) => { handle: RuntimeHandle; adapter: RuntimeAdapter } | null;
+  /** The runtime an invocation goes to, or why none takes it. */
+  runtime: (assignmentId: string) => InvokeTarget;
+  /** A runtime's queued or active count went from 0 or to 0: worth a report. */
+  onLoadChange: (assignmentId: string) => void;
   log: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/** The invocations in flight on one runtime. */
+interface Tally {
+  queued: number;
+  active: number;
+  lastServedAt: number | null;
+  deadlines: Map<string, number>;
 }
 
 /** Counts generated tokens in OpenAI SSE bytes without parsing them: one `data:` event per token chunk. */
@@ -46,6 +60,51 @@ function* pieces(text: string): Generator<string> {
  */
 export function createInvocationRunner(opts: InvocationRunnerOptions) {
   const running = new Map<string, AbortController>();
+  const tallies = new Map<string, Tally>();
+
+  function tallyOf(assignmentId: string): Tally {
+    let tally = tallies.get(assignmentId);
+    if (tally) return tally;
+    // A runtime served for the first time: the idle tallies that went cold meanwhile say nothing any more
+    // (their runtimes were retired, or report cold either way), so retired assignments do not pile up.
+    const now = Date.now();
+    for (const [id, t] of tallies) if (t.queued + t.active === 0 && (t.lastServedAt === null || now - t.lastServedAt >= WARM_WINDOW_MS)) tallies.delete(id);
+    tallies.set(assignmentId, (tally = { queued: 0, active: 0, lastServedAt: null, deadlines: new Map() }));
+    return tally;
+  }
+
+  function adjust(assignmentId: string, tally: Tally, queued: number, active: number) {
+    const before = [tally.queued > 0, tally.active > 0];
+    tally.queued += queued;
+    tally.active += active;
+    if (before[0] !== tally.queued > 0 || before[1] !== tally.active > 0) opts.onLoadChange(assignmentId);
+  }
+
+  /**
+   * Counts one invocation on its runtime: queued until the runtime's response head arrives, active while the
+   * answer streams. Counted in the same turn the runtime was chosen, so a drain starting next sees it.
+   */
+  function track(invoke: Invoke) {
+    const tally = tallyOf(invoke.assignmentId);
+    let phase: 'queued' | 'active' | 'done' = 'queued';
+    tally.deadlines.set(invoke.invocationId, invoke.deadline);
+    adjust(invoke.assignmentId, tally, 1, 0);
+    return {
+      answered() {
+        if (phase !== 'queued') return;
+        phase = 'active';
+        adjust(invoke.assignmentId, tally, -1, 1);
+      },
+      done() {
+        if (phase === 'done') return;
+        if (phase === 'active') tally.lastServedAt = Date.now();
+        tally.deadlines.delete(invoke.invocationId);
+        adjust(invoke.assignmentId, tally, phase === 'queued' ? -1 : 0, phase === 'active' ? -1 : 0);
+        phase = 'done';
+      },
+    };
+  }
+
   const post = async (path: string, body: string | AsyncIterable<string>) =>
     fromRequest(
       await request(new URL(path, opts.baseUrl), {
@@ -118,12 +177,15 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
 
   type Call = { ok: true; response: RuntimeResponse } | { ok: false; code: string; message: string };
 
-  /** Starts the runtime call at once, so it overlaps with opening the frames upload. */
-  async function callRuntime(invoke: Invoke, signal: AbortSignal): Promise<Call> {
-    const runtime = opts.runtime(invoke.assignmentId);
-    if (!runtime) return { ok: false, code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
+  /**
+   * Starts the runtime call at once, so it overlaps with opening the frames upload. A runtime that takes no
+   * invocation (draining, not ready) is answered with an error frame before any head: the relay retries that on
+   * another replica.
+   */
+  async function callRuntime(invoke: Invoke, target: InvokeTarget, signal: AbortSignal, answered: () => void): Promise<Call> {
+    if (!target.ok) return { ok: false, code: target.code, message: target.message };
     try {
-      const response = await runtime.adapter.invoke(runtime.handle, invoke.path, {
+      const response = await target.adapter.invoke(target.handle, invoke.path, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
@@ -133,6 +195,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         body: invoke.body,
         signal,
       });
+      answered();
       return { ok: true, response };
     } catch {
       return signal.aborted
@@ -197,7 +260,9 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const controller = new AbortController();
       running.set(invoke.invocationId, controller);
       const timer = setTimeout(() => controller.abort('deadline_exceeded'), Math.max(0, invoke.deadline - Date.now()));
-      const calling = callRuntime(invoke, controller.signal);
+      const target = opts.runtime(invoke.assignmentId);
+      const tracked = target.ok ? track(invoke) : null;
+      const calling = callRuntime(invoke, target, controller.signal, () => tracked?.answered());
       // The runtime call is the critical path: its request reaches the socket before the upload is signed and
       // opened (the upload only has to be open by the time the runtime answers).
       const uploading = afterIo().then(() => upload(invoke.invocationId, produce(invoke, controller.signal, calling)));
@@ -210,6 +275,8 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         .finally(() => {
           clearTimeout(timer);
           running.delete(invoke.invocationId);
+          // The upload settled: the runtime's answer was relayed to its end, or the call was aborted.
+          tracked?.done();
         });
     },
     cancel(invocationId: string, reason: string): void {
@@ -218,5 +285,17 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     active(): number {
       return running.size;
     },
+    /** The invocations in flight on one runtime, for its report and its drain. */
+    load(assignmentId: string): RuntimeLoad {
+      const tally = tallies.get(assignmentId);
+      if (!tally) return IDLE;
+      return {
+        queued: tally.queued,
+        active: tally.active,
+        lastServedAt: tally.lastServedAt,
+        latestDeadline: tally.deadlines.size > 0 ? Math.max(...tally.deadlines.values()) : null,
+      };
+    },
   };
 }
+export type InvocationRunner = ReturnType<typeof createInvocationRunner>;

@@ -43,14 +43,18 @@ export function openStreamLink(opts: StreamLinkOptions) {
     if (open && Date.now() - lastByteAt > silence) reconnect('stream went silent');
   }, Math.min(silence, 5_000));
 
-  function reconnect(reason: string) {
+  /** Ends the attempt in progress and connects again: after a backoff, or `now`. */
+  function reconnect(reason: string, now = false) {
     current?.abort();
     current = null;
     open = false;
     if (stopped) return;
     opts.onState('closed', reason);
     clearTimeout(retryTimer);
-    retryTimer = setTimeout(() => void connect(), backoffDelayMs(attempt++, { baseMs: 250, capMs: 30_000 }));
+    if (now) {
+      attempt = 0;
+      void connect();
+    } else retryTimer = setTimeout(() => void connect(), backoffDelayMs(attempt++, { baseMs: 250, capMs: 30_000 }));
   }
 
   function handle(item: SseItem) {
@@ -110,6 +114,17 @@ export function openStreamLink(opts: StreamLinkOptions) {
 
   void connect();
   return {
+    /**
+     * Reconnects at once, without backoff, to be sent the full desired state again: the control plane holds a
+     * newer generation than the one that reached this agent (a `desired` event was lost, or a backoff is running).
+     */
+    refetch(reason: string) {
+      reconnect(reason, true);
+    },
+    /** True while the stream is connected. */
+    isOpen(): boolean {
+      return open;
+    },
     close() {
       stopped = true;
       clearInterval(watchdog);

@@ -11,6 +11,8 @@ export interface RuntimeHandle {
   instanceId: string;
   specHash: string;
   startedAt: string;
+  /** Where the readiness probe asks. */
+  healthPath: string;
 }
 
 /** A runtime's answer: its body is a Node stream, read straight into frames (no web-stream layer on the hot path). */
@@ -20,15 +22,25 @@ export interface RuntimeResponse {
   body: Readable;
 }
 
+/** A runtime found running (after an agent restart) that the supervisor takes over instead of launching another. */
+export interface Adoption {
+  handle: RuntimeHandle;
+  /** False while it is still loading: the supervisor keeps waiting for it, within its start timeout. */
+  ready: boolean;
+}
+
 /**
  * How the supervisor drives one kind of runtime (vLLM, llama.cpp, the simulator...). Every method is
  * idempotent; errors are thrown and turned into a `failed` state by the supervisor.
  */
 export interface RuntimeAdapter {
-  /** Finds a runtime of this assignment that is already running (after an agent restart), to adopt it. */
-  inspect(assignment: Assignment): Promise<RuntimeHandle | null>;
-  /** Gets everything the runtime needs locally (artifacts, digests) before start. */
-  prepare(assignment: Assignment): Promise<void>;
+  /**
+   * Finds this assignment's runtime left running by an earlier agent, to adopt it. One that cannot be adopted
+   * (another spec) is stopped if it is ours, so that launching a new one never runs two.
+   */
+  inspect(assignment: Assignment): Promise<Adoption | null>;
+  /** Gets everything the runtime needs locally (artifacts, digests) before start; stops early when `signal` aborts. */
+  prepare(assignment: Assignment, signal: AbortSignal): Promise<void>;
   start(assignment: Assignment): Promise<RuntimeHandle>;
   /** Readiness probe: true when the runtime serves. */
   ready(handle: RuntimeHandle): Promise<boolean>;
@@ -36,9 +48,11 @@ export interface RuntimeAdapter {
   alive(handle: RuntimeHandle): boolean;
   /** Forwards one inference request to the runtime. */
   invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse>;
-  /** Lets in-flight work finish (bounded), before `stop`. */
-  drain(handle: RuntimeHandle): Promise<void>;
   stop(handle: RuntimeHandle): Promise<void>;
-  /** The bounded tail of the runtime's output. */
-  logs(handle: RuntimeHandle, lines: number): Promise<string[]>;
+  /** The bounded tail of the runtime's output; readable with no process (a crashed runtime's last lines). */
+  logs(assignmentId: string, lines: number): Promise<string[]>;
+  /** Keeps the runtime's output within its bound on disk; the supervisor calls it about every second. */
+  rotateLogs(assignmentId: string): Promise<void>;
+  /** Deletes what is left of a runtime retired for good (its output). */
+  forget(assignmentId: string): Promise<void>;
 }

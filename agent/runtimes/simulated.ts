@@ -39,7 +39,11 @@ function processPlan(assignment: Assignment): LaunchPlan {
   return { command: spec.command, env: spec.env, healthPath: spec.healthPath };
 }
 
-/** The adapters of this agent, by runtime kind. */
-export function createAdapters(stateDir: string): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
-  return { process: new ProcessAdapter(stateDir, processPlan), simulated: new ProcessAdapter(stateDir, simulatedPlan) };
+/**
+ * The adapters of this agent, by runtime kind. Both kinds are processes: one adapter serves them, so a runtime
+ * whose kind changes keeps one record and one log ring.
+ */
+export function createAdapters(stateDir: string, log: (event: string, fields?: Record<string, unknown>) => void): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
+  const adapter = new ProcessAdapter(stateDir, (assignment) => (assignment.runtime.kind === 'simulated' ? simulatedPlan(assignment) : processPlan(assignment)), log);
+  return { process: adapter, simulated: adapter };
 }

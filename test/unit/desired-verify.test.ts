@@ -18,6 +18,8 @@ const ASSIGNMENT: Assignment = {
   artifact: null,
   restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 500 },
   resources: { gpus: 0, memoryMiB: 64 },
+  startup: { timeoutMs: 60_000, probeIntervalMs: 500, failureThreshold: 3 },
+  templateHash: 'a'.repeat(64),
 };
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');

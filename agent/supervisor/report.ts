@@ -1,0 +1,49 @@
+import type { Assignment } from '../../shared/contracts/desired.js';
+import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
+import type { RuntimeLoad } from './plan.js';
+
+/** A runtime that served within this window still has its caches hot. */
+export const WARM_WINDOW_MS = 5 * 60_000;
+
+const LAUNCHING: ReadonlySet<RuntimeState> = new Set(['preparing', 'pulling', 'starting']);
+
+/** What the report of one runtime is made of. */
+export interface RuntimeFacts {
+  assignment: Assignment;
+  state: RuntimeState;
+  gen: number;
+  restarts: number;
+  message: string | null;
+  /** Epoch ms when the launch in progress began (an adopted runtime: when it was started); null when none is. */
+  launchStartedAt: number | null;
+  load: RuntimeLoad;
+}
+
+/** One runtime's report: every field measured, none constant. Pure. */
+export function runtimeReport(facts: RuntimeFacts, now: number): RuntimeReport {
+  const { assignment, state, load } = facts;
+  const launching = LAUNCHING.has(state) && facts.launchStartedAt !== null;
+  return {
+    assignmentId: assignment.assignmentId,
+    deploymentId: assignment.deploymentId,
+    state,
+    gen: facts.gen,
+    activeInvocations: load.active,
+    queueDepth: load.queued,
+    warm: state === 'ready' && (load.active > 0 || (load.lastServedAt !== null && now - load.lastServedAt < WARM_WINDOW_MS)),
+    progress: launching ? { elapsedMs: Math.max(0, now - facts.launchStartedAt!), timeoutMs: assignment.startup.timeoutMs } : null,
+    restarts: facts.restarts,
+    message: facts.message,
+  };
+}
+
+/** `draining` while the agent shuts down, `degraded` while a runtime is failed, else `ready`. Pure. */
+export function machineStatus(shuttingDown: boolean, states: readonly RuntimeState[]): MachineStatus {
+  if (shuttingDown) return 'draining';
+  return states.includes('failed') ? 'degraded' : 'ready';
+}
+
+/** The models loaded in a ready runtime, each once, in a stable order. Pure. */
+export function warmModels(runtimes: ReadonlyArray<{ assignment: Assignment; state: RuntimeState }>): string[] {
+  return [...new Set(runtimes.filter((r) => r.state === 'ready').map((r) => r.assignment.model))].sort();
+}
