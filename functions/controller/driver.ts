@@ -38,6 +38,7 @@ export function assignmentSpec(assignmentId: string, deployment: DeploymentRow):
 export function desiredDeployment(d: DeploymentRow): DesiredDeployment {
   return {
     id: d.id,
+    model: d.model,
     generation: d.generation,
     templateHash: templateHash({ model: d.model, runtime: d.runtime, artifact: d.artifact ?? null, resources: { gpus: d.gpus, memoryMiB: d.memoryMiB } }),
     replicas: d.replicas,
@@ -58,7 +59,16 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
     actions.push(
       ...reconcile({
         deployments: deploymentRows.filter((d) => d.workspaceId === workspaceId).map(desiredDeployment),
-        machines: machines.map((m) => ({ id: m.id, labels: m.labels, liveness: m.liveness, cordoned: m.cordoned, draining: m.draining, inventory: m.inventory })),
+        machines: machines.map((m) => ({
+          id: m.id,
+          labels: m.labels,
+          liveness: m.liveness,
+          cordoned: m.cordoned,
+          draining: m.draining,
+          inventory: m.inventory,
+          warmModels: m.warmModels,
+          load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
+        })),
         assignments: machines.flatMap((m) =>
           m.runtimes
             .filter((r) => r.desired)

@@ -5,6 +5,7 @@ import { placeReplica, type CandidateMachine } from '../scheduler/place.js';
 
 export interface DesiredDeployment {
   id: string;
+  model: string;
   generation: number;
   /** Digest of the replica template (functions/fleet/template.ts): replicas of another template are rolled. */
   templateHash: string;
@@ -23,6 +24,9 @@ export interface ObservedMachine {
   cordoned: boolean;
   draining: boolean;
   inventory: Inventory;
+  warmModels: readonly string[];
+  /** Invocations its runtimes report running or queued. */
+  load: number;
 }
 
 export interface CurrentAssignment {
@@ -151,6 +155,7 @@ export function reconcile(input: {
     for (let missing = toAdd.get(deployment.id) ?? 0; missing > 0; missing--) {
       const decision = placeReplica(candidates, {
         deploymentId: deployment.id,
+        model: deployment.model,
         selector: deployment.selector,
         gpus: deployment.gpus,
         memoryMiB: deployment.memoryMiB,

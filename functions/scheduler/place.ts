@@ -8,6 +8,10 @@ export interface CandidateMachine {
   cordoned: boolean;
   draining: boolean;
   inventory: Inventory;
+  /** Models its agent reports loaded in a ready runtime. */
+  warmModels: readonly string[];
+  /** Invocations its runtimes report running or queued: the machine's observed load. */
+  load: number;
   /** Resources already reserved by this machine's assignments. */
   reserved: { gpus: number; memoryMiB: number; assignments: number };
   /** Deployments already placed here (one replica per machine). */
@@ -16,6 +20,7 @@ export interface CandidateMachine {
 
 export interface PlacementRequest {
   deploymentId: string;
+  model: string;
   selector: Record<string, string>;
   gpus: number;
   memoryMiB: number;
@@ -51,7 +56,8 @@ function rejection(machine: CandidateMachine, request: PlacementRequest): string
 
 /**
  * Filter then score (DESIGN.md section 6): hard requirements first, then the machine with the fewest
- * assignments and most free memory, ties broken by id. The same inputs always give the same decision.
+ * assignments, then one where the model is already warm, then the most free memory, then the lightest
+ * reported load, ties broken by id. The same inputs always give the same decision.
  */
 export function placeReplica(machines: readonly CandidateMachine[], request: PlacementRequest): PlacementDecision {
   const rejected: PlacementDecision['rejected'] = [];
@@ -61,10 +67,13 @@ export function placeReplica(machines: readonly CandidateMachine[], request: Pla
     if (reason) rejected.push({ machineId: machine.id, reason });
     else eligible.push(machine);
   }
+  const warm = (m: CandidateMachine) => (m.warmModels.includes(request.model) ? 0 : 1);
   eligible.sort(
     (a, b) =>
       a.reserved.assignments - b.reserved.assignments ||
+      warm(a) - warm(b) ||
       machineMemoryMiB(b.inventory) - b.reserved.memoryMiB - (machineMemoryMiB(a.inventory) - a.reserved.memoryMiB) ||
+      a.load - b.load ||
       (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
   );
   const [best, ...others] = eligible;

@@ -34,10 +34,13 @@ const machine = (id: string, extra: Partial<ObservedMachine> = {}): ObservedMach
   cordoned: false,
   draining: false,
   inventory: inventory(),
+  warmModels: [],
+  load: 0,
   ...extra,
 });
 const deployment = (extra: Partial<DesiredDeployment> = {}): DesiredDeployment => ({
   id: 'dep_a',
+  model: 'chat',
   generation: 1,
   replicas: 2,
   selector: { sim: 'true' },
@@ -238,10 +241,16 @@ describe('placeReplica scoring', () => {
     deploymentIds: new Set(),
   });
   it('prefers fewer assignments, then more free memory, then the lower id', () => {
-    const request = { deploymentId: 'd', selector: {}, gpus: 0, memoryMiB: 1 };
+    const request = { deploymentId: 'd', model: 'chat', selector: {}, gpus: 0, memoryMiB: 1 };
     expect(placeReplica([candidate('b', 1), candidate('a', 2)], request).machineId).toBe('b');
     expect(placeReplica([candidate('b', 1, 0), candidate('a', 1, 4096)], request).machineId).toBe('b');
     expect(placeReplica([candidate('b', 1), candidate('a', 1)], request).machineId).toBe('a');
+  });
+  it('among equally loaded machines prefers one where the model is warm, then the lighter reported load', () => {
+    const request = { deploymentId: 'd', model: 'chat', selector: {}, gpus: 0, memoryMiB: 1 };
+    expect(placeReplica([candidate('a', 1), { ...candidate('b', 1), warmModels: ['chat'] }], request).machineId).toBe('b');
+    expect(placeReplica([candidate('a', 0), { ...candidate('b', 1), warmModels: ['chat'] }], request).machineId).toBe('a');
+    expect(placeReplica([{ ...candidate('a', 1), load: 9 }, { ...candidate('b', 1), load: 2 }], request).machineId).toBe('b');
   });
   it('uses discrete GPU memory when present and host memory on unified-memory machines', () => {
     const discrete = inventory(1000, 0);
