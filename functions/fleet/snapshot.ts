@@ -1,5 +1,5 @@
 import type { Inventory } from '../../shared/contracts/inventory.js';
-import type { MachineStatus, RuntimeState } from '../../shared/contracts/heartbeat.js';
+import type { MachineStatus, RuntimeState, StartupProgress } from '../../shared/contracts/heartbeat.js';
 import type { MachineLiveness, RuntimeLiveness } from '../../shared/contracts/machine.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { ControlPlaneConfig } from '../config.js';
@@ -39,7 +39,7 @@ export interface FleetRows {
     warm: boolean;
     activeInvocations: number;
     queueDepth: number;
-    progress: { elapsedMs: number; timeoutMs: number } | null;
+    progress: StartupProgress | null;
     restarts: number;
     message: string | null;
     reportedAt: Date;
@@ -68,7 +68,7 @@ export interface FleetRuntime {
   warm: boolean;
   activeInvocations: number;
   queueDepth: number;
-  progress: { elapsedMs: number; timeoutMs: number } | null;
+  progress: StartupProgress | null;
   resources: { gpus: number; memoryMiB: number };
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Labels } from './common.js';
 import { ArtifactPin, RestartPolicy, RuntimeSpec, StartupSpec } from './desired.js';
+import { StartupProgress } from './heartbeat.js';
 
 export const DeploymentName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
 
@@ -68,7 +69,7 @@ export const ReplicaStatus = z.object({
   routable: z.boolean(),
   restarts: z.number().int(),
   message: z.string().nullable(),
-  progress: z.object({ elapsedMs: z.number().int(), timeoutMs: z.number().int() }).nullable(),
+  progress: StartupProgress.nullable(),
 });
 export type ReplicaStatus = z.infer<typeof ReplicaStatus>;
 

@@ -3,6 +3,10 @@ import { z } from 'zod';
 export const RuntimeState = z.enum(['preparing', 'pulling', 'starting', 'ready', 'draining', 'failed', 'stopped']);
 export type RuntimeState = z.infer<typeof RuntimeState>;
 
+/** How long a runtime has been preparing, pulling or starting, against its start timeout. */
+export const StartupProgress = z.object({ elapsedMs: z.number().int().nonnegative(), timeoutMs: z.number().int().positive() });
+export type StartupProgress = z.infer<typeof StartupProgress>;
+
 export const RuntimeReport = z.object({
   assignmentId: z.string().max(64),
   deploymentId: z.string().max(64),
@@ -16,7 +20,7 @@ export const RuntimeReport = z.object({
   /** Ready and served an invocation within the last 5 minutes (caches hot): routing's tie-break prefers it. */
   warm: z.boolean(),
   /** While preparing, pulling or starting: how long it has been at it, against its start timeout. */
-  progress: z.object({ elapsedMs: z.number().int().nonnegative(), timeoutMs: z.number().int().positive() }).nullable(),
+  progress: StartupProgress.nullable(),
   restarts: z.number().int().nonnegative(),
   /** Short operator-facing reason for `failed`; never a payload. */
   message: z.string().max(500).nullable(),

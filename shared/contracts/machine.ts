@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Labels } from './common.js';
 import { Inventory } from './inventory.js';
-import { MachineStatus, RuntimeState } from './heartbeat.js';
+import { MachineStatus, RuntimeState, StartupProgress } from './heartbeat.js';
 
 /** How the control plane sees a machine: derived from heartbeats with the database's clock. */
 export const MachineLiveness = z.enum(['pending', 'ready', 'stale', 'down', 'revoked']);
@@ -29,7 +29,7 @@ export const RuntimeView = z.object({
   warm: z.boolean(),
   activeInvocations: z.number().int(),
   queueDepth: z.number().int(),
-  progress: z.object({ elapsedMs: z.number().int(), timeoutMs: z.number().int() }).nullable(),
+  progress: StartupProgress.nullable(),
 });
 export type RuntimeView = z.infer<typeof RuntimeView>;
 

@@ -1,4 +1,5 @@
 import { boolean, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import type { StartupProgress } from '../../../shared/contracts/heartbeat.js';
 import { machines } from './machines.js';
 
 /** The latest report of each runtime, written by heartbeats only. */
@@ -13,7 +14,7 @@ export const runtimeReports = pgTable(
     activeInvocations: integer('active_invocations').notNull().default(0),
     queueDepth: integer('queue_depth').notNull().default(0),
     warm: boolean('warm').notNull().default(false),
-    progress: jsonb('progress').$type<{ elapsedMs: number; timeoutMs: number } | null>(),
+    progress: jsonb('progress').$type<StartupProgress | null>(),
     restarts: integer('restarts').notNull().default(0),
     message: text('message'),
     reportedAt: timestamp('reported_at', { withTimezone: true }).notNull(),
