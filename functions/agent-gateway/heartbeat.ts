@@ -3,6 +3,7 @@ import { ApiError, parseJsonOr400, parseOr400 } from '../errors.js';
 import { Heartbeat, type HeartbeatResponse } from '../../shared/contracts/heartbeat.js';
 import { recordHeartbeat } from '../services/heartbeats.js';
 import { machineAuth } from '../http/machine-auth.js';
+import { reconcileOnce } from '../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 
 /** POST /agent/v1/heartbeat: the machine's report of itself and its runtimes. */
@@ -19,8 +20,12 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
       throw error;
     }
     ports.metrics.heartbeats.inc({ result: 'ok' });
-    // A runtime became ready, or stopped being, or left the node: route by it now.
-    if (result.runtimesChanged) ports.relay.routing.invalidate();
+    if (result.runtimesChanged) {
+      // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on
+      // now rather than at the next tick, and routing follows at once.
+      await reconcileOnce({ ctx: serviceCtx(ports, 'system') });
+      ports.relay.routing.invalidate();
+    }
     for (const [name, value] of Object.entries(heartbeat.metrics)) ports.metrics.nodeMetric.set({ machine: machine.machineId, name }, value);
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
     return c.json(body);
