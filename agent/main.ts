@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { enrollAgent, jsonLog, runAgent } from './agent.js';
 import { runSimServerCli } from './runtimes/sim-server.js';
@@ -8,18 +9,33 @@ function labelPair(value: string, previous: Record<string, string> = {}): Record
   return { ...previous, [value.slice(0, index)]: value.slice(index + 1) };
 }
 
+/**
+ * The enrollment token from a file, standard input or the environment: never from the command line alone in a
+ * documented install, since argv is visible to every user of the machine.
+ */
+async function enrollmentToken(opts: { token?: string; tokenFile?: string }): Promise<string> {
+  if ((opts.token === undefined) === (opts.tokenFile === undefined)) throw new InvalidArgumentError('give exactly one of --token and --token-file');
+  if (opts.tokenFile !== undefined) return (await readFile(opts.tokenFile, 'utf8')).trim();
+  if (opts.token !== '-') return opts.token!;
+  if (process.env.LUNANEXA_ENROLLMENT_TOKEN) return process.env.LUNANEXA_ENROLLMENT_TOKEN;
+  let text = '';
+  for await (const chunk of process.stdin) text += String(chunk);
+  return text.trim();
+}
+
 const program = new Command('lunanexa-agent').description('LunaNexa node agent: dials out to the control plane; opens no inbound port');
 
 program
   .command('enroll')
   .description('enroll this machine with a single-use enrollment token')
   .requiredOption('--url <url>', 'control plane URL')
-  .requiredOption('--token <token>', 'enrollment token (or - to read it from LUNANEXA_ENROLLMENT_TOKEN)')
+  .option('--token <token>', 'enrollment token; - reads LUNANEXA_ENROLLMENT_TOKEN when set, else standard input')
+  .option('--token-file <path>', 'read the enrollment token from this file')
   .option('--name <name>', 'machine name (defaults to the hostname)')
   .option('--label <key=value>', 'a label to declare (repeatable)', labelPair)
   .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
-  .action(async (opts: { url: string; token: string; name?: string; label?: Record<string, string>; stateDir: string }) => {
-    const token = opts.token === '-' ? (process.env.LUNANEXA_ENROLLMENT_TOKEN ?? '') : opts.token;
+  .action(async (opts: { url: string; token?: string; tokenFile?: string; name?: string; label?: Record<string, string>; stateDir: string }) => {
+    const token = await enrollmentToken(opts);
     const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir, labels: opts.label });
     jsonLog('enrolled', { machineId: identity.machineId, name: identity.name, stateDir: opts.stateDir });
   });

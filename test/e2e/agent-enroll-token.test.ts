@@ -1,0 +1,66 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEnrollmentToken } from '../../functions/services/enrollment.js';
+import { loadIdentity } from '../../agent/state.js';
+import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+
+/** `lunanexa-agent enroll` takes its token from a file, standard input or the environment (DESIGN.md section 10). */
+describe('enrollment token sources', () => {
+  let plane: TestPlane;
+  let dir: string;
+  beforeAll(async () => {
+    plane = await startTestPlane({ store: 'pglite' });
+    dir = await mkdtemp(join(tmpdir(), 'lnx-enroll-'));
+  });
+  afterAll(async () => {
+    await plane?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const token = async (name: string) => (await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: {}, ttlSeconds: 300 } })).token;
+  /** Runs the agent's enroll with `args`, writing `stdin` to it; resolves with its exit code and stderr. */
+  const enroll = (name: string, args: string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv } = {}) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const env = { ...process.env, ...opts.env };
+      if (!opts.env?.LUNANEXA_ENROLLMENT_TOKEN) delete env.LUNANEXA_ENROLLMENT_TOKEN;
+      const child = spawn(process.execPath, ['--import', 'tsx', 'agent/main.ts', 'enroll', '--url', plane.url, '--name', name, '--state-dir', join(dir, name), ...args], { env });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stderr }));
+      child.stdin.end(opts.stdin ?? '');
+    });
+
+  it('reads it from a file', async () => {
+    const file = join(dir, 'token');
+    await writeFile(file, `${await token('from-file')}\n`, { mode: 0o600 });
+    const result = await enroll('from-file', ['--token-file', file]);
+    expect(result.code, result.stderr).toBe(0);
+    expect((await loadIdentity(join(dir, 'from-file')))?.name).toBe('from-file');
+  });
+
+  it('reads it from standard input with --token -', async () => {
+    const result = await enroll('from-stdin', ['--token', '-'], { stdin: `${await token('from-stdin')}\n` });
+    expect(result.code, result.stderr).toBe(0);
+    expect((await loadIdentity(join(dir, 'from-stdin')))?.name).toBe('from-stdin');
+  });
+
+  it('reads it from LUNANEXA_ENROLLMENT_TOKEN with --token -', async () => {
+    const result = await enroll('from-env', ['--token', '-'], { env: { LUNANEXA_ENROLLMENT_TOKEN: await token('from-env') } });
+    expect(result.code, result.stderr).toBe(0);
+    expect((await loadIdentity(join(dir, 'from-env')))?.name).toBe('from-env');
+  });
+
+  it('refuses both or neither source, and a wrong token, with a clear message', async () => {
+    const neither = await enroll('neither', []);
+    expect(neither.code).toBe(1);
+    expect(neither.stderr).toContain('give exactly one of --token and --token-file');
+    const wrong = await enroll('wrong', ['--token', '-'], { stdin: 'enr_not-a-token' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('enrollment failed');
+    expect(await loadIdentity(join(dir, 'wrong'))).toBeNull();
+  });
+});
