@@ -23,7 +23,7 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
     if (result.runtimesChanged) {
       // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on
       // now rather than at the next tick, and routing follows at once.
-      await reconcileOnce({ ctx: serviceCtx(ports, 'system') });
+      await reconcileOnce({ ctx: serviceCtx(ports, 'system'), skipIfBusy: true });
       ports.relay.routing.invalidate();
     }
     for (const [name, value] of Object.entries(heartbeat.metrics)) ports.metrics.nodeMetric.set({ machine: machine.machineId, name }, value);

@@ -87,23 +87,33 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
   return actions;
 }
 
+type ControllerCtx = ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'>;
+
 /**
  * One reconcile pass: reads the fleet read model and the deployments, asks the pure reconciler for actions,
  * applies them in one transaction under an advisory lock (fenced by each machine's generation), then tells the
- * streams. Returns the actions taken; an empty list when another instance held the lock.
+ * streams. Returns the actions taken.
+ *
+ * By default it waits for the lock: an operator's write (a deployment applied, a machine drained) is reconciled
+ * before the API answers. `skipIfBusy` (ticks, heartbeats) returns an empty list at once when another pass holds
+ * it: that pass, or the next tick, reads the same state.
  */
-export async function reconcileOnce({ ctx }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'> }): Promise<ReconcileAction[]> {
-  return (await reconcilePass(ctx)).actions;
+export async function reconcileOnce({ ctx, skipIfBusy = false }: { ctx: ControllerCtx; skipIfBusy?: boolean }): Promise<ReconcileAction[]> {
+  return (await reconcilePass(ctx, skipIfBusy)).actions;
 }
 
-/** A reconcile pass, with the snapshot it read (null when another instance held the lock). */
-async function reconcilePass(ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'>): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
+/** A reconcile pass, with the snapshot it read (null when it skipped a lock another pass held). */
+async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
   const timer = ctx.metrics.reconcileDuration.startTimer();
   const touched = new Set<string>();
   let snapshot: FleetSnapshot | null = null;
   const actions = await withTransaction(ctx, async (tx) => {
-    const [lock] = await queryRows<{ locked: boolean }>(tx.db, sql`select pg_try_advisory_xact_lock(${RECONCILE_LOCK}) as locked`);
-    if (!lock?.locked) return [];
+    if (skipIfBusy) {
+      const [lock] = await queryRows<{ locked: boolean }>(tx.db, sql`select pg_try_advisory_xact_lock(${RECONCILE_LOCK}) as locked`);
+      if (!lock?.locked) return [];
+    } else {
+      await queryRows(tx.db, sql`select pg_advisory_xact_lock(${RECONCILE_LOCK})`);
+    }
     snapshot = await loadFleetSnapshot(tx.db, ctx.config);
     // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
     const deploymentRows = await tx.db.select().from(deployments);
@@ -151,12 +161,12 @@ async function reconcilePass(ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bu
  * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
  * replay fence and refreshes the machine gauges.
  */
-export async function controllerTick({ ctx }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'> }): Promise<void> {
+export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
   const previous = await loadControllerState(ctx.db);
   const resumedAt = nextResumedAt({ ...previous, now, config: ctx.config });
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
-  const { snapshot } = await reconcilePass(ctx);
+  const { snapshot } = await reconcilePass(ctx, true);
   await sweepJtis({ ctx });
   await sweepExpiredPayloads({ ctx });
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };

@@ -1,4 +1,4 @@
-import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, notInArray, sql } from 'drizzle-orm';
 import { assignments, machines, runtimeReports } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
@@ -11,12 +11,14 @@ const EVENT_OF_STATE: Partial<Record<RuntimeReport['state'], DeploymentEventType
 
 /**
  * The deployment events a report implies: a runtime that entered `starting`, `ready` or `failed`, and a
- * draining one the node no longer reports (it stopped: `drained`). Pure.
+ * retired or draining one the node no longer reports (it stopped: `drained`). Pure.
  */
 export function runtimeEvents(input: {
   machine: MachinePrincipal;
   before: ReadonlyArray<{ assignmentId: string; deploymentId: string; state: string }>;
   runtimes: readonly RuntimeReport[];
+  /** Assignments among `before` that left desired state. */
+  retired: ReadonlySet<string>;
 }): NewDeploymentEvent[] {
   const previous = new Map(input.before.map((r) => [r.assignmentId, r.state]));
   const reported = new Set(input.runtimes.map((r) => r.assignmentId));
@@ -33,8 +35,10 @@ export function runtimeEvents(input: {
     const type = EVENT_OF_STATE[r.state];
     if (type && previous.get(r.assignmentId) !== r.state) events.push(event(type, r, r.state === 'failed' ? r.message : null));
   }
-  // Only a runtime that was draining counts as drained: an agent that restarts may briefly report nothing.
-  for (const r of input.before) if (!reported.has(r.assignmentId) && (r.state === 'draining' || r.state === 'stopped')) events.push(event('drained', r, 'stopped on its node'));
+  // Only a retired (or draining) runtime counts as drained: an agent that restarts may briefly report nothing.
+  for (const r of input.before) {
+    if (!reported.has(r.assignmentId) && (input.retired.has(r.assignmentId) || r.state === 'draining' || r.state === 'stopped')) events.push(event('drained', r, 'stopped on its node'));
+  }
   return events;
 }
 
@@ -101,7 +105,14 @@ export async function recordHeartbeat({
         const last = previous.get(r.assignmentId);
         return last?.state !== r.state || last.gen !== r.gen || last.warm !== r.warm;
       });
-    await recordDeploymentEvents(tx.db, runtimeEvents({ machine, before, runtimes: heartbeat.runtimes }));
+    const vanished = before.filter((r) => !assignmentIds.includes(r.assignmentId)).map((r) => r.assignmentId);
+    const retired = vanished.length
+      ? await tx.db
+          .select({ id: assignments.id })
+          .from(assignments)
+          .where(and(inArray(assignments.id, vanished), isNotNull(assignments.removedAt)))
+      : [];
+    await recordDeploymentEvents(tx.db, runtimeEvents({ machine, before, runtimes: heartbeat.runtimes, retired: new Set(retired.map((r) => r.id)) }));
     for (const runtime of heartbeat.runtimes) {
       const values = {
         deploymentId: runtime.deploymentId,
