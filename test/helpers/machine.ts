@@ -6,6 +6,7 @@ import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
+import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { TestPlane } from './plane.js';
 
 export const TEST_INVENTORY: Inventory = {
@@ -70,6 +71,11 @@ export async function enrollTestMachine(plane: TestPlane, name: string, labels: 
   return machine;
 }
 
+/** A well-formed runtime report: nothing running or queued, not warm, no start-up progress. */
+export function runtimeReport(assignmentId: string, deploymentId: string, extra: Partial<RuntimeReport> = {}): RuntimeReport {
+  return { assignmentId, deploymentId, state: 'ready', gen: 1, activeInvocations: 0, queueDepth: 0, warm: false, progress: null, restarts: 0, message: null, ...extra };
+}
+
 /** A well-formed heartbeat body for `machine`. */
 export function heartbeatBody(machine: TestMachine, seq: number, extra: Record<string, unknown> = {}) {
   return { machineId: machine.machineId, bootId: 'boot-test-0001', seq, status: 'ready', gen: 0, runtimes: [], warmModels: [], metrics: {}, ...extra };
@@ -91,7 +97,7 @@ export async function startStartingMachine(plane: TestPlane, name: string, label
       .where(and(eq(assignments.machineId, machine.machineId), isNull(assignments.removedAt)));
     const [row] = await plane.systemCtx.db.select({ desiredGen: machines.desiredGen }).from(machines).where(eq(machines.id, machine.machineId));
     const gen = row?.desiredGen ?? 0;
-    const runtimes = rows.map((r) => ({ assignmentId: r.id, deploymentId: r.deploymentId, state: 'starting', gen, activeInvocations: 0, queueDepth: 0, warm: false, progress: { elapsedMs: 0, timeoutMs: 1_800_000 }, restarts: 0, message: null }));
+    const runtimes = rows.map((r) => runtimeReport(r.id, r.deploymentId, { state: 'starting', gen, progress: { elapsedMs: 0, timeoutMs: 1_800_000 } }));
     const response = await machine.request('POST', '/agent/v1/heartbeat', heartbeatBody(machine, ++seq, { gen, runtimes }));
     if (response.status !== 200) throw new Error(`heartbeat refused: ${response.status} ${await response.text()}`);
   };

@@ -11,7 +11,7 @@ import { assignments, machineCredentials, machines, runtimeReports } from '../..
 import { describePg } from '../helpers/pg.js';
 import { applyTestDeployment } from '../helpers/deployments.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
-import { enrollTestMachine, heartbeatBody, type TestMachine } from '../helpers/machine.js';
+import { enrollTestMachine, heartbeatBody, runtimeReport, type TestMachine } from '../helpers/machine.js';
 
 const HEARTBEAT = '/agent/v1/heartbeat';
 const CREDENTIALS = '/agent/v1/credentials';
@@ -297,18 +297,7 @@ function suite(store: StoreKind) {
         .from(assignments)
         .where(and(eq(assignments.deploymentId, deployment.id), isNull(assignments.removedAt)));
       expect(assignment?.machineId).toBe(b.machineId);
-      const report = {
-        assignmentId: assignment!.id,
-        deploymentId: deployment.id,
-        state: 'ready',
-        gen: 1,
-        activeInvocations: 0,
-        queueDepth: 0,
-        warm: false,
-        progress: null,
-        restarts: 0,
-        message: null,
-      };
+      const report = runtimeReport(assignment!.id, deployment.id);
 
       const before = await snapshot([a.machineId, b.machineId]);
       const stolen = await a.request('POST', HEARTBEAT, heartbeatBody(a, 2, { runtimes: [report] }));

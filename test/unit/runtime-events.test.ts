@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { runtimeEvents } from '../../functions/services/heartbeats.js';
 import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
+import { runtimeReport } from '../helpers/machine.js';
 
 const machine = { machineId: 'mch_1', workspaceId: 'ws_1', credentialId: 'crd_1' };
-const report = (assignmentId: string, state: RuntimeReport['state'], message: string | null = null): RuntimeReport => ({
-  assignmentId,
-  deploymentId: 'dep_a',
-  state,
-  gen: 1,
-  activeInvocations: 0,
-  queueDepth: 0,
-  warm: false,
-  progress: null,
-  restarts: 0,
-  message,
-});
+const report = (assignmentId: string, state: RuntimeReport['state'], message: string | null = null) => runtimeReport(assignmentId, 'dep_a', { state, message });
 const before = (assignmentId: string, state: string) => ({ assignmentId, deploymentId: 'dep_a', state });
 
 describe('deployment events of a heartbeat', () => {
