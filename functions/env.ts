@@ -13,6 +13,11 @@ export const NodeEnv = z.object({
   LUNANEXA_DATA_DIR: z.string().default('.lunanexa'),
   /** When set, the store is this PostgreSQL instead of the embedded one. */
   DATABASE_URL: z.string().url().optional(),
+  /**
+   * Key of runtime secrets, base64 of 32 bytes. Unset on Node: `<data dir>/secret.key`, generated on first
+   * start. Instances sharing one database need the same key.
+   */
+  LUNANEXA_SECRET_KEY: ControlPlaneConfig.shape.secretKey,
   /** Simulated nodes `npm start` launches (0 = none). */
   LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
   /** Overrides of the protocol's timings, for demos and tests. */
@@ -34,5 +39,6 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     runtimeGraceMs: env.LUNANEXA_RUNTIME_GRACE_MS,
     streamKeepAliveMs: env.LUNANEXA_STREAM_KEEPALIVE_MS,
     reconcileIntervalMs: env.LUNANEXA_RECONCILE_INTERVAL_MS,
+    secretKey: env.LUNANEXA_SECRET_KEY,
   });
 }

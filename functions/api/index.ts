@@ -6,6 +6,8 @@ import { registerEnrollmentTokens } from './enrollment-tokens.js';
 import { registerMachines } from './machines.js';
 import { registerWorkloads } from './workloads.js';
 import { registerDeployments } from './deployments.js';
+import { registerRuntimeTemplates } from './runtime-templates.js';
+import { registerRuntimeSecrets } from './runtime-secrets.js';
 
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
 export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
@@ -23,6 +25,8 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   registerMachines(app);
   registerWorkloads(app);
   registerDeployments(app);
+  registerRuntimeTemplates(app);
+  registerRuntimeSecrets(app);
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: { title: 'LunaNexa management API', version: '1' },

@@ -1,7 +1,6 @@
 import { eq, inArray, sql } from 'drizzle-orm';
 import { assignments, deployments, machines } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
-import type { Assignment } from '../../shared/contracts/desired.js';
 import { queryRows, dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
@@ -11,7 +10,10 @@ import { nextResumedAt } from './liveness.js';
 import { reconcile, type DesiredDeployment, type ReconcileAction } from './reconcile.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
-import { templateHash } from '../fleet/template.js';
+import type { TemplateFields } from '../fleet/template.js';
+import { loadRuntimeRegistry } from '../registry/load.js';
+import { EMPTY_REGISTRY, replicaHash, resolveRuntime, type RuntimeRegistry, type SecretEnvRefs } from '../registry/resolve.js';
+import type { StoredAssignment } from '../registry/secret-env.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
 
 /** Advisory lock key that makes one reconciler act at a time across instances. */
@@ -19,9 +21,28 @@ const RECONCILE_LOCK = 0x4c4e5852; // "LNXR"
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
-/** The assignment a deployment's replica runs, as signed into the machine's desired state. */
-export function assignmentSpec(assignmentId: string, deployment: DeploymentRow): Assignment {
-  const fields = { model: deployment.model, runtime: deployment.runtime, artifact: deployment.artifact ?? null, resources: { gpus: deployment.gpus, memoryMiB: deployment.memoryMiB } };
+/** A deployment's replica as the runtime registry resolves it now: what is signed, its secrets, its digest. */
+export interface ReplicaTemplate {
+  fields: TemplateFields;
+  secretEnv: SecretEnvRefs;
+  templateHash: string;
+}
+
+/** The replica template of a deployment, or null when its runtime does not resolve against the registry. */
+export function replicaTemplate(deployment: DeploymentRow, registry: RuntimeRegistry): ReplicaTemplate | null {
+  const resolved = resolveRuntime({ workspaceId: deployment.workspaceId, runtime: deployment.runtime, registry });
+  if (!resolved.ok) return null;
+  const fields = { model: deployment.model, runtime: resolved.value.runtime, artifact: deployment.artifact ?? null, resources: { gpus: deployment.gpus, memoryMiB: deployment.memoryMiB } };
+  return { fields, secretEnv: resolved.value.secretEnv, templateHash: replicaHash(fields, resolved.value.secretEnv) };
+}
+
+/**
+ * The assignment a deployment's replica runs, as stored and (with its secrets decrypted into the environment,
+ * `revealSecretEnv`) signed into the machine's desired state. Only called for deployments that resolve.
+ */
+export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, registry: RuntimeRegistry): StoredAssignment {
+  const replica = replicaTemplate(deployment, registry);
+  if (!replica) throw new Error(`deployment ${deployment.id}'s runtime does not resolve`);
   return {
     assignmentId,
     deploymentId: deployment.id,
@@ -29,18 +50,25 @@ export function assignmentSpec(assignmentId: string, deployment: DeploymentRow):
     deploymentGeneration: deployment.generation,
     restartPolicy: deployment.restartPolicy,
     startup: deployment.startup,
-    ...fields,
-    templateHash: templateHash(fields),
+    ...replica.fields,
+    templateHash: replica.templateHash,
+    ...(Object.keys(replica.secretEnv).length ? { secretEnv: replica.secretEnv } : {}),
   };
 }
 
-/** The pure reconciler's view of one deployment. */
-export function desiredDeployment(d: DeploymentRow): DesiredDeployment {
+/**
+ * The pure reconciler's view of one deployment. Null for a live deployment whose runtime no longer resolves
+ * (the API refuses every change that would cause it, so only a store edited by hand gets there): the
+ * controller then leaves its replicas as they are rather than guess. A deleted one is retired either way.
+ */
+export function desiredDeployment(d: DeploymentRow, registry: RuntimeRegistry): DesiredDeployment | null {
+  const replica = replicaTemplate(d, registry);
+  if (!replica && d.deletedAt === null) return null;
   return {
     id: d.id,
     model: d.model,
     generation: d.generation,
-    templateHash: templateHash({ model: d.model, runtime: d.runtime, artifact: d.artifact ?? null, resources: { gpus: d.gpus, memoryMiB: d.memoryMiB } }),
+    templateHash: replica?.templateHash ?? '',
     replicas: d.replicas,
     selector: d.selector,
     gpus: d.gpus,
@@ -51,14 +79,17 @@ export function desiredDeployment(d: DeploymentRow): DesiredDeployment {
 }
 
 /** Reconciles the snapshot's workspaces one by one (placement never crosses a workspace). Pure. */
-export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly DeploymentRow[]): ReconcileAction[] {
+export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly DeploymentRow[], registry: RuntimeRegistry): ReconcileAction[] {
   const actions: ReconcileAction[] = [];
+  const desired = deploymentRows.map((d) => ({ row: d, desired: desiredDeployment(d, registry) }));
+  // A deployment that does not resolve is left out with its replicas: nothing is placed, rolled or retired.
+  const unresolved = new Set(desired.filter((d) => d.desired === null).map((d) => d.row.id));
   const workspaceIds = [...new Set([...deploymentRows.map((d) => d.workspaceId), ...snapshot.machines.map((m) => m.workspaceId)])].sort();
   for (const workspaceId of workspaceIds) {
     const machines = snapshot.machines.filter((m) => m.workspaceId === workspaceId);
     actions.push(
       ...reconcile({
-        deployments: deploymentRows.filter((d) => d.workspaceId === workspaceId).map(desiredDeployment),
+        deployments: desired.flatMap((d) => (d.row.workspaceId === workspaceId && d.desired ? [d.desired] : [])),
         machines: machines.map((m) => ({
           id: m.id,
           labels: m.labels,
@@ -71,7 +102,7 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
         })),
         assignments: machines.flatMap((m) =>
           m.runtimes
-            .filter((r) => r.desired)
+            .filter((r) => r.desired && !unresolved.has(r.deploymentId))
             .map((r) => ({
               id: r.assignmentId,
               machineId: m.id,
@@ -118,7 +149,9 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
     // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
     const deploymentRows = await tx.db.select().from(deployments);
     const live = deploymentRows.filter((d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)));
-    const all = reconcileFleet(snapshot!, live);
+    // Template rows and secret versions (never values) resolve each deployment's runtime for its assignments.
+    const registry = live.some((d) => d.runtime.kind === 'template') ? await loadRuntimeRegistry(tx.db) : EMPTY_REGISTRY;
+    const all = reconcileFleet(snapshot!, live, registry);
     const deploymentById = new Map(live.map((d) => [d.id, d]));
     const machineById = new Map(snapshot!.machines.map((m) => [m.id, m]));
     const events: NewDeploymentEvent[] = [];
@@ -128,13 +161,13 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
       const sinceGen = machine.desiredGen + 1;
       if (action.type === 'assign') {
         const id = newId('assignment');
-        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId: action.deploymentId, spec: assignmentSpec(id, deploymentById.get(action.deploymentId)!), sinceGen });
+        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId: action.deploymentId, spec: assignmentSpec(id, deploymentById.get(action.deploymentId)!, registry), sinceGen });
         events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'placed', machineId: action.machineId, assignmentId: id, message: `placed on ${machine.name}` });
       } else if (action.type === 'update') {
         // Same template: the running replica stays valid, so it stays routable (its sinceGen is kept).
         await tx.db
           .update(assignments)
-          .set({ spec: assignmentSpec(action.assignmentId, deploymentById.get(action.deploymentId)!) })
+          .set({ spec: assignmentSpec(action.assignmentId, deploymentById.get(action.deploymentId)!, registry) })
           .where(eq(assignments.id, action.assignmentId));
       } else {
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));

@@ -2,20 +2,23 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { canonicalize } from '../../shared/canonical.js';
-import { StartupSpec, type ArtifactPin, type RestartPolicy, type RuntimeSpec } from '../../shared/contracts/desired.js';
-import { RolloutSpec, type DeploymentDetail, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
+import { StartupSpec, type ArtifactPin, type RestartPolicy } from '../../shared/contracts/desired.js';
+import { RolloutSpec, type DeploymentDetail, type DeploymentRuntime, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
 import { ApiError } from '../errors.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
 import { desiredDeployment, reconcileFleet } from '../controller/driver.js';
 import { listDeploymentEvents } from './deployment-events.js';
+import { loadRuntimeRegistry, requireResolvableRuntime } from '../registry/load.js';
+import type { RuntimeRegistry } from '../registry/resolve.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 export interface DeploymentInput {
   workspaceId: string;
   name: string;
   model: string;
-  runtime: RuntimeSpec;
+  /** A registered template with its params and env (checked against the registry here), or the simulator. */
+  runtime: DeploymentRuntime;
   artifact: ArtifactPin | null;
   restartPolicy: RestartPolicy;
   replicas: number;
@@ -76,6 +79,8 @@ export async function listDeployments({ ctx, input }: { ctx: ServiceCtx; input: 
 /**
  * Creates the deployment, or updates it (bumping its generation) when its spec differs; a no-op otherwise.
  * Capacity changes (concurrency, queue) apply at once through routing; spec changes roll the replicas.
+ * A template runtime must resolve against the registry now (400 naming the param, `unknown_template`,
+ * `unknown_secret`); it is stored as given, params and all, and resolved again by the controller.
  */
 export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: DeploymentInput }): Promise<{ id: string; generation: number; changed: boolean }> {
   return await withTransaction(ctx, async (tx) => {
@@ -84,6 +89,7 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       .from(deployments)
       .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)))
       .for('update');
+    await requireResolvableRuntime(tx.db, { workspaceId: input.workspaceId, runtime: input.runtime });
     const spec = {
       model: input.model,
       runtime: input.runtime,
@@ -133,9 +139,9 @@ export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input:
  * starting or failed, the rollout's progress, and (from a dry run of the pure reconciler over the same
  * snapshot) the replicas the scheduler cannot place with its reason for every machine it rejected. Pure.
  */
-export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDeployments: readonly DeploymentRow[]; snapshot: FleetSnapshot }): DeploymentStatus {
-  const { deployment, snapshot } = input;
-  const desired = desiredDeployment(deployment);
+export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDeployments: readonly DeploymentRow[]; snapshot: FleetSnapshot; registry: RuntimeRegistry }): DeploymentStatus {
+  const { deployment, snapshot, registry } = input;
+  const desired = desiredDeployment(deployment, registry);
   const machineName = new Map(snapshot.machines.map((m) => [m.id, m.name]));
   const replicas = snapshot.machines.flatMap((m) =>
     m.runtimes
@@ -145,7 +151,7 @@ export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDe
         machineId: m.id,
         machineName: m.name,
         state: r.state,
-        current: r.desired && r.templateHash === desired.templateHash && !m.draining,
+        current: r.desired && desired !== null && r.templateHash === desired.templateHash && !m.draining,
         desired: r.desired,
         routable: r.routable,
         restarts: r.restarts,
@@ -154,7 +160,7 @@ export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDe
       })),
   );
   const live = replicas.filter((r) => r.desired);
-  const pending = reconcileFleet(snapshot, input.workspaceDeployments).find((a) => a.type === 'pending' && a.deploymentId === deployment.id);
+  const pending = reconcileFleet(snapshot, input.workspaceDeployments, registry).find((a) => a.type === 'pending' && a.deploymentId === deployment.id);
   const updated = live.filter((r) => r.current);
   const retiring = replicas.length - live.length;
   const outdated = live.length - updated.length;
@@ -182,5 +188,6 @@ export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pic
   if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
-  return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot }), events: events.get(deployment.id) ?? [] };
+  const registry = await loadRuntimeRegistry(ctx.db, { workspaceId: input.workspaceId });
+  return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, registry }), events: events.get(deployment.id) ?? [] };
 }

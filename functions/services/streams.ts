@@ -5,6 +5,7 @@ import { SignJWT } from 'jose';
 import { assignments, machines, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { queryRows } from '../store/rows.js';
+import { revealSecretEnv } from '../registry/secret-env.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 
 /**
@@ -55,7 +56,7 @@ function withTemplate(spec: Assignment): Assignment {
  */
 export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'>; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
   const identity = await ctx.identity();
-  const [machine] = await ctx.db.select({ desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
+  const [machine] = await ctx.db.select({ workspaceId: machines.workspaceId, desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
   if (!machine) throw new ApiError('not_found', 'machine not found');
   if (machine.revokedAt) throw new ApiError('machine_revoked', 'the machine has been revoked');
   const rows = await ctx.db
@@ -63,10 +64,12 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<
     .from(assignments)
     .where(and(eq(assignments.machineId, input.machineId), isNull(assignments.removedAt)))
     .orderBy(asc(assignments.id));
+  // Runtime secrets are decrypted into the runtimes that name them here, and only into the signed state.
+  const specs = await revealSecretEnv({ ctx, input: { workspaceId: machine.workspaceId, specs: rows.map((r) => r.spec) } });
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
   const exp = iat + Math.floor(ctx.config.desiredTtlMs / 1000);
-  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: rows.map((r) => withTemplate(r.spec)) })
+  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: specs.map(withTemplate) })
     .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
     .setIssuer(identity.clusterId)
     .setSubject(input.machineId)

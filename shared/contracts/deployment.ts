@@ -1,9 +1,25 @@
 import { z } from 'zod';
 import { Labels } from './common.js';
-import { ArtifactPin, RestartPolicy, RuntimeSpec, StartupSpec } from './desired.js';
+import { ArtifactPin, RestartPolicy, SimulatedRuntime, StartupSpec } from './desired.js';
+import { EnvValue, EnvName, ParamName, TemplateName } from './runtime-template.js';
 import { StartupProgress } from './heartbeat.js';
 
 export const DeploymentName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
+
+/**
+ * What a deployment runs: a registered runtime template with its parameters and environment (operators never
+ * write a command line), or the built-in simulator.
+ */
+export const DeploymentRuntime = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('template'),
+    template: TemplateName,
+    params: z.record(ParamName, z.union([z.string().max(1024), z.number(), z.boolean()])).default({}),
+    env: z.record(EnvName, EnvValue).default({}),
+  }),
+  SimulatedRuntime,
+]);
+export type DeploymentRuntime = z.infer<typeof DeploymentRuntime>;
 
 /**
  * How a changed spec rolls out (as Kubernetes Deployments do): at most `maxSurge` replicas above the desired
@@ -18,7 +34,7 @@ export type RolloutSpec = z.infer<typeof RolloutSpec>;
 /** The declarative spec of a deployment: PUT it, and the controller makes the fleet match. */
 export const DeploymentSpec = z.object({
   model: z.string().min(1).max(256),
-  runtime: RuntimeSpec,
+  runtime: DeploymentRuntime,
   artifact: ArtifactPin.nullable().default(null),
   restartPolicy: RestartPolicy.default(RestartPolicy.parse({})),
   replicas: z.number().int().min(0).max(1024),

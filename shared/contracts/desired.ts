@@ -1,28 +1,38 @@
 import { z } from 'zod';
 
-/** How the agent launches a runtime. `simulated` is the OpenAI-compatible simulator of DESIGN.md section 9. */
-export const RuntimeSpec = z.discriminatedUnion('kind', [
-  z.object({
-    kind: z.literal('process'),
-    /** argv of an OpenAI-compatible server; `{port}` is replaced with the port the agent picked. */
-    command: z.array(z.string().min(1)).min(1).max(256),
-    env: z.record(z.string(), z.string()).default({}),
-    healthPath: z.string().startsWith('/').default('/health'),
-    /** Pin of the runtime itself (image digest or binary hash) as the registry recorded it. */
-    digest: z.string().max(200).nullable().default(null),
-  }),
-  z.object({
-    kind: z.literal('simulated'),
-    model: z.string().min(1).max(200),
-    ttftMs: z.number().nonnegative().default(20),
-    /** 0 = as fast as it can (benchmarks). */
-    tokensPerSecond: z.number().nonnegative().default(200),
-    loadMs: z.number().nonnegative().default(200),
-    memoryMiB: z.number().nonnegative().default(1024),
-    /** Fraction of requests that fail, for fault injection. */
-    failureRate: z.number().min(0).max(1).default(0),
-  }),
-]);
+/** The built-in simulated runtime (DESIGN.md section 9): the agent's own `sim-runtime` subcommand. */
+export const SimulatedRuntime = z.object({
+  kind: z.literal('simulated'),
+  model: z.string().min(1).max(200),
+  ttftMs: z.number().nonnegative().max(600_000).default(20),
+  /** 0 = as fast as it can (benchmarks). */
+  tokensPerSecond: z.number().nonnegative().max(1_000_000).default(200),
+  loadMs: z.number().nonnegative().max(24 * 3600_000).default(200),
+  memoryMiB: z.number().nonnegative().max(16 * 1024 * 1024).default(1024),
+  /** Fraction of requests that fail, for fault injection. */
+  failureRate: z.number().min(0).max(1).default(0),
+});
+export type SimulatedRuntime = z.infer<typeof SimulatedRuntime>;
+
+/**
+ * How the agent launches a runtime, as the control plane resolved it from a registered template: the
+ * template's name, its pinned executable, the argv with the operator's parameters filled in (agent
+ * placeholders such as `{port}` left for the agent), the environment the template allows, and the health path.
+ * The agent's local policy decides whether it runs it at all.
+ */
+export const TemplateRuntime = z.object({
+  kind: z.literal('template'),
+  template: z.string().min(1).max(64),
+  executable: z.string().min(2).max(4096),
+  executableSha256: z.string().regex(/^[0-9a-f]{64}$/),
+  args: z.array(z.string().max(4096)).max(256),
+  env: z.record(z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/), z.string().max(4096)).default({}),
+  healthPath: z.string().startsWith('/').max(200).default('/health'),
+});
+export type TemplateRuntime = z.infer<typeof TemplateRuntime>;
+
+/** What a signed assignment runs. */
+export const RuntimeSpec = z.discriminatedUnion('kind', [TemplateRuntime, SimulatedRuntime]);
 export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
 
 export const RestartPolicy = z.object({

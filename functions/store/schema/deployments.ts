@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import type { ArtifactPin, RestartPolicy, RuntimeSpec, StartupSpec } from '../../../shared/contracts/desired.js';
-import type { RolloutSpec } from '../../../shared/contracts/deployment.js';
+import type { ArtifactPin, RestartPolicy, StartupSpec } from '../../../shared/contracts/desired.js';
+import type { DeploymentRuntime, RolloutSpec } from '../../../shared/contracts/deployment.js';
 import { workspaces } from './workspaces.js';
 
 export const deployments = pgTable(
@@ -11,7 +11,8 @@ export const deployments = pgTable(
     workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
     name: text('name').notNull(),
     model: text('model').notNull(),
-    runtime: jsonb('runtime').$type<RuntimeSpec>().notNull(),
+    /** The template and its params as the operator gave them; the controller resolves them into each assignment. */
+    runtime: jsonb('runtime').$type<DeploymentRuntime>().notNull(),
     artifact: jsonb('artifact').$type<ArtifactPin | null>(),
     restartPolicy: jsonb('restart_policy').$type<RestartPolicy>().notNull(),
     replicas: integer('replicas').notNull(),

@@ -14,3 +14,5 @@ export * from './cluster-settings.js';
 export * from './workloads.js';
 export * from './invocation-payloads.js';
 export * from './deployment-events.js';
+export * from './runtime-templates.js';
+export * from './runtime-secrets.js';

@@ -1,0 +1,52 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { RuntimeSecretPut, RuntimeSecretView, TemplateName } from '../../shared/contracts/runtime-template.js';
+import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../registry/secrets.js';
+import { reconcileOnce } from '../controller/driver.js';
+import { requireRole } from '../http/api-auth.js';
+import { serviceCtx, type AppEnv } from '../context.js';
+import { errorResponses } from './schemas.js';
+
+const list = createRoute({
+  method: 'get',
+  path: '/runtime-secrets',
+  summary: 'List runtime secrets: names and times only, never a value',
+  middleware: [requireRole('viewer')] as const,
+  responses: { 200: { description: 'Runtime secrets', content: { 'application/json': { schema: z.object({ data: z.array(RuntimeSecretView) }) } } }, ...errorResponses(401, 403) },
+});
+
+const put = createRoute({
+  method: 'put',
+  path: '/runtime-secrets/{name}',
+  summary: 'Write a runtime secret (admin, write-only): sealed at rest, delivered only to the runtimes that name it. A new value rolls them',
+  middleware: [requireRole('admin')] as const,
+  request: { params: z.object({ name: TemplateName }), body: { content: { 'application/json': { schema: RuntimeSecretPut } }, required: true } },
+  responses: { 200: { description: 'Written', content: { 'application/json': { schema: RuntimeSecretView } } }, ...errorResponses(400, 401, 403, 413) },
+});
+
+const remove = createRoute({
+  method: 'delete',
+  path: '/runtime-secrets/{name}',
+  summary: 'Remove a runtime secret (admin); refused while a live deployment names it',
+  middleware: [requireRole('admin')] as const,
+  request: { params: z.object({ name: TemplateName }) },
+  responses: { 200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404, 409) },
+});
+
+export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const data = await listRuntimeSecrets({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
+    return c.json({ data }, 200);
+  });
+  app.openapi(put, async (c) => {
+    const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
+    const { view, changed } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value } });
+    // A new value is a new version: the replicas that take it roll onto it.
+    if (changed) await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    return c.json(view, 200);
+  });
+  app.openapi(remove, async (c) => {
+    const name = c.req.valid('param').name;
+    await deleteRuntimeSecret({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name } });
+    return c.json({ name, deleted: true as const }, 200);
+  });
+}

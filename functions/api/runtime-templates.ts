@@ -1,0 +1,65 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { RuntimeTemplateSpec, RuntimeTemplateView, TemplateName } from '../../shared/contracts/runtime-template.js';
+import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../registry/templates.js';
+import { reconcileOnce } from '../controller/driver.js';
+import { requireRole } from '../http/api-auth.js';
+import { serviceCtx, type AppEnv } from '../context.js';
+import { errorResponses } from './schemas.js';
+
+const list = createRoute({
+  method: 'get',
+  path: '/runtime-templates',
+  summary: 'List the runtime templates deployments may run',
+  middleware: [requireRole('viewer')] as const,
+  responses: { 200: { description: 'Runtime templates', content: { 'application/json': { schema: z.object({ data: z.array(RuntimeTemplateView) }) } } }, ...errorResponses(401, 403) },
+});
+
+const get = createRoute({
+  method: 'get',
+  path: '/runtime-templates/{name}',
+  summary: 'One runtime template',
+  middleware: [requireRole('viewer')] as const,
+  request: { params: z.object({ name: TemplateName }) },
+  responses: { 200: { description: 'Runtime template', content: { 'application/json': { schema: RuntimeTemplateView } } }, ...errorResponses(400, 401, 403, 404) },
+});
+
+const put = createRoute({
+  method: 'put',
+  path: '/runtime-templates/{name}',
+  summary: 'Register or replace a runtime template (admin): a pinned executable, typed params, allowed env. A changed template rolls the deployments that use it',
+  middleware: [requireRole('admin')] as const,
+  request: { params: z.object({ name: TemplateName }), body: { content: { 'application/json': { schema: RuntimeTemplateSpec } }, required: true } },
+  responses: { 200: { description: 'Registered', content: { 'application/json': { schema: RuntimeTemplateView } } }, ...errorResponses(400, 401, 403, 409, 413) },
+});
+
+const remove = createRoute({
+  method: 'delete',
+  path: '/runtime-templates/{name}',
+  summary: 'Remove a runtime template (admin); refused while a live deployment uses it',
+  middleware: [requireRole('admin')] as const,
+  request: { params: z.object({ name: TemplateName }) },
+  responses: { 200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404, 409) },
+});
+
+export function registerRuntimeTemplates(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const data = await listRuntimeTemplates({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
+    return c.json({ data }, 200);
+  });
+  app.openapi(get, async (c) => {
+    const view = await getRuntimeTemplate({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    return c.json(view, 200);
+  });
+  app.openapi(put, async (c) => {
+    const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
+    const { view, changed } = await putRuntimeTemplate({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, spec: c.req.valid('json') } });
+    // The deployments that use it resolve to a new template digest: their rollout starts before the answer.
+    if (changed) await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    return c.json(view, 200);
+  });
+  app.openapi(remove, async (c) => {
+    const name = c.req.valid('param').name;
+    await deleteRuntimeTemplate({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name } });
+    return c.json({ name, deleted: true as const }, 200);
+  });
+}

@@ -1,0 +1,23 @@
+import { pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { workspaces } from './workspaces.js';
+
+/**
+ * Runtime secrets (tokens a runtime needs, e.g. HF_TOKEN), sealed with AES-256-GCM under the control plane's
+ * secret key, which is never stored here (functions/registry/secret-box.ts).
+ */
+export const runtimeSecrets = pgTable(
+  'runtime_secrets',
+  {
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    name: text('name').notNull(),
+    /** `v1.<iv>.<tag>.<ciphertext>`, bound to workspace and name. */
+    sealed: text('sealed').notNull(),
+    /** Which key sealed it (a digest of the key): names the mismatch when another key is configured. */
+    keyId: text('key_id').notNull(),
+    /** Changes with the value: the replicas using the secret roll on it; never derived from the value. */
+    version: text('version').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.name] })],
+);
