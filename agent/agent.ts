@@ -12,7 +12,10 @@ import { unreachableMessage } from './link/reachability.js';
 import { createInvocationRunner } from './link/invocations.js';
 import { createDesiredIntake, verifyDesiredState } from './link/desired.js';
 import { Supervisor } from './supervisor/supervisor.js';
-import { createAdapters } from './runtimes/simulated.js';
+import { createAdapters } from './runtimes/adapters.js';
+import { allowsNothing } from './policy.js';
+import { loadPolicy, type LoadedPolicy, type PolicySource } from './policy-file.js';
+import { runtimeUser, type RuntimeUser } from './runtime-user.js';
 import {
   ensureStateDir,
   generateMachineKey,
@@ -23,6 +26,7 @@ import {
   saveHeldGen,
   saveIdentity,
   saveKey,
+  secureStateDir,
   type AgentIdentity,
 } from './state.js';
 
@@ -41,7 +45,7 @@ export const jsonLog: Log = (event, fields = {}) => {
  * `lunanexa-agent enroll`: generates the machine key locally (0600, never sent), collects inventory and trades
  * the single-use enrollment token for a machine identity, pinning the control plane's JWKS.
  */
-export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string; labels?: Record<string, string> }): Promise<AgentIdentity> {
+export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string }): Promise<AgentIdentity> {
   const stateDir = resolve(opts.stateDir);
   if (await loadIdentity(stateDir)) throw new Error(`${stateDir} already holds an enrolled identity`);
   await ensureStateDir(stateDir);
@@ -51,7 +55,10 @@ export async function enrollAgent(opts: { url: string; token: string; name?: str
   const response = await fetch(new URL('/agent/v1/enroll', opts.url), {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: canonicalize({ token: opts.token, name, publicKey: key.publicJwk, inventory, labels: opts.labels ?? {} }),
+    // No labels: a machine does not choose its own (they come with the enrollment token, or from an operator).
+    body: canonicalize({ token: opts.token, name, publicKey: key.publicJwk, inventory }),
+    // The body carries the token: a redirect (307 keeps the body) must never hand it to another server.
+    redirect: 'manual',
     dispatcher: proxyDispatcher(),
   }).catch((error: unknown) => {
     throw new Error(unreachableMessage(opts.url, error), { cause: error });
@@ -87,12 +94,46 @@ const REPORT_SPACING_MS = 250;
 /** How long an open link may take to deliver a generation the control plane announced in a heartbeat reply. */
 const REFETCH_GRACE_MS = 2_000;
 
+/** Says once, at start, what the local policy lets run here and as whom; above all when that is nothing. */
+function logPolicy(log: Log, loaded: LoadedPolicy, root: boolean, user: RuntimeUser | null): void {
+  const { policy } = loaded;
+  log('local policy', {
+    path: loaded.path,
+    found: loaded.found,
+    templates: Object.keys(policy.templates),
+    simulated: policy.simulated,
+    artifactRoots: policy.artifactRoots,
+    runtimeUser: user?.name ?? null,
+  });
+  if (!loaded.found) log('nothing will run on this node', { reason: `no local policy at ${loaded.path}: without one the agent accepts no runtime template and not the simulated runtime` });
+  else if (allowsNothing(policy)) log('nothing will run on this node', { reason: `the local policy ${loaded.path} allows no runtime template and not the simulated runtime` });
+  else if (!user) log('nothing will run on this node', { reason: 'the agent runs as root and the local policy names no runAs user to run runtimes as' });
+  else if (!root) log('runtimes run as this agent\'s own user', { user: user.name, reason: 'not root, the agent cannot switch users: its runtimes can read its state dir and key' });
+}
+
 /** `lunanexa-agent run`: the dial-out link, the reporter and the supervisor of one machine. */
-export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: boolean; log?: Log }): Promise<RunningAgent> {
+export async function runAgent(opts: { stateDir: string; policy: PolicySource; stopRuntimesOnExit?: boolean; log?: Log }): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
   const stateDir = resolve(opts.stateDir);
   let identity = await loadIdentity(stateDir);
   if (!identity) throw new Error(`${stateDir} holds no identity: run \`lunanexa-agent enroll\` first`);
+  const loaded = await loadPolicy(opts.policy);
+  const root = process.getuid?.() === 0;
+  const user = await runtimeUser(loaded.policy, root);
+  const loosened = await secureStateDir(stateDir, user?.ids?.uid ?? null);
+  if (loosened.length > 0) log('state dir made private again', { paths: loosened });
+  logPolicy(log, loaded, root, user);
+  let gpus: Promise<number[]> | undefined;
+  /** Read once, when a runtime first asks for GPUs: a machine without any never waits on nvidia-smi for it. */
+  const gpuIndices = () =>
+    (gpus ??= collectInventory({ agentVersion: AGENT_VERSION }).then(
+      (inventory) => inventory.gpus.map((gpu) => gpu.index),
+      (error: unknown) => {
+        // The launch that asked fails with this error; the next one asks again.
+        gpus = undefined;
+        throw error;
+      },
+    ));
   const dispatcher = proxyDispatcher();
   let credentials: MachineCredentials = { machineId: identity.machineId, clusterId: identity.clusterId, credentialId: identity.credentialId, key: await loadKey(stateDir) };
   const client = createSignedClient({ baseUrl: identity.url, credentials: () => credentials, dispatcher });
@@ -192,7 +233,12 @@ export async function runAgent(opts: { stateDir: string; stopRuntimesOnExit?: bo
     log,
   });
 
-  const supervisor = new Supervisor({ adapters: createAdapters(stateDir, log), onChange: reportSoon, load: (assignmentId) => invocations.load(assignmentId), log });
+  const supervisor = new Supervisor({
+    adapters: createAdapters({ stateDir, policy: loaded.policy, user, gpus: gpuIndices, log }),
+    onChange: reportSoon,
+    load: (assignmentId) => invocations.load(assignmentId),
+    log,
+  });
   supervisor.start();
 
   const desired = createDesiredIntake({

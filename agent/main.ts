@@ -1,13 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { enrollAgent, jsonLog, runAgent } from './agent.js';
+import { DEFAULT_POLICY_PATH } from './policy-file.js';
 import { runSimServerCli } from './runtimes/sim-server.js';
-
-function labelPair(value: string, previous: Record<string, string> = {}): Record<string, string> {
-  const index = value.indexOf('=');
-  if (index <= 0) throw new InvalidArgumentError('labels are key=value');
-  return { ...previous, [value.slice(0, index)]: value.slice(index + 1) };
-}
 
 /**
  * The enrollment token from a file, standard input or the environment: never from the command line alone in a
@@ -32,11 +27,10 @@ program
   .option('--token <token>', 'enrollment token; - reads LUNANEXA_ENROLLMENT_TOKEN when set, else standard input')
   .option('--token-file <path>', 'read the enrollment token from this file')
   .option('--name <name>', 'machine name (defaults to the hostname)')
-  .option('--label <key=value>', 'a label to declare (repeatable)', labelPair)
   .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
-  .action(async (opts: { url: string; token?: string; tokenFile?: string; name?: string; label?: Record<string, string>; stateDir: string }) => {
+  .action(async (opts: { url: string; token?: string; tokenFile?: string; name?: string; stateDir: string }) => {
     const token = await enrollmentToken(opts);
-    const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir, labels: opts.label });
+    const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir });
     jsonLog('enrolled', { machineId: identity.machineId, name: identity.name, stateDir: opts.stateDir });
   });
 
@@ -44,9 +38,13 @@ program
   .command('run')
   .description('connect to the control plane and supervise runtimes')
   .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
+  .option('--policy <path>', `the local policy: what this node runs (default: LUNANEXA_AGENT_POLICY, else ${DEFAULT_POLICY_PATH}; without that file nothing runs)`)
   .option('--stop-runtimes-on-exit', 'stop runtimes when the agent stops (by default they keep running and are re-adopted)')
-  .action(async (opts: { stateDir: string; stopRuntimesOnExit?: boolean }) => {
-    const agent = await runAgent({ stateDir: opts.stateDir, stopRuntimesOnExit: opts.stopRuntimesOnExit });
+  .action(async (opts: { stateDir: string; policy?: string; stopRuntimesOnExit?: boolean }) => {
+    // A file named on purpose must exist; only the default one may be missing (and then nothing runs).
+    const named = opts.policy ?? process.env.LUNANEXA_AGENT_POLICY;
+    const policy = named ? { path: named, required: true } : { path: DEFAULT_POLICY_PATH, required: false };
+    const agent = await runAgent({ stateDir: opts.stateDir, policy, stopRuntimesOnExit: opts.stopRuntimesOnExit });
     // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
     const stop = () => void agent.stop();
     process.on('SIGINT', stop);

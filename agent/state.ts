@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
@@ -42,8 +42,43 @@ export async function writeFileAtomic(path: string, text: string | Uint8Array, m
   }
 }
 
+/** Creates the state dir and its runtimes dir, private to the agent (an existing dir is made private too). */
 export async function ensureStateDir(dir: string): Promise<void> {
   await mkdir(join(dir, 'runtimes'), { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+  await chmod(join(dir, 'runtimes'), 0o700);
+}
+
+/**
+ * Makes the state dir private again before anything runs: the dir and its runtimes dir 0700, the key files and
+ * the identity 0600, whatever a copy, a restore or an older version left (returns the paths it changed). Refuses a
+ * state dir the runtime user owns (a mode keeps nobody out of their own files) and one whose entries are symbolic
+ * links (a mode change would land elsewhere).
+ */
+export async function secureStateDir(dir: string, runtimeUid: number | null): Promise<string[]> {
+  const fixed: string[] = [];
+  const entries: Array<[string, number]> = [
+    [dir, 0o700],
+    [join(dir, 'runtimes'), 0o700],
+    [join(dir, KEY_FILE), 0o600],
+    [join(dir, NEXT_KEY_FILE), 0o600],
+    [join(dir, IDENTITY_FILE), 0o600],
+  ];
+  for (const [path, mode] of entries) {
+    let info;
+    try {
+      info = await lstat(path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw error;
+    }
+    if (info.isSymbolicLink()) throw new Error(`${path} is a symbolic link: the state dir must hold its own files`);
+    if (runtimeUid !== null && info.uid === runtimeUid) throw new Error(`${path} belongs to the runtime user (uid ${runtimeUid}): runtimes could read the machine key`);
+    if ((info.mode & 0o777) === mode) continue;
+    await chmod(path, mode);
+    fixed.push(path);
+  }
+  return fixed;
 }
 
 /** A new Ed25519 key pair, generated locally; only the public half ever leaves the machine. */

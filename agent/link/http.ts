@@ -24,9 +24,16 @@ export interface ResultSource {
 /** Adapts an `undici.request` answer for `readResult`. */
 export const fromRequest = (response: Dispatcher.ResponseData): ResultSource => ({ status: response.statusCode, text: () => response.body.text() });
 
-/** Reads a response into a `LinkResult`, validating success bodies with `schema`. Never throws. */
+/**
+ * Reads a response into a `LinkResult`, validating success bodies with `schema`. A redirect is a failure of its
+ * own: agent requests never follow one (a signed request or an enrollment token must reach no other server).
+ * Never throws.
+ */
 export async function readResult<S extends z.ZodType>(response: ResultSource, schema: S): Promise<LinkResult<z.output<S>>> {
   const text = await response.text();
+  if (response.status >= 300 && response.status < 400) {
+    return failure(response.status, 'redirect_refused', `control plane answered ${response.status} (a redirect): agent requests never follow redirects`);
+  }
   let json: unknown;
   try {
     json = text.length ? JSON.parse(text) : null;
@@ -62,7 +69,8 @@ export function createSignedClient(opts: { baseUrl: string; credentials: () => M
     return headers;
   }
   async function signedInit(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<RequestInit> {
-    return { method, headers: await signedHeaders(method, path, body, extra), body: body.length ? body : undefined, dispatcher: opts.dispatcher };
+    // Never followed: the signed headers and the body are for this control plane only (see readResult).
+    return { method, headers: await signedHeaders(method, path, body, extra), body: body.length ? body : undefined, redirect: 'manual', dispatcher: opts.dispatcher };
   }
   return {
     signedHeaders,

@@ -13,7 +13,21 @@ export interface RuntimeHandle {
   startedAt: string;
   /** Where the readiness probe asks. */
   healthPath: string;
+  /** The GPUs reserved for it (its CUDA_VISIBLE_DEVICES); none when its assignment asks for none. */
+  gpuIndices: number[];
 }
+
+/**
+ * A launch no restart can cure: what the assignment asks for is outside what this node runs (its local policy,
+ * an executable that is not the pinned one). The supervisor reports the runtime failed and does not restart it;
+ * a new assignment (another template) is judged afresh.
+ */
+export class LaunchRefused extends Error {
+  override readonly name = 'LaunchRefused';
+}
+
+/** A refusal by the node's local policy, worded so that an operator reading the runtime's status knows whose. */
+export const refusedByPolicy = (reason: string) => new LaunchRefused(`refused by local policy: ${reason}`);
 
 /** A runtime's answer: its body is a Node stream, read straight into frames (no web-stream layer on the hot path). */
 export interface RuntimeResponse {
@@ -31,15 +45,19 @@ export interface Adoption {
 
 /**
  * How the supervisor drives one kind of runtime (vLLM, llama.cpp, the simulator...). Every method is
- * idempotent; errors are thrown and turned into a `failed` state by the supervisor.
+ * idempotent; errors are thrown and turned into a `failed` state by the supervisor (for good: `LaunchRefused`).
  */
 export interface RuntimeAdapter {
   /**
    * Finds this assignment's runtime left running by an earlier agent, to adopt it. One that cannot be adopted
-   * (another spec) is stopped if it is ours, so that launching a new one never runs two.
+   * (another spec, or one the local policy now refuses) is stopped if it is ours, so that launching a new one never
+   * runs two and a refused one never keeps running.
    */
   inspect(assignment: Assignment): Promise<Adoption | null>;
-  /** Gets everything the runtime needs locally (artifacts, digests) before start; stops early when `signal` aborts. */
+  /**
+   * Judges the assignment against the local policy, then gets everything the runtime needs locally (artifacts,
+   * digests) before start; stops early when `signal` aborts.
+   */
   prepare(assignment: Assignment, signal: AbortSignal): Promise<void>;
   start(assignment: Assignment): Promise<RuntimeHandle>;
   /** Readiness probe: true when the runtime serves. */

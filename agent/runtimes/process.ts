@@ -1,15 +1,18 @@
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { openSync, closeSync, createReadStream } from 'node:fs';
+import { openSync, closeSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { canonicalize, sha256Hex } from '../../shared/canonical.js';
+import { policyRefusal, type AgentPolicy } from '../policy.js';
+import type { RuntimeUser } from '../runtime-user.js';
 import { writeFileAtomic } from '../state.js';
 import { Agent, request, type Dispatcher } from 'undici';
-import type { Adoption, RuntimeAdapter, RuntimeHandle, RuntimeResponse } from './adapter.js';
+import { refusedByPolicy, type Adoption, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
+import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './files.js';
+import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';
 
 const RuntimeRecord = z.object({
@@ -22,13 +25,19 @@ const RuntimeRecord = z.object({
   startedAt: z.string(),
   // Records written before the health path was kept name runtimes that all used the default.
   healthPath: z.string().default('/health'),
+  // Records written before GPUs were reserved name runtimes that held none.
+  gpuIndices: z.array(z.number().int().nonnegative()).default([]),
 });
 
-/** How to launch an assignment: the argv (`{port}` and `{instance}` are filled in at launch), its environment and health path. */
-export interface LaunchPlan {
-  command: string[];
-  env: Record<string, string>;
-  healthPath: string;
+export interface ProcessAdapterOptions {
+  stateDir: string;
+  policy: AgentPolicy;
+  /** Who runtimes run as; null when the agent runs as root and its policy names no one: every launch is refused. */
+  user: RuntimeUser | null;
+  launchSpec: (assignment: Assignment) => LaunchSpec;
+  /** The machine's GPU indices; none by default. */
+  gpus?: () => Promise<number[]>;
+  log: (event: string, fields?: Record<string, unknown>) => void;
 }
 
 /** A free loopback port, picked by the kernel. */
@@ -62,28 +71,45 @@ function groupAlive(pid: number): boolean {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * The `process` adapter: launches an OpenAI-compatible server command (vLLM's, llama.cpp's, the simulator)
- * in its own process group with its output in a file, so that it survives an agent restart and can be
- * re-adopted. State is kept in `<state dir>/runtimes/<assignment>.json`, output in `<assignment>.log` (and its
- * rotated segment `.log.1`).
+ * The process adapter: launches a runtime (a template's executable, the simulator) in its own process group with
+ * its output in a file, so that it survives an agent restart and can be re-adopted. Nothing runs unless the local
+ * policy accepts it: the control plane's signature is necessary, never sufficient. A runtime gets only its
+ * assignment's variables and the agent's own few, runs as the policy's unprivileged user when the agent is root,
+ * and writes its output through a descriptor the agent opened, so it needs no access to the state dir. State is
+ * kept in `<state dir>/runtimes/<assignment>.json`, output in `<assignment>.log` (and its rotated segment `.log.1`).
  */
 export class ProcessAdapter implements RuntimeAdapter {
   private readonly rings = new Map<string, LogRing>();
+  /** GPUs held by the runtimes this adapter launched or adopted, by assignment. */
+  private readonly gpusHeld = new Map<string, number[]>();
 
   /** Runtimes listen on loopback: never through the link's proxy, and with connections kept alive. */
   private readonly http = new Agent({ keepAliveTimeout: 30_000 });
 
-  constructor(
-    protected readonly stateDir: string,
-    private readonly plan: (assignment: Assignment) => LaunchPlan,
-    private readonly log: (event: string, fields?: Record<string, unknown>) => void,
-  ) {}
+  private readonly stateDir: string;
+  private readonly log: ProcessAdapterOptions['log'];
 
+  constructor(private readonly opts: ProcessAdapterOptions) {
+    this.stateDir = opts.stateDir;
+    this.log = opts.log;
+  }
+
+  /** Who the assignment's runtime runs as, once the local policy accepts it; throws the refusal otherwise. */
+  private admit(assignment: Assignment): RuntimeUser {
+    const reason = policyRefusal(this.opts.policy, assignment);
+    if (reason !== null) throw refusedByPolicy(reason);
+    const user = this.opts.user;
+    if (!user) throw refusedByPolicy('the agent runs as root and the policy names no runAs user to run runtimes as');
+    return user;
+  }
+
+  // Encoded, so that no assignment id ('../../etc/x') names a file outside the runtimes dir; the control plane's
+  // ids (letters, digits, '_', '-') are left as they are.
   private recordPath(assignmentId: string) {
-    return join(this.stateDir, 'runtimes', `${assignmentId}.json`);
+    return join(this.stateDir, 'runtimes', `${encodeURIComponent(assignmentId)}.json`);
   }
   private logPath(assignmentId: string) {
-    return join(this.stateDir, 'runtimes', `${assignmentId}.log`);
+    return join(this.stateDir, 'runtimes', `${encodeURIComponent(assignmentId)}.log`);
   }
   /** What a runtime was launched from: one launched from anything else is never adopted for this assignment. */
   private async specHash(assignment: Assignment) {
@@ -118,6 +144,13 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   async inspect(assignment: Assignment): Promise<Adoption | null> {
     const record = await this.readRecord(assignment.assignmentId);
+    try {
+      this.admit(assignment);
+    } catch (refusal) {
+      // A runtime the policy refuses now (it changed since the launch) stops, rather than go on as adopted.
+      if (record) await this.release(record, 'the local policy refuses it');
+      throw refusal;
+    }
     if (!record) return null;
     if (!pidAlive(record.pid)) {
       await rm(this.recordPath(record.assignmentId), { force: true });
@@ -132,7 +165,10 @@ export class ProcessAdapter implements RuntimeAdapter {
           : !(await this.owns(record, health))
             ? 'its pid belongs to another process'
             : null;
-    if (refusal === null) return { handle: record, ready: health.ok };
+    if (refusal === null) {
+      this.gpusHeld.set(record.assignmentId, record.gpuIndices);
+      return { handle: record, ready: health.ok };
+    }
     await this.release(record, refusal, health);
     return null;
   }
@@ -170,34 +206,37 @@ export class ProcessAdapter implements RuntimeAdapter {
   }
 
   async prepare(assignment: Assignment, signal: AbortSignal): Promise<void> {
-    if (assignment.artifact && !assignment.artifact.uri.startsWith('file:')) {
-      // Artifact pulls arrive with the model registry; until then only local pinned files are accepted.
-      throw new Error(`artifact scheme of ${assignment.artifact.uri} is not supported by this agent yet`);
-    }
-    if (assignment.artifact) {
-      // Streamed: model weights can be far larger than the memory the agent should hold.
-      const hash = createHash('sha256');
-      for await (const chunk of createReadStream(new URL(assignment.artifact.uri))) {
-        signal.throwIfAborted();
-        hash.update(chunk as Buffer);
-      }
-      if (hash.digest('hex') !== assignment.artifact.sha256) throw new Error('artifact digest does not match its pin');
-    }
+    this.admit(assignment);
+    if (!assignment.artifact) return;
+    const limits = { maxBytes: this.opts.policy.artifactLimits.maxBytes, maxMs: this.opts.policy.artifactLimits.maxSeconds * 1000 };
+    const { sha256 } = await hashArtifact(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots), limits, signal);
+    if (sha256 !== assignment.artifact.sha256) throw new Error('artifact digest does not match its pin');
   }
 
   async start(assignment: Assignment): Promise<RuntimeHandle> {
+    const user = this.admit(assignment);
     const previous = await this.readRecord(assignment.assignmentId);
     if (previous) await this.release(previous, 'a new runtime is launched in its place');
-    const plan = this.plan(assignment);
+    const spec = this.opts.launchSpec(assignment);
+    if (spec.executableSha256 !== null) {
+      // Checked at every launch: the file may have changed since the last one.
+      const onDisk = await executableDigest(spec.executable);
+      if (onDisk !== spec.executableSha256) throw refusedByPolicy(`${spec.executable} on disk has SHA-256 ${onDisk}, not the pinned ${spec.executableSha256}`);
+    }
+    const modelPath = assignment.artifact ? await artifactPath(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots)) : null;
+    const gpuIndices = await this.reserveGpus(assignment);
     const port = await freePort();
     const instanceId = crypto.randomUUID();
-    const argv = plan.command.map((arg) => arg.replaceAll('{port}', String(port)).replaceAll('{instance}', instanceId));
     const log = openSync(this.logPath(assignment.assignmentId), 'a', 0o600);
     try {
-      const child = spawn(argv[0]!, argv.slice(1), {
+      const args = fillPlaceholders(spec.args, { port: String(port), instance: instanceId, model_path: modelPath, served_name: assignment.model, gpu_indices: gpuIndices.join(',') });
+      // The runtime inherits the log descriptor opened here: it writes its output without any access to the state dir.
+      const child = spawn(spec.executable, args, {
         detached: true,
         stdio: ['ignore', log, log],
-        env: { ...process.env, ...plan.env, PORT: String(port), LUNANEXA_RUNTIME_INSTANCE: instanceId },
+        cwd: spec.cwd,
+        env: runtimeEnv(spec.env, { home: user.home, port, instanceId, gpuIndices }),
+        ...(user.ids ?? {}),
       });
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);
@@ -212,13 +251,29 @@ export class ProcessAdapter implements RuntimeAdapter {
         instanceId,
         specHash: await this.specHash(assignment),
         startedAt: new Date().toISOString(),
-        healthPath: plan.healthPath,
+        healthPath: spec.healthPath,
+        gpuIndices,
       };
       await writeFileAtomic(this.recordPath(assignment.assignmentId), JSON.stringify(handle));
       return handle;
+    } catch (error) {
+      this.gpusHeld.delete(assignment.assignmentId);
+      throw error;
     } finally {
       closeSync(log);
     }
+  }
+
+  /** The GPUs the assignment asks for, reserved at once (two launches in parallel never get the same ones). */
+  private async reserveGpus(assignment: Assignment): Promise<number[]> {
+    const count = assignment.resources.gpus;
+    if (count === 0) return [];
+    const available = this.opts.gpus ? await this.opts.gpus() : [];
+    const held = new Set([...this.gpusHeld].filter(([id]) => id !== assignment.assignmentId).flatMap(([, indices]) => indices));
+    const indices = allocateGpus(available, held, count);
+    if (!indices) throw new Error(`needs ${count} GPUs; ${available.filter((index) => !held.has(index)).length} of ${available.length} are free`);
+    this.gpusHeld.set(assignment.assignmentId, indices);
+    return indices;
   }
 
   private async health(handle: RuntimeHandle): Promise<{ ok: boolean; instanceId?: string }> {
@@ -259,6 +314,7 @@ export class ProcessAdapter implements RuntimeAdapter {
     signal('SIGTERM');
     for (let waited = 0; waited < 5_000 && groupAlive(handle.pid); waited += 50) await sleep(50);
     if (groupAlive(handle.pid)) signal('SIGKILL');
+    this.gpusHeld.delete(handle.assignmentId);
     await rm(this.recordPath(handle.assignmentId), { force: true });
   }
 
@@ -273,6 +329,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   async forget(assignmentId: string): Promise<void> {
     await this.ring(assignmentId).remove();
     this.rings.delete(assignmentId);
+    this.gpusHeld.delete(assignmentId);
     // A runtime that died by itself leaves its record behind.
     await rm(this.recordPath(assignmentId), { force: true });
   }

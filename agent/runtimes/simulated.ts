@@ -1,22 +1,18 @@
-import type { Assignment } from '../../shared/contracts/desired.js';
-import { ProcessAdapter, type LaunchPlan } from './process.js';
-import type { RuntimeAdapter } from './adapter.js';
+import type { SimulatedRuntime } from '../../shared/contracts/desired.js';
+import type { LaunchSpec } from './launch.js';
 
 /**
- * argv that re-runs this very agent (source under tsx, or the bundle) with its `sim-runtime` subcommand, so
- * the simulated runtime is a real separate HTTP server launched through the `process` adapter.
+ * The launch of the built-in simulated runtime: this very agent (source under tsx, or the bundle) re-run with its
+ * `sim-runtime` subcommand, so that the simulator is a real separate HTTP server launched like any runtime. Its
+ * executable is the agent's own, so there is no digest to pin; it runs in the agent's working directory because a
+ * loader the agent was started with (`--import tsx`) is resolved from there.
  */
-function selfCommand(): string[] {
-  return [process.execPath, ...process.execArgv, process.argv[1]!];
-}
-
-/** The launch plan of a `simulated` runtime spec. */
-function simulatedPlan(assignment: Assignment): LaunchPlan {
-  const spec = assignment.runtime;
-  if (spec.kind !== 'simulated') throw new Error('not a simulated runtime');
+export function simulatedLaunch(spec: SimulatedRuntime): LaunchSpec {
   return {
-    command: [
-      ...selfCommand(),
+    executable: process.execPath,
+    args: [
+      ...process.execArgv,
+      process.argv[1]!,
       'sim-runtime',
       '--port', '{port}',
       '--instance-id', '{instance}',
@@ -29,21 +25,7 @@ function simulatedPlan(assignment: Assignment): LaunchPlan {
     ],
     env: {},
     healthPath: '/health',
+    executableSha256: null,
+    cwd: process.cwd(),
   };
-}
-
-/** The launch plan of a `process` runtime spec (an OpenAI-compatible server command such as vLLM's). */
-function processPlan(assignment: Assignment): LaunchPlan {
-  const spec = assignment.runtime;
-  if (spec.kind !== 'process') throw new Error('not a process runtime');
-  return { command: spec.command, env: spec.env, healthPath: spec.healthPath };
-}
-
-/**
- * The adapters of this agent, by runtime kind. Both kinds are processes: one adapter serves them, so a runtime
- * whose kind changes keeps one record and one log ring.
- */
-export function createAdapters(stateDir: string, log: (event: string, fields?: Record<string, unknown>) => void): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
-  const adapter = new ProcessAdapter(stateDir, (assignment) => (assignment.runtime.kind === 'simulated' ? simulatedPlan(assignment) : processPlan(assignment)), log);
-  return { process: adapter, simulated: adapter };
 }

@@ -12,7 +12,7 @@ export interface ManagedView {
   /** True while that work is a launch that has not reached ready yet: it can be aborted at once. */
   launching: boolean;
   restarts: number;
-  /** Epoch ms before which a failed runtime is not restarted. */
+  /** Epoch ms before which a failed runtime is not restarted; null when it is not to be restarted (a refused launch). */
   restartAfter: number | null;
 }
 

@@ -7,6 +7,12 @@ export const WARM_WINDOW_MS = 5 * 60_000;
 
 const LAUNCHING: ReadonlySet<RuntimeState> = new Set(['preparing', 'pulling', 'starting']);
 
+/**
+ * The heartbeat contract's bound on a runtime's message. A longer one (a refusal quoting a 4 KiB path from an
+ * assignment) is cut, never sent whole: the control plane would refuse the heartbeat and the machine would go down.
+ */
+const MAX_MESSAGE = 500;
+
 /** What the report of one runtime is made of. */
 export interface RuntimeFacts {
   assignment: Assignment;
@@ -33,7 +39,7 @@ export function runtimeReport(facts: RuntimeFacts, now: number): RuntimeReport {
     warm: state === 'ready' && (load.active > 0 || (load.lastServedAt !== null && now - load.lastServedAt < WARM_WINDOW_MS)),
     progress: launching ? { elapsedMs: Math.max(0, now - facts.launchStartedAt!), timeoutMs: assignment.startup.timeoutMs } : null,
     restarts: facts.restarts,
-    message: facts.message,
+    message: facts.message !== null && facts.message.length > MAX_MESSAGE ? `${facts.message.slice(0, MAX_MESSAGE - 1)}…` : facts.message,
   };
 }
 

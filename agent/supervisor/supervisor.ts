@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
-import type { RuntimeAdapter, RuntimeHandle } from '../runtimes/adapter.js';
+import { LaunchRefused, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
 import { drainUntil, planSupervision, restartDelayMs, type ManagedView, type RuntimeLoad, type SupervisorAction } from './plan.js';
 import { machineStatus, runtimeReport, warmModels } from './report.js';
 
@@ -195,9 +195,10 @@ export class Supervisor {
     this.opts.onChange();
   }
 
-  private fail(m: Managed, message: string) {
+  /** Marks the runtime failed; a restartable one is restarted by its policy after a backoff, another never (no `restartAfter`). */
+  private fail(m: Managed, message: string, restartable = true) {
     m.handle = null;
-    m.restartAfter = Date.now() + restartDelayMs(m.assignment.restartPolicy, m.restarts);
+    m.restartAfter = restartable ? Date.now() + restartDelayMs(m.assignment.restartPolicy, m.restarts) : null;
     this.set(m, 'failed', message);
   }
 
@@ -296,7 +297,8 @@ export class Supervisor {
 
   private run(m: Managed, work: () => Promise<void>) {
     m.work = work()
-      .catch((error: unknown) => this.fail(m, errorMessage(error)))
+      // A refused launch fails for good: restarting it would only be refused again.
+      .catch((error: unknown) => this.fail(m, errorMessage(error), !(error instanceof LaunchRefused)))
       .finally(() => {
         m.work = null;
         // What is left to do (retire an aborted launch, replace it) need not wait for the next pass.

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { access, mkdir } from 'node:fs/promises';
+import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../services/enrollment.js';
@@ -79,6 +79,17 @@ export interface SimNode {
 }
 
 /**
+ * The local policy of a simulated node: it runs the built-in simulator and nothing else, as `nobody` when the
+ * agent runs as root (a root agent without a run-as user refuses everything). 0600: the agent refuses a policy
+ * that others could rewrite.
+ */
+export async function writeSimPolicy(stateDir: string): Promise<string> {
+  const path = join(stateDir, 'policy.json');
+  await writeFile(path, JSON.stringify({ simulated: true, runAs: { user: 'nobody' } }), { mode: 0o600 });
+  return path;
+}
+
+/**
  * Enrolls (first time only, through the real enrollment path) and runs one simulated node: a separate agent
  * process with its own identity and state dir.
  */
@@ -107,7 +118,7 @@ export async function startSimNode(
     const code = await waitForExit(enroll, 60_000);
     if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
   }
-  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
+  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
 }
 
 /** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */

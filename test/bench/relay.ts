@@ -7,6 +7,7 @@ import { Agent, request } from 'undici';
 import { freePort } from '../../agent/runtimes/process.js';
 import { build } from '../../scripts/build.mjs';
 import { waitFor } from '../helpers/plane.js';
+import { writeSimPolicy } from '../../functions/dev/fleet.js';
 import { createTestDatabase } from '../helpers/pg.js';
 
 /**
@@ -164,7 +165,7 @@ async function main() {
   const stateDir = join(root, 'node');
   const enroll = start([AGENT, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
   await new Promise((r) => enroll.once('exit', r));
-  start([AGENT, 'run', '--state-dir', stateDir, '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
+  start([AGENT, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
   await waitFor(async () => {
     const machines = (await (await api('/api/v1/machines')).json()) as { data: Array<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }> };
     return machines.data.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));

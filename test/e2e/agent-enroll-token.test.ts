@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -52,6 +54,40 @@ describe('enrollment token sources', () => {
     const result = await enroll('from-env', ['--token', '-'], { env: { LUNANEXA_ENROLLMENT_TOKEN: await token('from-env') } });
     expect(result.code, result.stderr).toBe(0);
     expect((await loadIdentity(join(dir, 'from-env')))?.name).toBe('from-env');
+  });
+
+  it('declares no labels of its own: no --label option, no labels in the body', async () => {
+    const refused = await enroll('labelled', ['--token', '-', '--label', 'gpu=h100'], { stdin: 'lnxe_unused' });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("unknown option '--label'");
+    // What the agent posts, as a stand-in control plane sees it.
+    const bodies: unknown[] = [];
+    const capture = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        bodies.push(JSON.parse(body));
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { code: 'invalid_enrollment_token', message: 'no', requestId: 'r' } }));
+      });
+    });
+    await new Promise<void>((resolve) => capture.listen(0, '127.0.0.1', resolve));
+    try {
+      const address = capture.address() as AddressInfo;
+      const result = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', 'agent/main.ts', 'enroll', '--url', `http://127.0.0.1:${address.port}`, '--name', 'captured', '--state-dir', join(dir, 'captured'), '--token', '-'], {
+          env: { ...process.env, LUNANEXA_ENROLLMENT_TOKEN: 'lnxe_captured-token' },
+          stdio: 'ignore',
+        });
+        child.on('error', reject);
+        child.on('close', resolve);
+      });
+      expect(result).toBe(1);
+      expect(bodies).toHaveLength(1);
+      expect(Object.keys(bodies[0] as object).sort()).toEqual(['inventory', 'name', 'publicKey', 'token']);
+    } finally {
+      await new Promise((resolve) => capture.close(resolve));
+    }
   });
 
   it('refuses both or neither source, and a wrong token, with a clear message', async () => {

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,7 +27,10 @@ describe('agent reports', () => {
     plane = await startTestPlane({ store: 'pglite' });
     // Slow enough to watch: loading takes 2 s, and 40 tokens stream for 2 s.
     await seedDemoDeployment(plane, 1, { loadMs: 2_000, memoryMiB: 64 }, { runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 20, loadMs: 2_000, memoryMiB: 64, failureRate: 0 } });
-    node = await startSimNode(plane, 'dgx-reports', join(plane.dataDir, 'nodes'));
+    // The node's local policy allows the simulator (as `nobody` when the agent runs as root).
+    const policy = join(plane.dataDir, 'agent-policy.json');
+    await writeFile(policy, JSON.stringify({ simulated: true, runAs: { user: 'nobody' } }), { mode: 0o644 });
+    node = await startSimNode(plane, 'dgx-reports', join(plane.dataDir, 'nodes'), { env: { LUNANEXA_AGENT_POLICY: policy } });
     machineId = (await waitFor(() => loadIdentity(node.stateDir), { what: 'the identity' })).machineId;
   }, 90_000);
   afterAll(async () => {

@@ -11,7 +11,10 @@ import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { createDesiredIntake, verifyDesiredState } from '../../agent/link/desired.js';
 import { createInvocationRunner, type InvocationRunner } from '../../agent/link/invocations.js';
 import { pidAlive } from '../../agent/runtimes/process.js';
-import { createAdapters } from '../../agent/runtimes/simulated.js';
+import { createAdapters } from '../../agent/runtimes/adapters.js';
+import { executableDigest } from '../../agent/runtimes/files.js';
+import { AgentPolicy } from '../../agent/policy.js';
+import { runtimeUser, type RuntimeUser } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { Supervisor } from '../../agent/supervisor/supervisor.js';
 import { ensureStateDir, loadHeldGen, saveHeldGen } from '../../agent/state.js';
@@ -71,11 +74,13 @@ function fixture(assignmentId: string, o: FixtureOptions): Assignment {
     model: 'fixture-model',
     deploymentGeneration: o.generation ?? 1,
     runtime: {
-      kind: 'process',
-      command: [process.execPath, '-e', RUNTIME, `token=${TOKEN}`, `tag=${o.tag}`, `mode=${o.mode ?? 'serve'}`, `loadMs=${o.loadMs ?? 0}`],
+      kind: 'template',
+      template: 'fixture',
+      executable: process.execPath,
+      executableSha256: nodeSha256,
+      args: ['-e', RUNTIME, `token=${TOKEN}`, `tag=${o.tag}`, `mode=${o.mode ?? 'serve'}`, `loadMs=${o.loadMs ?? 0}`],
       env: {},
       healthPath: '/health',
-      digest: null,
     },
     artifact: null,
     restartPolicy: o.restartPolicy ?? { mode: 'never', maxRestarts: 0, backoffMs: 100 },
@@ -163,6 +168,19 @@ let stateDir: string;
 const logged: Array<{ event: string; fields: Record<string, unknown> }> = [];
 const log = (event: string, fields: Record<string, unknown> = {}) => void logged.push({ event, fields });
 
+/** The fixture runs as the node binary itself, pinned by its real digest, allowed by the local policy. */
+let nodeSha256: string;
+const root = process.getuid?.() === 0;
+// Run as root (CI containers), the agent needs an unprivileged user for its runtimes: `nobody` is on every Linux.
+const policy = AgentPolicy.parse({ templates: { fixture: { executable: process.execPath } }, ...(root ? { runAs: { user: 'nobody' } } : {}) });
+let user: RuntimeUser | null;
+const adapters = () => createAdapters({ stateDir, policy, user, log });
+
+beforeAll(async () => {
+  nodeSha256 = await executableDigest(process.execPath);
+  user = await runtimeUser(policy, root);
+});
+
 beforeEach(async () => {
   stateDir = await mkdtemp(join(tmpdir(), 'lnx-agent-'));
   await ensureStateDir(stateDir);
@@ -182,10 +200,10 @@ afterEach(async () => {
 describe('process adapter: adoption never duplicates a runtime', () => {
   let adapter: RuntimeAdapter;
   beforeEach(() => {
-    adapter = createAdapters(stateDir, log).process;
+    adapter = adapters().template;
   });
   /** The adapter of an agent started again on the same state dir. */
-  const restarted = () => createAdapters(stateDir, log).process;
+  const restarted = () => adapters().template;
 
   it('adopts its own runtime left running with the same template', async () => {
     const v1 = fixture('asg_a', { tag: 'v1' });
@@ -224,7 +242,7 @@ describe('process adapter: adoption never duplicates a runtime', () => {
     const stranger = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e6)', `token=${TOKEN}`, 'tag=stranger'], { detached: true, stdio: 'ignore' });
     await new Promise((resolve) => stranger.once('spawn', resolve));
     const v1 = fixture('asg_a', { tag: 'v1' });
-    const record = { assignmentId: 'asg_a', pid: stranger.pid!, port: 1, baseUrl: 'http://127.0.0.1:1', instanceId: randomUUID(), specHash: 'x', startedAt: new Date().toISOString(), healthPath: '/health' };
+    const record = { assignmentId: 'asg_a', pid: stranger.pid!, port: 1, baseUrl: 'http://127.0.0.1:1', instanceId: randomUUID(), specHash: 'x', startedAt: new Date().toISOString(), healthPath: '/health', gpuIndices: [] };
     await writeFile(join(stateDir, 'runtimes', 'asg_a.json'), JSON.stringify(record));
     expect(await restarted().inspect(v1)).toBeNull();
     expect(pidAlive(stranger.pid!)).toBe(true);
@@ -272,7 +290,7 @@ describe('supervisor with real runtimes', () => {
       log,
     });
     supervisor = new Supervisor({
-      adapters: createAdapters(stateDir, log),
+      adapters: adapters(),
       onChange: () => void (changes += 1),
       load: (assignmentId) => runner.load(assignmentId),
       log,
@@ -414,7 +432,7 @@ describe('supervisor with real runtimes', () => {
     const pids = [...(await fixtures()).keys()].sort();
     expect(pids).toHaveLength(2);
 
-    const next = new Supervisor({ adapters: createAdapters(stateDir, log), onChange: () => {}, load: (id) => runner.load(id), log, checkIntervalMs: 50 });
+    const next = new Supervisor({ adapters: adapters(), onChange: () => {}, load: (id) => runner.load(id), log, checkIntervalMs: 50 });
     next.start();
     try {
       next.apply(2, [fixture('asg_a', { tag: 'v1', generation: 2 }), fixture('asg_b', { tag: 'slow', loadMs: 1_500 })]);

@@ -94,7 +94,7 @@ describe('planSupervision', () => {
   });
 
   it('replaces an idle runtime only when its template changed', () => {
-    const changed = assignment('a', { templateHash: 'template-2', runtime: { kind: 'process', command: ['serve'], env: {}, healthPath: '/health', digest: null } });
+    const changed = assignment('a', { templateHash: 'template-2', runtime: { kind: 'template', template: 'serve', executable: '/usr/bin/serve', executableSha256: 'a'.repeat(64), args: [], env: {}, healthPath: '/health' } });
     for (const state of STATES) expect(plan([changed], [managed('a', { state })])).toEqual([{ type: 'replace', assignment: changed }]);
     // The generation moving with it changes nothing: the template decides.
     const both = assignment('a', { templateHash: 'template-2', deploymentGeneration: 3 });

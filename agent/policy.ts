@@ -1,0 +1,101 @@
+import { posix } from 'node:path';
+import { z } from 'zod';
+import type { Assignment } from '../shared/contracts/desired.js';
+import { EnvName, TemplateName } from '../shared/contracts/runtime-template.js';
+
+/**
+ * Variables the agent sets for every runtime itself: a policy cannot let an assignment set them, so that no
+ * assignment redirects a runtime's binaries (PATH), its port or its GPUs.
+ */
+export const AGENT_SET_ENV: readonly string[] = ['PATH', 'HOME', 'PORT', 'LUNANEXA_RUNTIME_INSTANCE', 'CUDA_VISIBLE_DEVICES'];
+
+const AbsolutePath = z
+  .string()
+  .regex(/^\/[^\0]{0,4095}$/, 'an absolute path')
+  .refine((path) => posix.normalize(path) === path && (path === '/' || !path.endsWith('/')), 'a normalized path (no "..", "." or trailing slash)');
+
+/** A template this node accepts: the executable it must be, optionally its pinned digest, the variables it may receive. */
+const TemplatePolicy = z
+  .object({
+    executable: AbsolutePath,
+    /** When set, the control plane's template must pin this very digest. */
+    sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    env: z.array(EnvName.refine((name) => !AGENT_SET_ENV.includes(name), 'set by the agent itself')).max(64).default([]),
+  })
+  .strict();
+
+/**
+ * The node's local policy (`/etc/lunanexa/agent.json` by default), written by whoever administers the machine:
+ * the control plane's signature says an assignment comes from the control plane, this file says whether this node
+ * runs it. Unknown keys are errors, so that a misspelt setting never passes for a missing one.
+ */
+export const AgentPolicy = z
+  .object({
+    /** Accepted templates, by name. */
+    templates: z.record(TemplateName, TemplatePolicy).default({}),
+    /** Whether the built-in simulated runtime (`lunanexa-agent sim-runtime`) may run. */
+    simulated: z.boolean().default(false),
+    /** Directories artifacts must resolve into (after every symbolic link). `/` is not one: it holds /etc/shadow and /dev. */
+    artifactRoots: z.array(AbsolutePath.refine((path) => path !== '/', 'not the root directory')).max(64).default([]),
+    /** Who runtimes run as when the agent runs as root (which it must, for runtimes not to read its key). */
+    runAs: z
+      .object({
+        user: z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a user name'),
+        /** Defaults to the user's primary group. */
+        group: z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a group name').optional(),
+      })
+      .strict()
+      .optional(),
+    /** Bounds of the agent's own reads of an artifact (to verify its digest). */
+    artifactLimits: z
+      .object({
+        maxBytes: z.number().int().positive().default(256 * 1024 ** 3),
+        maxSeconds: z.number().positive().default(3600),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+export type AgentPolicy = z.infer<typeof AgentPolicy>;
+
+/** What a node runs without a policy file: nothing. */
+export const DENY_ALL: AgentPolicy = AgentPolicy.parse({});
+
+/** True when the policy lets no runtime at all run. */
+export function allowsNothing(policy: AgentPolicy): boolean {
+  return !policy.simulated && Object.keys(policy.templates).length === 0;
+}
+
+/**
+ * Why the local policy refuses what an assignment runs, or null when it accepts it. Pure: the checks that need the
+ * disk (the executable's digest, where the artifact really is) are made at launch with `insideRoots`.
+ */
+export function policyRefusal(policy: AgentPolicy, assignment: Assignment): string | null {
+  const runtime = assignment.runtime;
+  if (runtime.kind === 'simulated') {
+    if (!policy.simulated) return 'the built-in simulated runtime is not allowed';
+  } else {
+    // Own keys only: a template named "constructor" must not find Object.prototype's.
+    const allowed = Object.hasOwn(policy.templates, runtime.template) ? policy.templates[runtime.template] : undefined;
+    if (!allowed) return `template "${runtime.template}" is not allowed`;
+    if (runtime.executable !== allowed.executable) return `template "${runtime.template}" must run ${allowed.executable}, not ${runtime.executable}`;
+    if (allowed.sha256 !== undefined && allowed.sha256 !== runtime.executableSha256) {
+      return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${allowed.sha256} of the local policy`;
+    }
+    const refused = Object.keys(runtime.env)
+      .sort()
+      .find((name) => !allowed.env.includes(name));
+    if (refused !== undefined) return `template "${runtime.template}" may not set environment variable ${refused}`;
+  }
+  const artifact = assignment.artifact;
+  if (artifact) {
+    if (!artifact.uri.startsWith('file:')) return `artifact ${artifact.uri}: only file: URIs are supported`;
+    if (policy.artifactRoots.length === 0) return 'no artifact root is allowed';
+  }
+  return null;
+}
+
+/** Whether `path` (already resolved, symbolic links included) lies in one of `roots` (resolved too). Pure. */
+export function insideRoots(roots: readonly string[], path: string): boolean {
+  return roots.some((root) => path === root || path.startsWith(root === '/' ? root : `${root}/`));
+}

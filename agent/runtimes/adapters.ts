@@ -1,0 +1,29 @@
+import type { Assignment } from '../../shared/contracts/desired.js';
+import type { AgentPolicy } from '../policy.js';
+import type { RuntimeUser } from '../runtime-user.js';
+import type { RuntimeAdapter } from './adapter.js';
+import { ProcessAdapter } from './process.js';
+import { simulatedLaunch } from './simulated.js';
+import { templateLaunch } from './template.js';
+
+export interface AdaptersOptions {
+  stateDir: string;
+  policy: AgentPolicy;
+  /** Who runtimes run as; null when the agent runs as root and its policy names no one (nothing runs). */
+  user: RuntimeUser | null;
+  /** The machine's GPU indices (from its inventory). */
+  gpus?: () => Promise<number[]>;
+  log: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/**
+ * The adapters of this agent, by runtime kind. Both kinds are processes: one adapter serves them, so a runtime
+ * whose kind changes keeps one record and one log ring.
+ */
+export function createAdapters(opts: AdaptersOptions): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
+  const adapter = new ProcessAdapter({
+    ...opts,
+    launchSpec: (assignment) => (assignment.runtime.kind === 'simulated' ? simulatedLaunch(assignment.runtime) : templateLaunch(assignment.runtime)),
+  });
+  return { template: adapter, simulated: adapter };
+}
