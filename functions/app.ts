@@ -7,6 +7,9 @@ import { agentGateway } from './agent-gateway/index.js';
 import { inferenceApi } from './api/v1/index.js';
 import { handleOpenAIError, OpenAIError } from './api/v1/errors.js';
 import { isMigrated } from './store/migration-status.js';
+import { securityHeaders } from './http/security-headers.js';
+import { urlGuard } from './http/url-guard.js';
+import { registerMetrics } from './http/metrics-route.js';
 
 /** Composes every surface over the given ports. Does no I/O at import time or here. */
 export function newApp(ports: Ports): Hono<AppEnv> {
@@ -16,6 +19,9 @@ export function newApp(ports: Ports): Hono<AppEnv> {
     c.set('ports', ports);
     await next();
   });
+  // First around every other handler, so that errors and 404s carry the headers too.
+  app.use('*', securityHeaders);
+  app.use('*', urlGuard);
   app.onError((error, c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(error, c) : handleError(error, c)));
   app.notFound((c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(new OpenAIError(404, 'invalid_request_error', 'unknown_url', `Unknown request URL: ${c.req.method} ${c.req.path}`), c) : notFound(c)));
 
@@ -24,12 +30,9 @@ export function newApp(ports: Ports): Hono<AppEnv> {
     const migrated = await isMigrated(ports.store.db);
     return c.json({ status: migrated ? 'ready' : 'not_ready', store: ports.store.kind, migrated }, migrated ? 200 : 503);
   });
-  app.get('/metrics', async (c) => {
-    c.header('Content-Type', ports.metrics.registry.contentType);
-    return c.body(await ports.metrics.registry.metrics());
-  });
+  registerMetrics(app, ports);
   app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
-  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
+  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes, ports.config.frameLineMaxBytes));
   app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
   return app;
 }

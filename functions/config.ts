@@ -48,6 +48,23 @@ export const ControlPlaneConfig = z.object({
   writeBehindMs: z.number().int().nonnegative().max(1_000).default(25),
   /** Deadline of an inference request that names none. */
   defaultDeadlineMs: z.number().int().positive().default(10 * 60_000),
+  /**
+   * The furthest deadline an inference request gets: one further ahead is clamped to it, one more than a day
+   * past it is refused (docs/security.md, bounds). Under 2^31 ms, so that every timer holds it.
+   */
+  maxDeadlineMs: z.number().int().positive().max(2 ** 31 - 1).default(3_600_000),
+  /** Largest single NDJSON line of a frames upload; a longer one is refused as soon as it passes this. */
+  frameLineMaxBytes: z.number().int().positive().default(1024 * 1024),
+  /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
+  metricsPublic: z.boolean().default(false),
+  /**
+   * AES-256-GCM key of runtime secrets, base64 of 32 bytes (LUNANEXA_SECRET_KEY; on Node, else
+   * `<data dir>/secret.key`). Without it runtime secrets can be neither written nor delivered. Never logged.
+   */
+  secretKey: z
+    .string()
+    .regex(/^[A-Za-z0-9+/]{43}=$/, 'base64 of 32 bytes (openssl rand -base64 32)')
+    .optional(),
 });
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 

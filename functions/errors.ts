@@ -6,6 +6,9 @@ export const ERROR_STATUS = {
   invalid_json: 400,
   validation_failed: 400,
   bad_request: 400,
+  /** A deployment names a runtime template, or a runtime secret, that is not registered. */
+  unknown_template: 400,
+  unknown_secret: 400,
   unauthorized: 401,
   invalid_token: 401,
   invalid_machine_token: 401,
@@ -25,6 +28,7 @@ export const ERROR_STATUS = {
   machine_name_taken: 409,
   replayed_sequence: 409,
   payload_too_large: 413,
+  uri_too_long: 414,
   unsupported_media_type: 415,
   internal: 500,
   unavailable: 503,

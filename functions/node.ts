@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { serve, type ServerType } from '@hono/node-server';
@@ -15,6 +15,7 @@ import { createIdentityLoader } from './services/identity.js';
 import { createApiToken, ensureWorkspace } from './services/api-tokens.js';
 import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
+import { loadSecretKeyFile } from './registry/secret-key.js';
 import { newId } from '../shared/ids.js';
 import { serviceCtx, type Ports } from './context.js';
 import type { ServiceCtx, ServicePorts } from './services/service-context.js';
@@ -59,8 +60,11 @@ async function bootstrapAdminToken(ctx: ServiceCtx, workspaceId: string, path: s
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<RunningControlPlane> {
   const dataDir = resolve(opts.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  // An existing dir keeps the mode it was made with: the data dir holds the store and the admin token, owner only.
+  await chmod(dataDir, 0o700);
   const logger = opts.logger ?? createLogger();
-  const config = ControlPlaneConfig.parse(opts.config ?? {});
+  // Runtime secrets are sealed under LUNANEXA_SECRET_KEY (in `config`) or else the data dir's own key file.
+  const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)) });
   // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
   const store = opts.databaseUrl
     ? await openPgStore(opts.databaseUrl)
@@ -77,7 +81,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     metrics: createMetrics({ processMetrics: true }),
     instanceId: newId('instance'),
     identity: createIdentityLoader(store.db),
-    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger }) }),
+    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
   };
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });

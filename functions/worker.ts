@@ -6,7 +6,8 @@ import { NodeEnv, configFromEnv } from './env.js';
 import { newApp } from './app.js';
 import { createRelay } from './relay/index.js';
 import { createMemoryBus } from './relay/bus.js';
-import { REDACT_PATHS, type Logger } from './telemetry/logger.js';
+import { LOG_SERIALIZERS, REDACT_PATHS, type Logger } from './telemetry/logger.js';
+import { SECURITY_HEADERS } from './http/security-headers.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader, type ControlPlaneIdentity } from './services/identity.js';
 import { controllerTick } from './controller/driver.js';
@@ -43,6 +44,8 @@ export const WorkerEnv = z.object({
     LUNANEXA_RUNTIME_GRACE_MS: true,
     LUNANEXA_STREAM_KEEPALIVE_MS: true,
     LUNANEXA_RECONCILE_INTERVAL_MS: true,
+    // Runtime secrets' key (`wrangler secret put LUNANEXA_SECRET_KEY`); without it they cannot be used.
+    LUNANEXA_SECRET_KEY: true,
   }).shape,
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;
@@ -84,7 +87,9 @@ function workerLogger(level: string): Logger {
   return pino({
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    browser: { asObject: true, write: (entry: object) => console.log(JSON.stringify(entry)) },
+    // `err` without query parameters, as on Node; the browser build applies serializers only when told to.
+    serializers: LOG_SERIALIZERS,
+    browser: { asObject: true, serialize: true, write: (entry: object) => console.log(JSON.stringify(entry)) },
   }).child({ name: 'lunanexa' }) as Logger;
 }
 
@@ -118,7 +123,7 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
       return identity;
     },
     // The routing snapshot refreshes on demand within requests: Workers run no background timers.
-    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger }) }),
+    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
   };
   return ports;
 }
@@ -129,8 +134,13 @@ function isolateState(raw: unknown): EnvResult {
   const parsed = WorkerEnv.safeParse(raw ?? {});
   let result: EnvResult;
   if (!parsed.success) {
-    // Name the variables and what is wrong with them, never their values: DATABASE_URL holds a password.
-    const issues = parsed.error.issues.map((issue) => ({ variable: String(issue.path[0] ?? '(env)'), code: issue.code }));
+    // Name the variables and what is wrong with them, never their values: DATABASE_URL holds a password. A
+    // variable that is not there at all is `missing`, so that the answer says to set it rather than fix it.
+    const given = (raw ?? {}) as Record<string, unknown>;
+    const issues = parsed.error.issues.map((issue) => {
+      const variable = String(issue.path[0] ?? '(env)');
+      return { variable, code: given[variable] === undefined ? 'missing' : issue.code };
+    });
     result = { ok: false, variables: [...new Set(issues.map((i) => i.variable))], issues };
   } else {
     const fingerprint = JSON.stringify(parsed.data);
@@ -159,16 +169,25 @@ async function withInvocation<T>(state: IsolateState, fn: () => Promise<T>): Pro
   }
 }
 
+/**
+ * Every request of an isolate without a usable environment: a 500 in the management envelope that says which
+ * binding is missing (and how to set it) or invalid. Nothing is served without the store, not even /healthz.
+ */
 function invalidEnvResponse(result: Extract<EnvResult, { ok: false }>): Response {
+  const problems = result.variables.map((variable) => {
+    const missing = result.issues.some((issue) => issue.variable === variable && issue.code === 'missing');
+    if (!missing) return `${variable} is invalid`;
+    return variable === 'DATABASE_URL' ? 'DATABASE_URL is not set (wrangler secret put DATABASE_URL)' : `${variable} is not set`;
+  });
   const body = {
     error: {
       code: 'invalid_environment',
-      message: `the Worker's environment is invalid: ${result.variables.join(', ')}`,
+      message: `the Worker cannot serve: ${problems.join('; ')}`,
       requestId: crypto.randomUUID(),
       details: { variables: result.variables, issues: result.issues },
     },
   };
-  return new Response(JSON.stringify(body), { status: 500, headers: { 'content-type': 'application/json' } });
+  return new Response(JSON.stringify(body), { status: 500, headers: { ...SECURITY_HEADERS, 'content-type': 'application/json' } });
 }
 
 /** Closes the store once the response body is fully sent (or abandoned), so SSE streams keep their connection. */

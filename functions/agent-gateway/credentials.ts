@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { parseJsonOr400, parseOr400 } from '../errors.js';
 import { RotateCredentialRequest, type RotateCredentialResponse } from '../../shared/contracts/enrollment.js';
 import { rotateMachineCredential } from '../services/machines.js';
+import { assertStrongEd25519Key } from '../services/ed25519-key.js';
 import { machineAuth } from '../http/machine-auth.js';
 import { newId } from '../../shared/ids.js';
 import { serviceCtx, type AppEnv } from '../context.js';
@@ -12,6 +13,7 @@ export function registerCredentials(app: Hono<AppEnv>) {
     const ports = c.get('ports');
     const machine = c.get('machine');
     const input = parseOr400(RotateCredentialRequest, parseJsonOr400(c.get('rawBody')));
+    assertStrongEd25519Key(input.publicKey);
     const rotated = await rotateMachineCredential({
       ctx: serviceCtx(ports, machine.machineId),
       input: { machineId: machine.machineId, workspaceId: machine.workspaceId, publicKey: input.publicKey, credentialId: newId('credential') },

@@ -26,7 +26,8 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
       await reconcileOnce({ ctx: serviceCtx(ports, 'system'), skipIfBusy: true });
       ports.relay.routing.invalidate();
     }
-    for (const [name, value] of Object.entries(heartbeat.metrics)) ports.metrics.nodeMetric.set({ machine: machine.machineId, name }, value);
+    // Allow-listed names only: a machine cannot grow the control plane's series by inventing names.
+    ports.metrics.nodeMetrics.report(machine.machineId, heartbeat.metrics);
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
     return c.json(body);
   });

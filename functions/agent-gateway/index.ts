@@ -9,12 +9,12 @@ import { registerLogs } from './logs.js';
 import { registerFrames } from './frames.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
-export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono<AppEnv> {
+export function agentGateway(maxBodyBytes: number, framesMaxBytes: number, frameLineMaxBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   // Frame uploads stream long generations; they carry their own, larger limit.
   const limit = limitBody(maxBodyBytes);
   app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limit(c, next)));
-  registerFrames(app, framesMaxBytes);
+  registerFrames(app, framesMaxBytes, frameLineMaxBytes);
   registerEnroll(app);
   registerStream(app);
   registerHeartbeat(app);

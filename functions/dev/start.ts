@@ -16,7 +16,8 @@ const plane = await startControlPlane({
   host: env.LUNANEXA_HOST,
   dataDir,
   databaseUrl: env.DATABASE_URL,
-  config: configFromEnv(env),
+  // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a viewer token).
+  config: { ...configFromEnv(env), metricsPublic: true },
 });
 const count = env.LUNANEXA_SIM_NODES;
 if (count > 0) await seedDemoDeployment(plane, count);

@@ -2,6 +2,8 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { ApiError, type ErrorCode } from '../errors.js';
 import type { AppEnv } from '../context.js';
+import { isDataError, sqlState } from '../store/db-errors.js';
+import { errorFields } from '../telemetry/error-fields.js';
 
 function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?: unknown) {
   const status = new ApiError(code, message).status;
@@ -10,7 +12,10 @@ function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?
 
 /**
  * The one error formatter of `/api/v1` and `/agent/v1`: `{error:{code,message,requestId,details}}`.
- * Client mistakes keep their 4xx; anything unexpected is a 500 that is logged without the request's payload.
+ * Client mistakes keep their 4xx; anything unexpected is a 500 that is logged without the request's payload or a
+ * query's parameters (`errorFields`). A value the store refuses as data (SQLSTATE class 22: a NUL byte, an integer
+ * past its column, a time out of range) that got past validation is still the request's: 400, logged as a warning
+ * by its SQLSTATE so that the missing bound gets added.
  */
 export function handleError(error: Error, c: Context<AppEnv>) {
   // The rest of an oversized body is never read: the connection cannot be reused, so say so.
@@ -24,7 +29,11 @@ export function handleError(error: Error, c: Context<AppEnv>) {
     if (status === 404) return envelope(c, 'not_found', error.message || 'not found');
     if (status < 500) return envelope(c, 'bad_request', error.message || 'bad request');
   }
-  c.get('ports')?.logger.error({ err: { message: error.message, stack: error.stack }, requestId: c.get('requestId'), path: c.req.path }, 'unhandled error');
+  if (isDataError(error)) {
+    c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId'), path: c.req.routePath }, 'a value past its bound reached the store');
+    return envelope(c, 'bad_request', `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`);
+  }
+  c.get('ports')?.logger.error({ err: errorFields(error), requestId: c.get('requestId'), path: c.req.routePath }, 'unhandled error');
   return envelope(c, 'internal', 'internal error');
 }
 

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'hono';
 import type { AppEnv } from '../context.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 /**
  * The relay's hot path reads and writes Node's own request and response where it runs on Node (through
@@ -106,7 +107,8 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
   const node = nodeBindings(c);
   if (node) {
     const { outgoing } = node;
-    outgoing.writeHead(status, { ...headers, [REQUEST_ID]: c.get('requestId') });
+    // Written here, past Hono's middleware: the headers every answer carries go with them.
+    outgoing.writeHead(status, { ...SECURITY_HEADERS, ...headers, [REQUEST_ID]: c.get('requestId') });
     outgoing.once('close', () => {
       if (!outgoing.writableFinished) onGone();
     });

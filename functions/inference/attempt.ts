@@ -1,4 +1,5 @@
 import type { Frame } from '../../shared/contracts/relay.js';
+import { relayableContentType } from '../../shared/contracts/openai.js';
 import { newId } from '../../shared/ids.js';
 import type { Ports } from '../context.js';
 import { SlotWaitAborted } from '../policy/admission.js';
@@ -123,6 +124,11 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
     return giveUp({ kind: 'error', code: 'runtime_error', message: 'no response head' }, 'runtime_error');
   }
   if (head.status >= 500) return giveUp({ kind: 'runtime_status', status: head.status }, 'runtime_error');
+  // The answer goes out under the API's origin: a runtime serving anything but JSON or SSE (a page, a script)
+  // failed, like one answering 5xx, before a byte of it reached the client.
+  if (!relayableContentType(head.contentType)) {
+    return giveUp({ kind: 'error', code: 'unsupported_content_type', message: 'the runtime answered with a content type the API does not relay' }, 'unsupported_content_type');
+  }
   // Broken before its first body byte: nothing reached the client either.
   const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);
   if (first?.t === 'error') return giveUp({ kind: 'error', code: first.code, message: first.message }, first.code);

@@ -5,6 +5,8 @@ import { loadRoutes, RoutingTable } from './routing.js';
 import type { Db } from '../store/db.js';
 import type { ControlPlaneConfig } from '../config.js';
 import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { errorFields } from '../telemetry/error-fields.js';
 import { WriteBehind } from '../store/write-behind.js';
 import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
@@ -37,6 +39,8 @@ export interface RelayDeps {
   db: Db;
   config: ControlPlaneConfig;
   logger: Logger;
+  /** Where dropped rows are counted; absent in tests that build a relay alone. */
+  metrics?: Metrics;
 }
 
 /** The relay of the instance whose store, config and logger `deps()` gives. */
@@ -49,14 +53,18 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
         return deps().config.writeBehindMs;
       },
       maxBatch: MAX_BATCH,
-      onError: (error, items) => deps().logger.error({ err: error instanceof Error ? error.message : String(error), items }, `writing ${what} failed`),
+      // A bad row is isolated from its batch and dropped alone (WriteBehind): counted, and logged without values.
+      onError: (error, items) => {
+        deps().metrics?.writeBehindDropped.inc({ what }, items);
+        deps().logger.error({ err: errorFields(error), items }, `writing ${what} failed: ${items} dropped`);
+      },
     });
   return {
     hub: new InvocationHub(input.bus, () => deps().db),
     routing: new RoutingTable(
       () => loadRoutes(deps().db, deps().config),
       () => deps().config.routingRefreshMs,
-      (error) => deps().logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'routing refresh failed'),
+      (error) => deps().logger.warn({ err: errorFields(error) }, 'routing refresh failed'),
     ),
     admission: new Admission(),
     live: new Map(),

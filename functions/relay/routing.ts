@@ -21,14 +21,15 @@ export interface DeploymentRoute {
   queueCapacity: number;
   createdAt: Date;
   /**
-   * Desired replicas on their way to serving (preparing, pulling or starting): with none routable but some
+   * Desired replicas on their way to serving (preparing, pulling, starting, or ready and not routable yet): with none routable but some
    * starting, requests wait for one to be ready; a deployment that cannot be placed or only fails does not hold them.
    */
   startingReplicas: number;
   replicas: RoutableReplica[];
 }
 
-const STARTING: ReadonlySet<string> = new Set(['preparing', 'pulling', 'starting']);
+/** On their way to serving: loading, or ready but not routable yet (its report has not caught up with its assignment). */
+const STARTING: ReadonlySet<string> = new Set(['preparing', 'pulling', 'starting', 'ready']);
 
 /** Reads every deployment with its strictly routable replicas (DESIGN.md section 4, "Strict routing"). */
 export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<DeploymentRoute[]> {
@@ -38,7 +39,7 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
   const starting = new Map<string, number>();
   for (const machine of machines) {
     for (const runtime of machine.runtimes) {
-      if (runtime.desired && STARTING.has(runtime.state)) starting.set(runtime.deploymentId, (starting.get(runtime.deploymentId) ?? 0) + 1);
+      if (runtime.desired && !runtime.routable && STARTING.has(runtime.state)) starting.set(runtime.deploymentId, (starting.get(runtime.deploymentId) ?? 0) + 1);
       if (!runtime.routable) continue;
       const list = replicas.get(runtime.deploymentId) ?? [];
       list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name, warm: runtime.warm });

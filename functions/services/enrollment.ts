@@ -5,6 +5,7 @@ import { newId } from '../../shared/ids.js';
 import type { CreateEnrollmentTokenRequest, EnrollmentTokenCreated, EnrollRequest } from '../../shared/contracts/enrollment.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
+import { assertStrongEd25519Key } from './ed25519-key.js';
 
 /** Creates a single-use enrollment token; the secret is returned once and only its hash is stored. */
 export async function createEnrollmentToken({
@@ -60,6 +61,8 @@ export async function enrollMachine({
   ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: EnrollRequest;
 }): Promise<{ machineId: string; workspaceId: string; credentialId: string; credentialExpiresAt: Date }> {
+  // Before the token is consumed: a refused key leaves the token usable.
+  assertStrongEd25519Key(input.publicKey);
   const tokenHash = await hashSecret(input.token);
   return await withTransaction(ctx, async (tx) => {
     const machineId = newId('machine');
@@ -87,8 +90,8 @@ export async function enrollMachine({
       id: machineId,
       workspaceId: token.workspaceId,
       name: input.name,
-      // Operator-chosen token labels win over what the agent declares about itself.
-      labels: { ...input.labels, ...token.labels },
+      // A machine's labels are its operator's (the token's): placement must not follow what a machine says of itself.
+      labels: token.labels,
       inventory: input.inventory,
     });
     const credentialId = newId('credential');

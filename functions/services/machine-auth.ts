@@ -13,6 +13,14 @@ import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
 /** Tolerated clock skew between an agent and the database, in seconds. */
 const CLOCK_TOLERANCE_S = 5;
 
+/**
+ * What a `kid` (a credential id) and a `jti` may look like. Both reach the store (the credential lookup, the
+ * replay fence), where a NUL byte is an error of PostgreSQL's own: the kid is checked before anything else, with
+ * no key and no credential needed to send one.
+ */
+const KID = /^[A-Za-z0-9_-]{1,64}$/;
+const JTI = /^[\x21-\x7e]{1,128}$/;
+
 function reject(reason: string, message: string, code: 'invalid_machine_token' | 'body_digest_mismatch' | 'replayed_request' | 'machine_revoked' | 'credential_expired' = 'invalid_machine_token'): ApiError {
   return new ApiError(code, message, { reason });
 }
@@ -37,7 +45,7 @@ function claimsProblem(payload: Record<string, unknown>, expected: { issuer: str
   if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > expected.nowS + CLOCK_TOLERANCE_S)) return 'nbf';
   if (typeof payload.exp !== 'number' || !Number.isFinite(payload.exp)) return 'exp';
   if (payload.exp <= expected.nowS - CLOCK_TOLERANCE_S) return 'expired';
-  if (typeof payload.jti !== 'string') return 'jti';
+  if (typeof payload.jti !== 'string' || !JTI.test(payload.jti)) return 'jti';
   return null;
 }
 
@@ -67,6 +75,7 @@ export async function verifyMachineRequest({
   if (header.crit !== undefined) throw reject('malformed', 'the machine token has critical header parameters');
   const kid = typeof header.kid === 'string' ? header.kid : undefined;
   if (!kid) throw reject('kid', 'the machine token names no key');
+  if (!KID.test(kid)) throw reject('kid', 'the machine token names a key no credential can have');
 
   const row = input.cache ? await input.cache.credential(ctx, kid) : await loadCredential(ctx, kid);
   if (!row) throw reject('unknown_key', 'the machine token is signed by an unknown key');

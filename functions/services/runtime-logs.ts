@@ -7,6 +7,15 @@ import type { ServiceCtx, ServicePorts } from './service-context.js';
 const LOGS_TIMEOUT_MS = 5_000;
 
 /**
+ * Where an answer to a log request travels: bound to the machine asked and the runtime asked about as well as the
+ * request id. The upload handler publishes under the machine that authenticated and the assignment of the URL (which
+ * it checked is that machine's), so an answer from any other machine, or about another runtime, reaches nobody.
+ */
+export function logAnswerChannel(machineId: string, assignmentId: string, requestId: string): string {
+  return `logs:${machineId}:${assignmentId}:${requestId}`;
+}
+
+/**
  * Fetches the tail of a runtime's log ring from its node: asks over the machine's own stream (`logs`
  * event) and waits for the agent's upload. Nodes have no inbound port, so this is the only way in.
  */
@@ -30,7 +39,7 @@ export async function fetchRuntimeLogs({
       unsubscribe();
       reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
     }, LOGS_TIMEOUT_MS);
-    const unsubscribe = ctx.bus.subscribe(`logs:${requestId}`, (message) => {
+    const unsubscribe = ctx.bus.subscribe(logAnswerChannel(input.machineId, input.assignmentId, requestId), (message) => {
       if (message.type !== 'log-lines') return;
       clearTimeout(timer);
       unsubscribe();

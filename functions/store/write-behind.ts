@@ -1,3 +1,5 @@
+import { isRowFault } from './db-errors.js';
+
 /**
  * Group commit for hot-path writes no request waits on (workload records, replay-fence entries): items
  * gather for up to `delayMs` (or `maxBatch` items) and go to the store as one multi-row statement. Every
@@ -7,6 +9,12 @@
  * A later item with the same key replaces a pending one (a workload finishing before its `running` row was
  * written is written once, finished). Batches are written one at a time, in order, so a row's last state
  * lands last. `delayMs: 0` writes each item at once (Workers, whose store lives only as long as a request).
+ *
+ * One bad row must not cost the others of its batch (rows of other requests, other workspaces): when a batch
+ * fails for a row's fault (`isolate`, by default a data or integrity error, or a value that cannot become a
+ * parameter), it is split in halves and each is written again, down to the rows at fault, which are dropped and
+ * reported one by one (`onError(error, 1)`): a few statements per bad row, not one per row. A failure that is
+ * no row's fault (the store is down) drops the batch whole, in one report, without a statement per row.
  */
 export class WriteBehind<T> {
   private pending = new Map<string, T>();
@@ -18,7 +26,14 @@ export class WriteBehind<T> {
 
   constructor(
     private readonly write: (items: T[]) => Promise<void>,
-    private readonly opts: { delayMs: number; maxBatch: number; onError: (error: unknown, items: number) => void },
+    private readonly opts: {
+      delayMs: number;
+      maxBatch: number;
+      /** A batch (or, once isolated, one row) was dropped: count it and log it, without its values. */
+      onError: (error: unknown, items: number) => void;
+      /** Whether a failure is a row's fault, worth splitting the batch for. */
+      isolate?: (error: unknown) => boolean;
+    },
   ) {}
 
   /** Queues `item` under `key`, replacing one still pending under the same key. */
@@ -48,12 +63,26 @@ export class WriteBehind<T> {
         this.written = upTo;
         break;
       }
-      this.writing = this.write(batch)
-        .catch((error: unknown) => this.opts.onError(error, batch.length))
-        .finally(() => {
-          this.written = upTo;
-          this.writing = null;
-        });
+      this.writing = this.writeIsolating(batch).finally(() => {
+        this.written = upTo;
+        this.writing = null;
+      });
+    }
+  }
+
+  /** Writes `items`; on a row's fault, each half again, in order, until the rows at fault stand alone. */
+  private async writeIsolating(items: T[]): Promise<void> {
+    try {
+      // A write that throws before its first await (building a parameter) fails the same way as one that rejects.
+      await Promise.resolve().then(() => this.write(items));
+    } catch (error) {
+      if (items.length === 1 || !(this.opts.isolate ?? isRowFault)(error)) {
+        this.opts.onError(error, items.length);
+        return;
+      }
+      const half = Math.ceil(items.length / 2);
+      await this.writeIsolating(items.slice(0, half));
+      await this.writeIsolating(items.slice(half));
     }
   }
 }

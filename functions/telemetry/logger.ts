@@ -1,4 +1,5 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
+import { errorFields } from './error-fields.js';
 
 export type { Logger };
 
@@ -18,11 +19,21 @@ export const REDACT_PATHS = [
   '*.payload',
 ];
 
-/** The process logger: JSON to stdout, secrets and payloads redacted. */
-export function createLogger(opts: { level?: string; name?: string } = {}): Logger {
-  return pino({
-    name: opts.name ?? 'lunanexa',
-    level: opts.level ?? process.env.LUNANEXA_LOG_LEVEL ?? 'info',
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-  });
+/**
+ * `err`, whatever a call site passes (an error, or its message), is logged without query parameters or the values
+ * a database error repeats (`errorFields`).
+ */
+export const LOG_SERIALIZERS = { err: errorFields };
+
+/** The process logger: JSON to stdout (or `destination`), secrets, payloads and query parameters left out. */
+export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream } = {}): Logger {
+  return pino(
+    {
+      name: opts.name ?? 'lunanexa',
+      level: opts.level ?? process.env.LUNANEXA_LOG_LEVEL ?? 'info',
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      serializers: LOG_SERIALIZERS,
+    },
+    opts.destination,
+  );
 }

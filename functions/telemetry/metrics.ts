@@ -1,11 +1,26 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { NodeMetrics } from './node-metrics.js';
 
 /** The control plane's metrics; one registry per app so several instances can share a process in tests. */
 export function createMetrics(opts: { processMetrics?: boolean } = {}) {
   const registry = new Registry();
   if (opts.processMetrics) collectDefaultMetrics({ register: registry, prefix: 'lunanexa_' });
+  const nodeMetric = new Gauge({
+    name: 'lunanexa_node_metric',
+    help: 'Gauges reported by node agents in heartbeats (nodes have no scrape port); allow-listed names only',
+    labelNames: ['machine', 'name'] as const,
+    registers: [registry],
+  });
+  const nodeMetricsRefused = new Counter({
+    name: 'lunanexa_node_metrics_refused_total',
+    help: 'Heartbeat metrics dropped because their name is not one the agent reports',
+    registers: [registry],
+  });
   return {
     registry,
+    nodeMetric,
+    /** The bounded writer of `nodeMetric`: heartbeats go through it, never to the gauge directly. */
+    nodeMetrics: new NodeMetrics(nodeMetric, nodeMetricsRefused),
     agentAuthFailures: new Counter({
       name: 'lunanexa_agent_auth_failures_total',
       help: 'Agent requests rejected by machine authentication, by reason',
@@ -40,10 +55,10 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['state'] as const,
       registers: [registry],
     }),
-    nodeMetric: new Gauge({
-      name: 'lunanexa_node_metric',
-      help: 'Gauges reported by node agents in heartbeats (nodes have no scrape port)',
-      labelNames: ['machine', 'name'] as const,
+    writeBehindDropped: new Counter({
+      name: 'lunanexa_write_behind_dropped_total',
+      help: 'Rows a group commit could not write (a bad row, isolated from its batch; or a whole batch when the store failed)',
+      labelNames: ['what'] as const,
       registers: [registry],
     }),
     ...inferenceMetrics(registry),

@@ -29,9 +29,15 @@ export type Ed25519PublicJwk = z.infer<typeof Ed25519PublicJwk>;
 export const EnrollRequest = z.object({
   token: z.string().min(10).max(200),
   name: MachineName,
+  /** Refused unless a canonical point of the prime-order subgroup (functions/services/ed25519-key.ts). */
   publicKey: Ed25519PublicJwk,
   inventory: Inventory,
-  labels: Labels.default({}),
+  /**
+   * A machine's labels come from its enrollment token (or an operator), never from the machine: placement follows
+   * labels, so a machine declaring its own could draw any workload. Kept as a field that must be empty, so that
+   * an agent that sends labels is told so (400) rather than silently ignored.
+   */
+  labels: Labels.default({}).refine((labels) => Object.keys(labels).length === 0, 'labels come from the enrollment token or an operator; a machine cannot declare its own'),
 });
 export type EnrollRequest = z.infer<typeof EnrollRequest>;
 

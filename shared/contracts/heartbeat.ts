@@ -1,27 +1,36 @@
 import { z } from 'zod';
 
+/**
+ * Counts and generations are stored as PostgreSQL `integer` (int4): one past 2^31 - 1 is refused here (400), not
+ * by the store. Durations fit a safe integer.
+ */
+const Int4 = z.number().int().nonnegative().max(2 ** 31 - 1);
+const Ms = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+/** Names and ids carry no control characters (a NUL byte is refused by the store's text and jsonb). */
+const Text = (max: number) => z.string().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
+
 export const RuntimeState = z.enum(['preparing', 'pulling', 'starting', 'ready', 'draining', 'failed', 'stopped']);
 export type RuntimeState = z.infer<typeof RuntimeState>;
 
 /** How long a runtime has been preparing, pulling or starting, against its start timeout. */
-export const StartupProgress = z.object({ elapsedMs: z.number().int().nonnegative(), timeoutMs: z.number().int().positive() });
+export const StartupProgress = z.object({ elapsedMs: Ms, timeoutMs: Ms.positive() });
 export type StartupProgress = z.infer<typeof StartupProgress>;
 
 export const RuntimeReport = z.object({
-  assignmentId: z.string().max(64),
-  deploymentId: z.string().max(64),
+  assignmentId: Text(64),
+  deploymentId: Text(64),
   state: RuntimeState,
   /** The desired-state generation this runtime runs under. */
-  gen: z.number().int().nonnegative(),
+  gen: Int4,
   /** Invocations whose runtime answer is streaming (the runtime's response head arrived). */
-  activeInvocations: z.number().int().nonnegative(),
+  activeInvocations: Int4,
   /** Invocations the agent accepted and handed to the runtime that have no response head yet. */
-  queueDepth: z.number().int().nonnegative(),
+  queueDepth: Int4,
   /** Ready and served an invocation within the last 5 minutes (caches hot): routing's tie-break prefers it. */
   warm: z.boolean(),
   /** While preparing, pulling or starting: how long it has been at it, against its start timeout. */
   progress: StartupProgress.nullable(),
-  restarts: z.number().int().nonnegative(),
+  restarts: Int4,
   /** Short operator-facing reason for `failed`; never a payload. */
   message: z.string().max(500).nullable(),
 });
@@ -36,16 +45,19 @@ export type MachineStatus = z.infer<typeof MachineStatus>;
 
 /** Body of POST /agent/v1/heartbeat, sent as RFC 8785 canonical JSON. */
 export const Heartbeat = z.object({
-  machineId: z.string().max(64),
-  bootId: z.string().min(8).max(64),
-  seq: z.number().int().nonnegative(),
+  machineId: Text(64),
+  bootId: Text(64).min(8),
+  seq: Int4,
   status: MachineStatus,
-  gen: z.number().int().nonnegative(),
+  gen: Int4,
   runtimes: z.array(RuntimeReport).max(64),
   /** Models loaded in a ready runtime on this machine. */
-  warmModels: z.array(z.string().max(200)).max(64),
-  /** Bounded numeric metrics; names are fixed by the agent, values are gauges. */
-  metrics: z.record(z.string().max(64), z.number()).refine((m) => Object.keys(m).length <= 64, 'at most 64 metrics'),
+  warmModels: z.array(Text(200)).max(64),
+  /**
+   * Bounded numeric metrics; names are fixed by the agent, values are gauges. The control plane re-exposes only
+   * the names the agent sends (functions/telemetry/node-metrics.ts).
+   */
+  metrics: z.record(Text(64), z.number()).refine((m) => Object.keys(m).length <= 64, 'at most 64 metrics'),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 

@@ -6,8 +6,23 @@ export const OpenAIErrorEnvelope = z.object({
 });
 export type OpenAIErrorEnvelope = z.infer<typeof OpenAIErrorEnvelope>;
 
+/**
+ * The media types a relayed answer may carry through the API origin: a runtime answering anything else (text/html,
+ * a script, an image) gets its answer replaced by a 502, so that it can never serve a page under this origin.
+ */
+export const RELAYED_MEDIA_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/event-stream']);
+
+/** True when a runtime's Content-Type (parameters such as `charset` allowed) may be relayed as is. */
+export function relayableContentType(contentType: string): boolean {
+  const semicolon = contentType.indexOf(';');
+  return RELAYED_MEDIA_TYPES.has((semicolon < 0 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase());
+}
+
+/** Control characters (NUL included) are in no deployment name: refused as a value, never echoed in a 404. */
+const NO_CONTROL_CHARACTERS = /^[^\u0000-\u001f\u007f]*$/;
+
 const common = {
-  model: z.string().min(1).max(256),
+  model: z.string().min(1).max(256).regex(NO_CONTROL_CHARACTERS, 'control characters are not allowed'),
   stream: z.boolean().optional(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullable().optional(),
   max_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),

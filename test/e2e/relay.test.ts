@@ -584,7 +584,7 @@ describe('relay on one instance (PGlite) with two nodes', () => {
       const bad = await request({ stream: false, maxTokens: -1, prompt: `bad ${marker}` });
       expect(bad.status).toBe(400);
 
-      const response = await fetch(`${plane.url}/metrics`);
+      const response = await plane.admin('/metrics');
       expect(response.status).toBe(200);
       const text = await response.text();
       expect(text).toContain('lunanexa_time_to_first_token_seconds_bucket');

@@ -1,5 +1,11 @@
+import { Writable } from 'node:stream';
 import { expect, it } from 'vitest';
-import { eq } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
+import pino from 'pino';
+import { ControlPlaneConfig } from '../../functions/config.js';
+import { createRelay } from '../../functions/relay/index.js';
+import { createMemoryBus } from '../../functions/relay/bus.js';
+import { createMetrics } from '../../functions/telemetry/metrics.js';
 import { machineJtis, workloads } from '../../functions/store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../../functions/services/workloads.js';
 import { writeJtis } from '../../functions/services/machine-auth.js';
@@ -49,5 +55,38 @@ describeStores('batched writes', (store) => {
     const [first] = await store().db.select().from(machineJtis).where(eq(machineJtis.jti, 'j1'));
     expect(first!.machineId).toBe('mch_1');
     expect(first!.expiresAt.toISOString()).toBe(expiresAt.toISOString());
+  });
+
+  it('isolates the bad rows of a group commit: the others of the batch are written, each bad one is dropped, counted and logged without its values', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString('utf8'));
+        done();
+      },
+    });
+    const metrics = createMetrics();
+    const config = { ...ControlPlaneConfig.parse({}), writeBehindMs: 60_000 };
+    const relay = createRelay({ bus: createMemoryBus(), deps: () => ({ db: store().db, config, logger: pino({ level: 'info' }, sink), metrics }) });
+    const MARK = 'mark-9d1e';
+    const good = Array.from({ length: 30 }, (_, i) => row(`wl_good_${i}`, { workspaceId: i % 2 ? 'wsp_a' : 'wsp_b', idempotencyKey: `${MARK}-ok-${i}` }));
+    const bad = [
+      row('wl_bad_date', { deadline: new Date(1e20), idempotencyKey: `${MARK}-date` }),
+      row('wl_bad_nul', { idempotencyKey: `${MARK}\u0000nul` }),
+      row('wl_bad_status', { statusCode: 2 ** 31, idempotencyKey: `${MARK}-status` }),
+      row('wl_bad_attempts', { attempts: 2 ** 40, idempotencyKey: `${MARK}-attempts` }),
+    ];
+    // The bad rows among the good ones, as the requests of several workspaces arrive.
+    const all = [...good.slice(0, 7), bad[0]!, ...good.slice(7, 15), bad[1]!, bad[2]!, ...good.slice(15), bad[3]!];
+    for (const r of all) relay.workloads.put(r.id, r);
+    await relay.workloads.flush();
+
+    const written = await store().db.select().from(workloads).where(inArray(workloads.id, all.map((r) => r.id)));
+    expect(written.map((r) => r.id).sort()).toEqual(good.map((r) => r.id).sort());
+    const dropped = await metrics.registry.getSingleMetricAsString('lunanexa_write_behind_dropped_total');
+    expect(dropped).toContain('lunanexa_write_behind_dropped_total{what="workload records"} 4');
+    const logged = lines.filter((l) => l.includes('dropped'));
+    expect(logged.length).toBeGreaterThanOrEqual(1);
+    for (const line of lines) expect(line).not.toContain(MARK);
   });
 });

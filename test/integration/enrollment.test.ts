@@ -7,6 +7,28 @@ import { describePg } from '../helpers/pg.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 
+/**
+ * The eight points of small order on edwards25519 (canonical encodings): a public key among them lets anyone forge
+ * a signature that node:crypto verifies (R = the key, S = 0). Then encodings that are not canonical.
+ */
+const SMALL_ORDER = [
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0000000000000000000000000000000000000000000000000000000000000080',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+];
+const NON_CANONICAL = [
+  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  '0100000000000000000000000000000000000000000000000000000000000080',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+];
+const jwkOf = (hex: string) => ({ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(hex, 'hex').toString('base64url') });
+
 async function enrollBody(token: string, name: string) {
   const key = await generateMachineKey();
   return JSON.stringify({ token, name, publicKey: key.publicJwk, inventory: TEST_INVENTORY });
@@ -101,6 +123,39 @@ function enrollmentSuite(store: StoreKind) {
     const invalid = await enroll(plane, JSON.stringify({ token: 'x'.repeat(20), name: 'Bad Name!' }));
     expect(invalid.status).toBe(400);
     expect(((await invalid.json()) as { error: { code: string } }).error.code).toBe('validation_failed');
+  });
+
+  it('refuses each small-order public key and each non-canonical encoding with 400, consuming nothing', async () => {
+    const before = await machineCount(plane);
+    let i = 0;
+    for (const hex of [...SMALL_ORDER, ...NON_CANONICAL]) {
+      const token = await mint();
+      const name = `weak-${++i}`;
+      const response = await enroll(plane, JSON.stringify({ token: token.token, name, publicKey: jwkOf(hex), inventory: TEST_INVENTORY }));
+      const body = (await response.json()) as { error: { code: string; details?: Array<{ path: string }> } };
+      expect(response.status, `${hex}: ${JSON.stringify(body)}`).toBe(400);
+      expect(body.error.code).toBe('validation_failed');
+      expect(body.error.details?.map((d) => d.path)).toContain('publicKey.x');
+      // The refusal consumed nothing: the same token enrolls a real key.
+      expect((await enroll(plane, await enrollBody(token.token, name))).status).toBe(201);
+    }
+    expect(await machineCount(plane)).toBe(before + SMALL_ORDER.length + NON_CANONICAL.length);
+  });
+
+  it("takes a machine's labels from its token, never from the machine: declared labels are refused with 400", async () => {
+    const token = await mint({ name: 'labelled' });
+    const key = await generateMachineKey();
+    const declared = await enroll(plane, JSON.stringify({ token: token.token, name: 'labelled', publicKey: key.publicJwk, inventory: TEST_INVENTORY, labels: { rack: 'b', gpu: 'h100' } }));
+    const body = (await declared.json()) as { error: { code: string; details?: Array<{ path: string }> } };
+    expect(declared.status, JSON.stringify(body)).toBe(400);
+    expect(body.error.code).toBe('validation_failed');
+    expect(body.error.details?.map((d) => d.path)).toContain('labels');
+    // An empty map (what the agent sends) is no declaration; the token's labels apply.
+    const ok = await enroll(plane, JSON.stringify({ token: token.token, name: 'labelled', publicKey: key.publicJwk, inventory: TEST_INVENTORY, labels: {} }));
+    expect(ok.status).toBe(201);
+    const { machineId } = (await ok.json()) as { machineId: string };
+    const [machine] = await plane.ports.store.db.select().from(machines).where(eq(machines.id, machineId));
+    expect(machine!.labels).toEqual({ rack: 'a' });
   });
 
   it('requires an admin token to create enrollment tokens', async () => {

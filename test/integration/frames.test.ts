@@ -138,3 +138,117 @@ describe('the frames upload refuses what it must', () => {
     detach();
   });
 });
+
+/**
+ * A single frame line is bounded (issue 7, finding 2): one line past `frameLineMaxBytes` (1 MiB) is refused as
+ * soon as it passes the limit, without buffering the rest of the upload, and the plane keeps answering meanwhile.
+ */
+describe('a frame line over the line limit', () => {
+  let plane: TestPlane;
+  let a: TestMachine;
+  beforeAll(async () => {
+    // The default limits: a 16 MiB upload is well within the 256 MiB of one invocation.
+    plane = await startTestPlane({ store: 'pglite' });
+    a = await enrollTestMachine(plane, 'frames-line');
+  }, 60_000);
+  afterAll(async () => {
+    await plane?.stop();
+  });
+
+  async function dispatched() {
+    const hub = plane.ports.relay.hub;
+    const detach = hub.attachStream(a.machineId, { invoke: () => {}, cancel: () => {} });
+    const invocationId = newId('invocation');
+    const queue = new FrameQueue();
+    await hub.dispatch(
+      { invocationId, workloadId: newId('workload'), assignmentId: 'asg_test', path: '/v1/chat/completions', body: '{}', deadline: Date.now() + 60_000, idempotencyKey: null, stream: true },
+      a.machineId,
+      queue,
+    );
+    return { path: `/agent/v1/invocations/${invocationId}/frames`, queue, detach };
+  }
+
+  /** Probes /healthz every 20 ms until stopped; the slowest answer, in ms. */
+  function probeHealth() {
+    let stopped = false;
+    let slowest = 0;
+    const loop = (async () => {
+      while (!stopped) {
+        const started = performance.now();
+        expect((await fetch(`${plane.url}/healthz`)).status).toBe(200);
+        slowest = Math.max(slowest, performance.now() - started);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    return async () => {
+      stopped = true;
+      await loop;
+      return slowest;
+    };
+  }
+
+  for (const mode of ['declared', 'chunked'] as const) {
+    it(`answers a 16 MiB line (${mode} length) with 413 at once, and /healthz stays prompt`, async () => {
+      expect(plane.ports.config.frameLineMaxBytes).toBe(1024 * 1024);
+      const { path, queue, detach } = await dispatched();
+      const head = `${JSON.stringify({ o: 0, t: 'head', status: 200, contentType: 'text/event-stream' })}\n`;
+      const line = `${JSON.stringify({ o: 1, t: 'data', d: 'x'.repeat(16 * 1024 * 1024) })}\n`;
+      const bytes = new TextEncoder().encode(head + line);
+      const stopProbe = probeHealth();
+      const started = performance.now();
+      const body =
+        mode === 'declared'
+          ? bytes
+          : new ReadableStream<Uint8Array>({
+              start(controller) {
+                for (let at = 0; at < bytes.length; at += 64 * 1024) controller.enqueue(bytes.slice(at, at + 64 * 1024));
+                controller.close();
+              },
+            });
+      const response = await fetch(`${plane.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await a.sign('POST', path, '')}`, 'content-type': 'application/x-ndjson' },
+        body,
+        duplex: 'half',
+      } as RequestInit);
+      const elapsed = performance.now() - started;
+      const slowest = await stopProbe();
+      expect(response.status).toBe(413);
+      const error = ((await response.json()) as { error: { code: string; message: string } }).error;
+      expect(error.code).toBe('payload_too_large');
+      expect(error.message).toContain('frame line');
+      expect(elapsed).toBeLessThan(3_000);
+      expect(slowest).toBeLessThan(500);
+      // The head before the long line went through; nothing of the long line did.
+      const frames = (await received(queue)).flatMap((item) => (item.kind === 'frames' ? item.frames : []));
+      expect(frames.map((f) => f.t)).toEqual(['head']);
+      // And the upload resumes where it stopped, with ordinary lines.
+      const resume = `${JSON.stringify({ o: 1, t: 'data', d: 'short' })}\n${JSON.stringify({ o: 2, t: 'end', tokens: 1 })}\n`;
+      const resumed = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('POST', path, '')}` }, body: resume });
+      expect(resumed.status).toBe(200);
+      expect(await resumed.json()).toEqual({ nextOffset: 3 });
+      detach();
+    });
+  }
+
+  it('accepts a line of exactly the limit', async () => {
+    const { path, detach } = await dispatched();
+    const frame = JSON.stringify({ o: 0, t: 'data', d: '' });
+    const line = JSON.stringify({ o: 0, t: 'data', d: 'y'.repeat(plane.ports.config.frameLineMaxBytes - frame.length) });
+    expect(Buffer.byteLength(line)).toBe(plane.ports.config.frameLineMaxBytes);
+    const response = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('POST', path, '')}` }, body: `${line}\n` });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ nextOffset: 1 });
+    detach();
+  });
+});
+
+/** Everything the waiting side has received so far (without waiting). */
+async function received(queue: FrameQueue): Promise<QueueItem[]> {
+  const items: QueueItem[] = [];
+  for (;;) {
+    const item = await queue.next(AbortSignal.abort());
+    if (!item) return items;
+    items.push(item);
+  }
+}

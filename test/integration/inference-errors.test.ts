@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { eq } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { applyDeployment, type DeploymentInput } from '../../functions/services/deployments.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
-import { deployments } from '../../functions/store/schema/index.js';
+import { deployments, workloads } from '../../functions/store/schema/index.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
 import { startStartingMachine } from '../helpers/machine.js';
@@ -75,7 +75,7 @@ async function waitForStarting(plane: TestPlane, name: string) {
 
 /** Sums a Prometheus counter over the series whose labels include `deployment="<name>"`. */
 async function counter(plane: TestPlane, metric: string, deployment: string): Promise<number> {
-  const text = await (await fetch(`${plane.url}/metrics`)).text();
+  const text = await (await plane.admin('/metrics')).text();
   let sum = 0;
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${metric}{`) || !line.includes(`deployment="${deployment}"`)) continue;
@@ -189,6 +189,27 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
     for (const deadline of ['tomorrow-ish', '12:00']) {
       await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, { type: 'invalid_request_error', code: 'invalid_deadline' });
     }
+  });
+
+  it('an absurd deadline (past 2^53, not an integer, out of the Date range, far past the maximum): 400 invalid_deadline', async () => {
+    const maxMs = ctx.plane().ports.config.maxDeadlineMs;
+    const absurd = [
+      '99999999999999999999',
+      String(2 ** 53 + 2),
+      '1e21',
+      '12.5',
+      '-1',
+      '+275760-09-13T00:00:00.000Z',
+      String(Date.now() + 26 * maxMs),
+      new Date(Date.now() + 26 * maxMs).toISOString(),
+      `${Date.now()}${'0'.repeat(300)}`,
+    ];
+    for (const deadline of absurd) {
+      const body = await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, { type: 'invalid_request_error', code: 'invalid_deadline' });
+      expect(body.error.message).toContain(String(maxMs / 1000));
+    }
+    // The body's timeout is bounded by its schema (seconds, at most the maximum).
+    await expectEnvelope(await post(CHAT, hello('sim-chat', { timeout: 1e300 })), 400, { type: 'invalid_request_error', code: 'invalid_value', param: 'timeout' });
   });
 
   it('a deployment scaled to zero: 503 no_replica_available at once, with Retry-After', async () => {
@@ -312,6 +333,49 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       plane: () => plane,
       simChatRequests: async () => (await stats((await runtimeUrls('sim-chat'))[0]!)).requests,
     });
+  });
+
+  it('a deadline past the maximum is clamped to it, and recorded so', async () => {
+    const maxMs = plane.ports.config.maxDeadlineMs;
+    for (const deadline of [String(Date.now() + 2 * maxMs), new Date(Date.now() + 3 * maxMs).toISOString()]) {
+      const sentAt = Date.now();
+      const response = await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline });
+      expect(response.status, await response.clone().text()).toBe(200);
+      const id = response.headers.get('x-lunanexa-workload-id')!;
+      await plane.ports.relay.workloads.flush();
+      const [row] = await plane.ports.store.db.select().from(workloads).where(eq(workloads.id, id));
+      expect(row!.deadline.getTime()).toBeLessThanOrEqual(Date.now() + maxMs);
+      expect(row!.deadline.getTime()).toBeGreaterThanOrEqual(sentAt + maxMs - 1_000);
+    }
+  });
+
+  it('absurd deadlines amid concurrent load: every ordinary request succeeds and every ordinary workload row is written', async () => {
+    const absurd = ['99999999999999999999', String(2 ** 53 + 2), String(Date.now() + 1e13), '1e21'];
+    const sent: Array<{ ordinary: boolean; response: Promise<Response> }> = [];
+    for (let i = 0; i < 19; i += 1) {
+      sent.push({ ordinary: true, response: post(CHAT, hello('sim-chat', { stream: i % 2 === 0, max_tokens: 8 })) });
+      const deadline = absurd[i % absurd.length]!;
+      sent.push({ ordinary: false, response: post(CHAT, hello('sim-chat', { stream: i % 3 === 0 }), { 'x-lunanexa-deadline': deadline }) });
+    }
+    const ids: string[] = [];
+    const failures: string[] = [];
+    for (const { ordinary, response: pending } of sent) {
+      const response = await pending;
+      const text = await response.text();
+      if (!ordinary) {
+        if (response.status !== 400) failures.push(`absurd deadline answered ${response.status}`);
+        continue;
+      }
+      if (response.status !== 200 || text.includes('"error"') || (text.includes('data:') && !text.trimEnd().endsWith('data: [DONE]'))) failures.push(`ordinary: ${response.status} ${text.slice(-200)}`);
+      ids.push(response.headers.get('x-lunanexa-workload-id')!);
+    }
+    expect(failures).toEqual([]);
+    await plane.ports.relay.workloads.flush();
+    const rows = await plane.ports.store.db.select().from(workloads).where(inArray(workloads.id, ids));
+    expect(rows.map((r) => r.state).sort()).toEqual(ids.map(() => 'succeeded'));
+    // No node dropped its stream over it: both are still attached.
+    const view = ((await (await plane.admin('/api/v1/machines')).json()) as { data: MachineView[] }).data.filter((m) => m.name.startsWith('err-'));
+    expect(view.map((m) => m.streamAttached)).toEqual([true, true]);
   });
 
   it('a runtime failing mid-stream: 200, then an explicit error event and no [DONE]', async () => {

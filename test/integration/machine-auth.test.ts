@@ -18,6 +18,20 @@ const CREDENTIALS = '/agent/v1/credentials';
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
+/** The eight small-order points of edwards25519, then non-canonical encodings (see enrollment.test.ts). */
+const WEAK_KEYS = [
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0000000000000000000000000000000000000000000000000000000000000080',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+  '0100000000000000000000000000000000000000000000000000000000000080',
+].map((hex) => ({ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(hex, 'hex').toString('base64url') }));
+
 /** Asserts the shared error envelope and returns it. */
 async function expectError(response: Response, status: number, code: string, reason?: string | RegExp) {
   expect(response.status).toBe(status);
@@ -250,6 +264,29 @@ function suite(store: StoreKind) {
       await expectRejected(`Bearer ${jwt}`, bare, 'invalid_machine_token', 'kid');
     });
 
+    it('rejects a kid carrying a NUL byte, control characters or too many characters with 401, before the store', async () => {
+      for (const kid of ['crd_\u0000', `${a.credentialId}\u0000`, 'crd_\u0001\u001f', 'x'.repeat(10_000)]) {
+        const text = body();
+        await expectRejected(`Bearer ${await a.sign('POST', HEARTBEAT, text, { kid })}`, text, 'invalid_machine_token', 'kid');
+      }
+    });
+
+    it('rejects a jti carrying a NUL byte or too many characters with 401 and records nothing', async () => {
+      for (const jti of ['\u0000', `${crypto.randomUUID()}\u0000`, 'j'.repeat(10_000)]) {
+        const text = body();
+        const jwt = await new SignJWT({ htm: 'POST', htp: HEARTBEAT, bdh: await sha256Base64Url(text) })
+          .setProtectedHeader({ alg: 'EdDSA', kid: a.credentialId })
+          .setIssuer(a.machineId)
+          .setSubject(a.machineId)
+          .setAudience(a.clusterId)
+          .setIssuedAt()
+          .setExpirationTime('30s')
+          .setJti(jti)
+          .sign(a.key);
+        await expectRejected(`Bearer ${jwt}`, text, 'invalid_machine_token', 'claim_jti');
+      }
+    });
+
     it('rejects a token for another cluster (audience)', async () => {
       const text = body();
       const c = await claims(a, text);
@@ -385,6 +422,40 @@ function suite(store: StoreKind) {
     }
   });
 
+  describe('integers past their columns', () => {
+    it('answers 400 to a heartbeat whose seq, gen or runtime counts do not fit, and changes nothing', async () => {
+      const m = await primed('int-overflow');
+      const before = await snapshot([m.machineId]);
+      let n = 10;
+      const report = runtimeReport('asg_01J0000000000000000000000', 'dep_01J0000000000000000000000');
+      for (const extra of [
+        { seq: 2 ** 31 },
+        { seq: 2 ** 53 + 2 },
+        { gen: 2 ** 31 },
+        { bootId: 'boot-test-0001', seq: 1e300 },
+        { runtimes: [{ ...report, gen: 2 ** 31 }] },
+        { runtimes: [{ ...report, restarts: 2 ** 31 }] },
+        { runtimes: [{ ...report, activeInvocations: 2 ** 31 }] },
+        { runtimes: [{ ...report, queueDepth: 2 ** 40 }] },
+        { runtimes: [{ ...report, progress: { elapsedMs: 2 ** 53 + 2, timeoutMs: 1 } }] },
+      ]) {
+        await expectError(await m.request('POST', HEARTBEAT, heartbeatBody(m, ++n, extra)), 400, 'validation_failed');
+      }
+      expect(await snapshot([m.machineId])).toEqual(before);
+      // The largest values that do fit are accepted.
+      expect((await m.request('POST', HEARTBEAT, heartbeatBody(m, 2 ** 31 - 1, { gen: 2 ** 31 - 1 }))).status).toBe(200);
+    });
+
+    it('answers 400 to NUL bytes in heartbeat strings, and changes nothing', async () => {
+      const m = await primed('nul');
+      const before = await snapshot([m.machineId]);
+      for (const extra of [{ bootId: 'boot-\u0000-0001' }, { warmModels: ['sim\u0000chat'] }, { metrics: { 'load\u00001': 1 } }]) {
+        await expectError(await m.request('POST', HEARTBEAT, heartbeatBody(m, 2, extra)), 400, 'validation_failed');
+      }
+      expect(await snapshot([m.machineId])).toEqual(before);
+    });
+  });
+
   describe('management API authentication', () => {
     let m: TestMachine;
     let viewer: string;
@@ -493,6 +564,17 @@ function suite(store: StoreKind) {
       await expectError(await m.request('POST', CREDENTIALS, { publicKey: another.publicJwk }), 401, 'credential_expired', 'credential_expired');
       expect(await snapshot([m.machineId])).toEqual(before);
       expect((await withNew(4)).status).toBe(200);
+    });
+
+    it('refuses each small-order key and non-canonical encoding with 400 and adds no credential', async () => {
+      const m = await primed('rotate-weak');
+      const before = await snapshot([m.machineId]);
+      for (const publicKey of WEAK_KEYS) {
+        const response = await m.request('POST', CREDENTIALS, { publicKey });
+        const error = await expectError(response, 400, 'validation_failed');
+        expect((error.details as Array<{ path: string }>).map((d) => d.path)).toContain('publicKey.x');
+      }
+      expect(await snapshot([m.machineId])).toEqual(before);
     });
 
     it('rejects a malformed public key with 400 and adds no credential', async () => {

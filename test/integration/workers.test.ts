@@ -192,8 +192,9 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     expect(((await response.json()) as ErrorEnvelope).error.code).toBe('invalid_json');
   });
 
-  it('serves prom-client metrics from inside workerd', async () => {
-    const response = await call('/metrics');
+  it('serves prom-client metrics from inside workerd, to a viewer token only', async () => {
+    expect((await call('/metrics')).status).toBe(401);
+    const response = await call('/metrics', { token: adminToken });
     expect(response.status).toBe(200);
     expect(await response.text()).toContain('lunanexa_enrollments_total{result="ok"}');
   });
@@ -231,6 +232,32 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
       expect(body.error.details).toMatchObject({ variables: ['DATABASE_URL', 'LUNANEXA_RUNTIME_TTL_MS'] });
     } finally {
       await broken.dispose();
+    }
+  });
+
+  it('refuses to serve without DATABASE_URL, with a 500 envelope that names the missing binding and how to set it', async () => {
+    const bare = new Miniflare({
+      modules: true,
+      scriptPath: workerPath,
+      modulesRoot: outDir,
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: ['nodejs_compat'],
+      bindings: { LUNANEXA_LOG_LEVEL: 'silent' },
+    });
+    try {
+      for (const path of ['/healthz', '/api/v1/machines', '/v1/models', '/agent/v1/jwks']) {
+        const response = await bare.dispatchFetch(`${BASE}${path}`);
+        expect(response.status).toBe(500);
+        expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+        expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+        const body = (await response.json()) as ErrorEnvelope;
+        expect(body.error.code).toBe('invalid_environment');
+        expect(body.error.message).toContain('DATABASE_URL is not set');
+        expect(body.error.message).toContain('wrangler secret put DATABASE_URL');
+        expect(body.error.details).toMatchObject({ variables: ['DATABASE_URL'], issues: [{ variable: 'DATABASE_URL', code: 'missing' }] });
+      }
+    } finally {
+      await bare.dispose();
     }
   });
 

@@ -4,6 +4,9 @@ import { HTTPException } from 'hono/http-exception';
 import type { AppEnv } from '../../context.js';
 import type { OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 import type { InferenceError, InferenceErrorKind } from '../../inference/result.js';
+import { ApiError } from '../../errors.js';
+import { isDataError, sqlState } from '../../store/db-errors.js';
+import { errorFields } from '../../telemetry/error-fields.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
 export class OpenAIError extends Error {
@@ -55,14 +58,31 @@ export function errorEvent(code: string, message: string): string {
   return `data: ${JSON.stringify(openAIErrorBody(new OpenAIError(502, 'server_error', code, message)))}\n\n`;
 }
 
-/** The `/v1` error formatter: OpenAI's envelope for our own errors and framework errors alike. */
+/** OpenAI's error type of a client error's status. */
+function typeOfStatus(status: number): OpenAIError['type'] {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  return 'invalid_request_error';
+}
+
+/**
+ * The `/v1` error formatter: OpenAI's envelope for our own errors, the shared layers' (`ApiError`: a refused
+ * URL, say) and framework errors alike. Unexpected errors are logged without payloads or query parameters; a
+ * value the store refuses as data is the request's (400), as on the other surfaces.
+ */
 export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
   let mapped: OpenAIError;
   if (error instanceof OpenAIError) mapped = error;
-  else if (error instanceof HTTPException && error.status < 500) {
-    mapped = new OpenAIError(error.status as ContentfulStatusCode, 'invalid_request_error', null, error.message);
+  else if (error instanceof ApiError && error.status < 500) {
+    mapped = new OpenAIError(error.status, typeOfStatus(error.status), error.code, error.message);
+  } else if (error instanceof HTTPException && error.status < 500) {
+    mapped = new OpenAIError(error.status as ContentfulStatusCode, typeOfStatus(error.status), null, error.message);
+  } else if (isDataError(error)) {
+    c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId') }, 'a value past its bound reached the store');
+    mapped = new OpenAIError(400, 'invalid_request_error', 'invalid_value', `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`);
   } else {
-    c.get('ports')?.logger.error({ err: { message: error.message, stack: error.stack }, requestId: c.get('requestId') }, 'unhandled inference error');
+    c.get('ports')?.logger.error({ err: errorFields(error), requestId: c.get('requestId') }, 'unhandled inference error');
     mapped = new OpenAIError(500, 'server_error', 'internal_error', 'internal error');
   }
   return openAIErrorResponse(c, mapped);

@@ -12,17 +12,7 @@ import { executeInference } from '../../inference/execute.js';
 import { ApiError } from '../../errors.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
 import { inferenceResponse } from './respond.js';
-
-/** Parses `X-LunaNexa-Deadline` (ISO-8601 or epoch ms) or the body's `timeout` (seconds) into epoch ms. */
-function parseDeadline(header: string | undefined, timeoutS: number | undefined, now: number, defaultMs: number): number {
-  if (header !== undefined) {
-    const asNumber = Number(header);
-    const at = /^\d+$/.test(header.trim()) ? asNumber : Date.parse(header);
-    if (!Number.isFinite(at)) throw new OpenAIError(400, 'invalid_request_error', 'invalid_deadline', 'X-LunaNexa-Deadline must be an ISO-8601 time or epoch milliseconds');
-    return at;
-  }
-  return now + (timeoutS !== undefined ? timeoutS * 1000 : defaultMs);
-}
+import { resolveDeadline } from './deadline.js';
 
 async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, maxBytes: number): Promise<z.output<S>> {
   const text = await bodyText(c, maxBytes, () => new OpenAIError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${maxBytes} bytes`, null, { Connection: 'close' }));
@@ -88,9 +78,14 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
       const ports = c.get('ports');
       const startedAt = performance.now();
       const body = (await parseBody(c, schema, maxBodyBytes)) as Record<string, unknown> & { model: string; stream?: boolean; timeout?: number };
-      const now = Date.now();
-      const deadline = parseDeadline(c.req.header('x-lunanexa-deadline'), body.timeout, now, ports.config.defaultDeadlineMs);
-      if (deadline <= now) throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
+      const { maxDeadlineMs } = ports.config;
+      const resolved = resolveDeadline({ header: c.req.header('x-lunanexa-deadline'), timeoutS: body.timeout, now: Date.now(), defaultMs: ports.config.defaultDeadlineMs, maxMs: maxDeadlineMs });
+      if (!resolved.ok && resolved.reason === 'past') throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
+      if (!resolved.ok) {
+        const max = maxDeadlineMs / 1000;
+        throw new OpenAIError(400, 'invalid_request_error', 'invalid_deadline', `X-LunaNexa-Deadline must be an ISO-8601 time or integer epoch milliseconds at most ${max} s ahead (up to a day further is clamped to ${max} s)`);
+      }
+      const { deadline } = resolved;
       const idempotencyKey = c.req.header('idempotency-key') ?? null;
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 256)) {
         throw new OpenAIError(400, 'invalid_request_error', 'invalid_idempotency_key', 'Idempotency-Key must be 1-256 characters');

@@ -1,0 +1,31 @@
+/** SQLSTATEs are five characters of digits and capitals (`22003`, `42P01`); system errors (`ECONNREFUSED`) are not. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/** The SQLSTATE of a database error, whether the driver's own or wrapped by drizzle (`cause`). */
+export function sqlState(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth < 3; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && SQLSTATE.test(code)) return code;
+  }
+  return undefined;
+}
+
+/**
+ * True when a statement failed for a value it carried (SQLSTATE class 22, data exception: a NUL byte, an
+ * integer past its column, a timestamp out of range), not for the store or the statement itself.
+ */
+export function isDataError(error: unknown): boolean {
+  return sqlState(error)?.startsWith('22') ?? false;
+}
+
+/**
+ * True when one row of a batch, not the batch, is at fault: a data exception or an integrity violation (class
+ * 23), or a value that could not even be made a parameter (an invalid Date throws a RangeError, a BigInt a
+ * TypeError, before anything is sent). A store that is down or a broken statement is no row's fault.
+ */
+export function isRowFault(error: unknown): boolean {
+  const state = sqlState(error);
+  if (state?.startsWith('22') || state?.startsWith('23')) return true;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  return [error, cause].some((e) => e instanceof RangeError || e instanceof TypeError);
+}
