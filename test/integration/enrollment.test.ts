@@ -4,30 +4,11 @@ import { generateMachineKey } from '../../agent/state.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { enrollmentTokens, machines } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
+import { NON_CANONICAL_KEYS, SMALL_ORDER_KEYS, weakJwk } from '../helpers/weak-keys.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 
-/**
- * The eight points of small order on edwards25519 (canonical encodings): a public key among them lets anyone forge
- * a signature that node:crypto verifies (R = the key, S = 0). Then encodings that are not canonical.
- */
-const SMALL_ORDER = [
-  '0100000000000000000000000000000000000000000000000000000000000000',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  '0000000000000000000000000000000000000000000000000000000000000000',
-  '0000000000000000000000000000000000000000000000000000000000000080',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
-];
-const NON_CANONICAL = [
-  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  '0100000000000000000000000000000000000000000000000000000000000080',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
-];
-const jwkOf = (hex: string) => ({ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(hex, 'hex').toString('base64url') });
+const jwkOf = weakJwk;
 
 async function enrollBody(token: string, name: string) {
   const key = await generateMachineKey();
@@ -128,7 +109,7 @@ function enrollmentSuite(store: StoreKind) {
   it('refuses each small-order public key and each non-canonical encoding with 400, consuming nothing', async () => {
     const before = await machineCount(plane);
     let i = 0;
-    for (const hex of [...SMALL_ORDER, ...NON_CANONICAL]) {
+    for (const hex of [...SMALL_ORDER_KEYS, ...NON_CANONICAL_KEYS]) {
       const token = await mint();
       const name = `weak-${++i}`;
       const response = await enroll(plane, JSON.stringify({ token: token.token, name, publicKey: jwkOf(hex), inventory: TEST_INVENTORY }));
@@ -139,7 +120,7 @@ function enrollmentSuite(store: StoreKind) {
       // The refusal consumed nothing: the same token enrolls a real key.
       expect((await enroll(plane, await enrollBody(token.token, name))).status).toBe(201);
     }
-    expect(await machineCount(plane)).toBe(before + SMALL_ORDER.length + NON_CANONICAL.length);
+    expect(await machineCount(plane)).toBe(before + SMALL_ORDER_KEYS.length + NON_CANONICAL_KEYS.length);
   });
 
   it("takes a machine's labels from its token, never from the machine: declared labels are refused with 400", async () => {

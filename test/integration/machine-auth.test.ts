@@ -11,6 +11,7 @@ import { assignments, machineCredentials, machines, runtimeReports } from '../..
 import { describePg } from '../helpers/pg.js';
 import { applyTestDeployment } from '../helpers/deployments.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
+import { NON_CANONICAL_KEYS, SMALL_ORDER_KEYS, weakJwk } from '../helpers/weak-keys.js';
 import { enrollTestMachine, heartbeatBody, runtimeReport, type TestMachine } from '../helpers/machine.js';
 
 const HEARTBEAT = '/agent/v1/heartbeat';
@@ -18,19 +19,8 @@ const CREDENTIALS = '/agent/v1/credentials';
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
-/** The eight small-order points of edwards25519, then non-canonical encodings (see enrollment.test.ts). */
-const WEAK_KEYS = [
-  '0100000000000000000000000000000000000000000000000000000000000000',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  '0000000000000000000000000000000000000000000000000000000000000000',
-  '0000000000000000000000000000000000000000000000000000000000000080',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
-  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  '0100000000000000000000000000000000000000000000000000000000000080',
-].map((hex) => ({ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(hex, 'hex').toString('base64url') }));
+/** The weak keys rotation must refuse, as the agent would send them. */
+const WEAK_KEYS = [...SMALL_ORDER_KEYS, ...NON_CANONICAL_KEYS].map(weakJwk);
 
 /** Asserts the shared error envelope and returns it. */
 async function expectError(response: Response, status: number, code: string, reason?: string | RegExp) {

@@ -1,26 +1,8 @@
 import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { weakEd25519Key } from '../../functions/services/ed25519-key.js';
+import { NON_CANONICAL_KEYS, SMALL_ORDER_KEYS } from '../helpers/weak-keys.js';
 
-/** The eight points of small order on edwards25519, canonical encodings (libsodium's blocklist, and the signs). */
-const SMALL_ORDER = [
-  '0100000000000000000000000000000000000000000000000000000000000000',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  '0000000000000000000000000000000000000000000000000000000000000000',
-  '0000000000000000000000000000000000000000000000000000000000000080',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
-];
-/** y >= p, and x = 0 with the sign bit set. */
-const NON_CANONICAL = [
-  'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
-  '0100000000000000000000000000000000000000000000000000000000000080',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
-];
 /** y = 2: no x satisfies the curve equation. */
 const OFF_CURVE = '0200000000000000000000000000000000000000000000000000000000000000';
 /** The RFC 8032 test 1 public key plus the order-8 point 26e8...05: on the curve, of order 8L. */
@@ -30,19 +12,19 @@ const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64url');
 
 describe('Ed25519 public keys a machine may register', () => {
   it('node:crypto alone accepts the identity point, and a forged signature verifies for any message (why the check exists)', () => {
-    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: b64(SMALL_ORDER[0]!) }, format: 'jwk' });
-    const forged = Buffer.concat([Buffer.from(SMALL_ORDER[0]!, 'hex'), Buffer.alloc(32)]);
+    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: b64(SMALL_ORDER_KEYS[0]!) }, format: 'jwk' });
+    const forged = Buffer.concat([Buffer.from(SMALL_ORDER_KEYS[0]!, 'hex'), Buffer.alloc(32)]);
     let verified = 0;
     for (let i = 0; i < 16; i += 1) if (verify(null, Buffer.from(`any message ${i}`), key, forged)) verified += 1;
     expect(verified).toBe(16);
   });
 
   it('refuses each of the eight small-order points', () => {
-    for (const hex of SMALL_ORDER) expect(weakEd25519Key(b64(hex)), hex).toMatch(/small order|non-canonical/);
+    for (const hex of SMALL_ORDER_KEYS) expect(weakEd25519Key(b64(hex)), hex).toMatch(/small order|non-canonical/);
   });
 
   it('refuses non-canonical encodings, points off the curve and malformed input', () => {
-    for (const hex of NON_CANONICAL) expect(weakEd25519Key(b64(hex)), hex).toMatch(/non-canonical/);
+    for (const hex of NON_CANONICAL_KEYS) expect(weakEd25519Key(b64(hex)), hex).toMatch(/non-canonical/);
     expect(weakEd25519Key(b64(OFF_CURVE))).toMatch(/not a point/);
     expect(weakEd25519Key('too-short')).toMatch(/32 bytes/);
     expect(weakEd25519Key(b64('00'.repeat(33)))).toMatch(/32 bytes/);
