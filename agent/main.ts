@@ -5,13 +5,14 @@ import { DEFAULT_POLICY_PATH } from './policy-file.js';
 import { runSimServerCli } from './runtimes/sim-server.js';
 
 /**
- * The enrollment token from a file, standard input or the environment: never from the command line alone in a
- * documented install, since argv is visible to every user of the machine.
+ * The enrollment token from a file, standard input or the environment, never from the command line, which
+ * every user of the machine can read.
  */
 async function enrollmentToken(opts: { token?: string; tokenFile?: string }): Promise<string> {
   if ((opts.token === undefined) === (opts.tokenFile === undefined)) throw new InvalidArgumentError('give exactly one of --token and --token-file');
   if (opts.tokenFile !== undefined) return (await readFile(opts.tokenFile, 'utf8')).trim();
-  if (opts.token !== '-') return opts.token!;
+  // argv is readable by every local user (/proc/<pid>/cmdline): a token there is a token leaked.
+  if (opts.token !== '-') throw new InvalidArgumentError('the enrollment token is not taken on the command line, where every local user can read it: use --token - (LUNANEXA_ENROLLMENT_TOKEN or standard input) or --token-file <path>');
   if (process.env.LUNANEXA_ENROLLMENT_TOKEN) return process.env.LUNANEXA_ENROLLMENT_TOKEN;
   let text = '';
   for await (const chunk of process.stdin) text += String(chunk);
@@ -24,7 +25,7 @@ program
   .command('enroll')
   .description('enroll this machine with a single-use enrollment token')
   .requiredOption('--url <url>', 'control plane URL')
-  .option('--token <token>', 'enrollment token; - reads LUNANEXA_ENROLLMENT_TOKEN when set, else standard input')
+  .option('--token <->', '- reads the enrollment token from LUNANEXA_ENROLLMENT_TOKEN when set, else from standard input')
   .option('--token-file <path>', 'read the enrollment token from this file')
   .option('--name <name>', 'machine name (defaults to the hostname)')
   .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')

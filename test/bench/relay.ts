@@ -163,7 +163,7 @@ async function main() {
   if (!put.ok) throw new Error(`deployment: ${put.status} ${await put.text()}`);
   const enrollment = (await (await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'bench-node', labels: { bench: 'true' } }) })).json()) as { token: string };
   const stateDir = join(root, 'node');
-  const enroll = start([AGENT, 'enroll', '--url', b.url, '--token', enrollment.token, '--name', 'bench-node', '--state-dir', stateDir], {}, join(root, 'enroll.log'));
+  const enroll = start([AGENT, 'enroll', '--url', b.url, '--token', '-', '--name', 'bench-node', '--state-dir', stateDir], { LUNANEXA_ENROLLMENT_TOKEN: enrollment.token }, join(root, 'enroll.log'));
   await new Promise((r) => enroll.once('exit', r));
   start([AGENT, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
   await waitFor(async () => {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -88,6 +88,28 @@ describe('enrollment token sources', () => {
     } finally {
       await new Promise((resolve) => capture.close(resolve));
     }
+  });
+
+  it('never takes the token on the command line, and keeps it out of the process list while enrolling', async () => {
+    const literal = await enroll('literal', ['--token', 'lnxe_visible-to-everyone']);
+    expect(literal.code).toBe(1);
+    expect(literal.stderr).toContain('not taken on the command line');
+    // While an enrollment runs, read every process's argv as any local user could.
+    const secret = await token('watched');
+    const running = enroll('watched', ['--token', '-'], { stdin: `${secret}\n` });
+    let seen = 0;
+    let leaked = false;
+    for (const started = Date.now(); Date.now() - started < 3_000; await new Promise((r) => setTimeout(r, 20))) {
+      for (const pid of (await readdir('/proc')).filter((entry) => /^\d+$/.test(entry))) {
+        const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+        if (!argv.includes('watched')) continue;
+        seen += 1;
+        leaked ||= argv.includes(secret);
+      }
+    }
+    expect((await running).code).toBe(0);
+    expect(seen).toBeGreaterThan(0);
+    expect(leaked).toBe(false);
   });
 
   it('refuses both or neither source, and a wrong token, with a clear message', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -198,9 +198,11 @@ describe('the lunanexa-agent bin in a checkout', () => {
     const port = await new Promise<number>((done) => server.listen(0, '127.0.0.1', () => done((server.address() as { port: number }).port)));
     await new Promise((done) => server.close(done));
     const stateDir = await mkdtemp(join(tmpdir(), 'lnx-bin-'));
+    const tokenFile = join(stateDir, 'token');
+    await writeFile(tokenFile, 'not-a-real-token', { mode: 0o600 });
     try {
       const url = `http://127.0.0.1:${port}`;
-      const enroll = await npmExec(['enroll', '--url', url, '--token', 'not-a-real-token', '--name', 'spark-01', '--state-dir', stateDir]);
+      const enroll = await npmExec(['enroll', '--url', url, '--token-file', tokenFile, '--name', 'spark-01', '--state-dir', stateDir]);
       expect(enroll.code).toBe(1);
       expect(enroll.stderr).toContain(`cannot reach the control plane at ${url}: connection refused (ECONNREFUSED)`);
     } finally {
