@@ -6,7 +6,7 @@ import { managementApi } from './api/index.js';
 import { agentGateway } from './agent-gateway/index.js';
 import { inferenceApi } from './api/v1/index.js';
 import { handleOpenAIError, OpenAIError } from './api/v1/errors.js';
-import { isMigrated } from './store/migration-status.js';
+import { storeReadiness } from './store/migration-status.js';
 import { securityHeaders } from './http/security-headers.js';
 import { urlGuard } from './http/url-guard.js';
 import { registerMetrics } from './http/metrics-route.js';
@@ -27,8 +27,9 @@ export function newApp(ports: Ports): Hono<AppEnv> {
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
-    const migrated = await isMigrated(ports.store.db);
-    return c.json({ status: migrated ? 'ready' : 'not_ready', store: ports.store.kind, migrated }, migrated ? 200 : 503);
+    const { reachable, migrated } = await storeReadiness(ports.store.db);
+    const ready = reachable && migrated === true;
+    return c.json({ status: ready ? 'ready' : reachable ? 'not_ready' : 'store_unreachable', store: ports.store.kind, reachable, migrated }, ready ? 200 : 503);
   });
   registerMetrics(app, ports);
   app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));

@@ -3,6 +3,7 @@ import { NodeEnv, configFromEnv } from '../env.js';
 import { startControlPlane } from '../node.js';
 import { listMachines } from '../services/machines.js';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
+import { watchUntilReady } from './ready-watch.js';
 
 /**
  * `npm start`: the control plane on the embedded store (or DATABASE_URL) with LUNANEXA_SIM_NODES simulated
@@ -41,7 +42,7 @@ async function shutdown(signal: string) {
   if (shuttingDown) return;
   shuttingDown = true;
   console.log(`\n${signal}: stopping ${nodes.length} agents and the control plane...`);
-  clearInterval(watch);
+  watch?.stop();
   await stopSimNodes(nodes);
   await plane.close();
   console.log('stopped cleanly');
@@ -59,12 +60,13 @@ for (const node of nodes) {
 // Without simulated nodes there is nothing to announce.
 const watch =
   count > 0
-    ? setInterval(async () => {
-        const machines = await listMachines({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId } });
-        const ready = machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable));
-        if (ready.length >= count) {
-          clearInterval(watch);
-          console.log(`${ready.length} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
-        }
-      }, 250)
+    ? watchUntilReady({
+        intervalMs: 250,
+        check: async () => {
+          const machines = await listMachines({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId } });
+          return machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable)).length >= count;
+        },
+        onReady: () => console.log(`${count} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`),
+        onError: (error) => console.log(`waiting for the simulated nodes: the store did not answer (${error instanceof Error ? error.message : String(error)}); still waiting`),
+      })
     : undefined;

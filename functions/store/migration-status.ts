@@ -6,12 +6,21 @@ import { queryRows } from './rows.js';
 /** Number of migrations this build ships. */
 export const SHIPPED_MIGRATIONS = journal.entries.length;
 
-/** True when every shipped migration is recorded as applied in the store. */
-export async function isMigrated(db: Db): Promise<boolean> {
+/**
+ * Whether the store answers and has every shipped migration applied. An unreachable store is told apart from
+ * an unmigrated one: during a database outage the answer must say the store is away, not that it lost its schema.
+ */
+export async function storeReadiness(db: Db): Promise<{ reachable: boolean; migrated: boolean | null }> {
+  try {
+    await queryRows(db, sql`select 1`);
+  } catch {
+    return { reachable: false, migrated: null };
+  }
   try {
     const rows = await queryRows<{ n: number }>(db, sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
-    return (rows[0]?.n ?? 0) >= SHIPPED_MIGRATIONS;
+    return { reachable: true, migrated: (rows[0]?.n ?? 0) >= SHIPPED_MIGRATIONS };
   } catch {
-    return false;
+    // The migrations table does not exist yet: reachable, nothing applied.
+    return { reachable: true, migrated: false };
   }
 }
