@@ -32,6 +32,8 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   internal: 500,
   unavailable: 503,
+  /** The store is away (an outage): the request may be retried. */
+  store_unavailable: 503,
 } as const satisfies Record<string, ContentfulStatusCode>;
 export type ErrorCode = keyof typeof ERROR_STATUS;
 

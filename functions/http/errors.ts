@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { ApiError, type ErrorCode } from '../errors.js';
 import type { AppEnv } from '../context.js';
-import { isDataError, sqlState } from '../store/db-errors.js';
+import { isDataError, isStoreUnavailable, sqlState } from '../store/db-errors.js';
 import { errorFields } from '../telemetry/error-fields.js';
 
 function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?: unknown) {
@@ -32,6 +32,11 @@ export function handleError(error: Error, c: Context<AppEnv>) {
   if (isDataError(error)) {
     c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId'), path: c.req.routePath }, 'a value past its bound reached the store');
     return envelope(c, 'bad_request', `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`);
+  }
+  if (isStoreUnavailable(error)) {
+    c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId'), path: c.req.routePath }, 'the store did not answer');
+    c.header('Retry-After', '1');
+    return envelope(c, 'store_unavailable', 'the control plane cannot reach its store; retry later');
   }
   c.get('ports')?.logger.error({ err: errorFields(error), requestId: c.get('requestId'), path: c.req.routePath }, 'unhandled error');
   return envelope(c, 'internal', 'internal error');

@@ -29,3 +29,22 @@ export function isRowFault(error: unknown): boolean {
   const cause = (error as { cause?: unknown } | null)?.cause;
   return [error, cause].some((e) => e instanceof RangeError || e instanceof TypeError);
 }
+
+/** Errors of a store that is away (an outage, a restart), as opposed to one that refused a statement. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * True when the store could not be reached or went away mid-statement: a connection exception (SQLSTATE class
+ * 08), an operator or crash shutdown or a server that cannot take connections yet (57P01-57P03), a socket error,
+ * a closed pool or a closed embedded store. The client is not at fault and may retry: 503, not 500.
+ */
+export function isStoreUnavailable(error: unknown): boolean {
+  const state = sqlState(error);
+  if (state?.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03') return true;
+  for (let e = error, depth = 0; e instanceof Error && depth < 3; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+    if (/^(PGlite is closed|Connection terminated|Cannot use a pool after calling end on the pool)/.test(e.message)) return true;
+  }
+  return false;
+}

@@ -495,10 +495,16 @@ describe('/v1 when the store cannot answer', () => {
     await plane?.stop().catch(() => {});
   });
 
-  it('answers a token it cannot look up with 500 server_error, not a 401 that blames the client', async () => {
+  it('answers a token it cannot look up with 503 and Retry-After (the store is away), not a 401 that blames the client', async () => {
     await plane.ports.store.close();
     const response = await fetch(`${plane.url}/v1/models`, { headers: { authorization: 'Bearer lnx_never_seen_before' } });
-    expect(response.status).toBe(500);
-    expect(((await response.json()) as { error: { type: string } }).error.type).toBe('server_error');
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(((await response.json()) as { error: { type: string; code: string } }).error).toMatchObject({ type: 'server_error', code: 'service_unavailable' });
+    // The management surface says the same in its own envelope.
+    const api = await fetch(`${plane.url}/api/v1/machines`, { headers: { authorization: 'Bearer lnx_never_seen_before' } });
+    expect(api.status).toBe(503);
+    expect(api.headers.get('retry-after')).toBe('1');
+    expect(((await api.json()) as { error: { code: string } }).error.code).toBe('store_unavailable');
   });
 });

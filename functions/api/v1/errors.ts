@@ -5,7 +5,7 @@ import type { AppEnv } from '../../context.js';
 import type { OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 import type { InferenceError, InferenceErrorKind } from '../../inference/result.js';
 import { ApiError } from '../../errors.js';
-import { isDataError, sqlState } from '../../store/db-errors.js';
+import { isDataError, isStoreUnavailable, sqlState } from '../../store/db-errors.js';
 import { errorFields } from '../../telemetry/error-fields.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
@@ -81,6 +81,9 @@ export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
   } else if (isDataError(error)) {
     c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId') }, 'a value past its bound reached the store');
     mapped = new OpenAIError(400, 'invalid_request_error', 'invalid_value', `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`);
+  } else if (isStoreUnavailable(error)) {
+    c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId') }, 'the store did not answer');
+    mapped = new OpenAIError(503, 'server_error', 'service_unavailable', 'the service cannot reach its store; retry later', null, { 'Retry-After': '1' });
   } else {
     c.get('ports')?.logger.error({ err: errorFields(error), requestId: c.get('requestId') }, 'unhandled inference error');
     mapped = new OpenAIError(500, 'server_error', 'internal_error', 'internal error');
