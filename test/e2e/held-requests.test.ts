@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 /**
  * Requests during start-up (DESIGN.md section 5, step 2): a request for a deployment whose replicas are still
@@ -64,7 +64,7 @@ describe('requests held while a deployment starts', () => {
   }
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store: 'pglite' });
+    plane = await startTestPlane({ store: 'pglite', config: STEADY_LIVENESS });
     node = await startSimNode(plane, 'held-1', join(plane.dataDir, 'nodes'));
     await waitFor(async () => (await machines()).some((m) => m.name === 'held-1' && m.state === 'ready'), { timeoutMs: 45_000, what: 'held-1 ready' }).catch(async (error: unknown) => {
       throw new Error(`${String(error)}\n${(await readFile(node.logFile, 'utf8').catch(() => '')).slice(-2_000)}`);

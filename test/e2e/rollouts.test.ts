@@ -5,7 +5,7 @@ import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fl
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
-import { startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { startLoad } from '../helpers/load.js';
 
 const NODES = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
@@ -68,9 +68,7 @@ function rolloutSuite(store: StoreKind) {
   };
 
   beforeAll(async () => {
-    // Liveness slower than the fast test timings: this suite is about rollouts, and on a loaded two-core machine
-    // a heartbeat 750 ms late would count as lost sight and make replicas unroutable for reasons of its own.
-    plane = await startTestPlane({ store, config: { heartbeatIntervalMs: 1_000, runtimeGraceMs: 4_000, machineLifetimeMs: 15_000, runtimeTtlMs: 15_000, streamKeepAliveMs: 1_000, streamLeaseTtlMs: 6_000 } });
+    plane = await startTestPlane({ store, config: STEADY_LIVENESS });
     nodes = await Promise.all(NODES.map((name) => startSimNode(plane, name, join(plane.dataDir, 'nodes'))));
     await put(spec(4));
     await settled(4);

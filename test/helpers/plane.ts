@@ -22,6 +22,19 @@ export interface TestPlane extends RunningControlPlane {
   admin(path: string, init?: RequestInit): Promise<Response>;
 }
 
+/**
+ * Liveness slower than the fast test timings, for suites about something else (rollouts, held requests): on a
+ * loaded two-core machine a heartbeat 750 ms late would count as lost sight and change what they measure.
+ */
+export const STEADY_LIVENESS: Partial<ControlPlaneConfig> = {
+  heartbeatIntervalMs: 1_000,
+  runtimeGraceMs: 4_000,
+  machineLifetimeMs: 15_000,
+  runtimeTtlMs: 15_000,
+  streamKeepAliveMs: 1_000,
+  streamLeaseTtlMs: 6_000,
+};
+
 /** Starts a real control plane on a free loopback port with the fast test timings. */
 export async function startTestPlane(opts: TestPlaneOptions = {}): Promise<TestPlane> {
   return await start(opts, undefined);
