@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Timing and limits of the control plane. Defaults are DESIGN.md section 4; tests shorten the intervals.
+ * Timing and limits of the control plane. Defaults are docs/design.md section 4; tests shorten the intervals.
  * Every duration is in milliseconds.
  */
 export const ControlPlaneConfig = z.object({

@@ -3,7 +3,7 @@ import { ControlPlaneConfig } from './config.js';
 
 const ms = z.coerce.number().int().positive().optional();
 
-/** The Node control plane's environment, parsed once at start (DESIGN.md section 10). */
+/** The Node control plane's environment, parsed once at start (docs/design.md section 10). */
 export const NodeEnv = z.object({
   /** Port of the HTTP server. */
   LUNANEXA_PORT: z.coerce.number().int().min(0).max(65535).default(8787),

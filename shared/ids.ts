@@ -1,6 +1,6 @@
 import { encodeTime } from 'ulid';
 
-/** Prefixes of every id the control plane mints (DESIGN.md section 2). */
+/** Prefixes of every id the control plane mints (docs/design.md section 2). */
 export const ID_PREFIXES = {
   workspace: 'ws',
   token: 'tok',

@@ -2,7 +2,7 @@ import { KeyObject, randomUUID, sign } from 'node:crypto';
 import type { CryptoKey } from 'jose';
 import { sha256Base64Url } from './canonical.js';
 
-/** Longest lifetime the control plane accepts for a machine request JWT (DESIGN.md section 4). */
+/** Longest lifetime the control plane accepts for a machine request JWT (docs/design.md section 4). */
 export const MACHINE_JWT_MAX_LIFETIME_S = 60;
 
 /** Claims that bind a machine JWT to one request. */

@@ -5,7 +5,7 @@ import type { Jwks } from '../../shared/contracts/enrollment.js';
 export type DesiredVerdict = { accepted: true; desired: DesiredState } | { accepted: false; reason: string };
 
 /**
- * Verifies a desired-state JWS against the pinned JWKS (DESIGN.md section 4): EdDSA only, signed by the
+ * Verifies a desired-state JWS against the pinned JWKS (docs/design.md section 4): EdDSA only, signed by the
  * control plane, for this machine, not expired, and not older than the generation already held.
  */
 export async function verifyDesiredState(input: { jws: string; jwks: Jwks; machineId: string; clusterId: string; heldGen: number; now?: Date }): Promise<DesiredVerdict> {

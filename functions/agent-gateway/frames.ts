@@ -13,7 +13,7 @@ function refuse(acceptance: Extract<FrameAcceptance, { ok: false }>): never {
 
 /**
  * POST /agent/v1/invocations/{id}/frames: the node's streamed NDJSON upload of one invocation's frames,
- * forwarded batch by batch as they arrive (DESIGN.md section 5, step 4). GET tells where to resume.
+ * forwarded batch by batch as they arrive (docs/design.md section 5, step 4). GET tells where to resume.
  *
  * Lines are cut on the bytes as they arrive (a newline byte is never inside a UTF-8 sequence) and each complete
  * line is decoded once: the work per chunk is its own length, whatever the size of the line it belongs to. A line

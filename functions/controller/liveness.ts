@@ -14,7 +14,7 @@ export function effectiveAgeMs(reportedAt: Date, now: Date, resumedAt: Date | nu
 }
 
 /**
- * A machine's liveness (DESIGN.md section 4): `ready` while its heartbeat is fresh, `stale` once it missed a
+ * A machine's liveness (docs/design.md section 4): `ready` while its heartbeat is fresh, `stale` once it missed a
  * keep-alive and its grace, `down` once the heartbeat's 60 s lifetime lapsed. Pure: `now` is the database's clock.
  */
 export function machineLiveness(input: {
@@ -54,7 +54,7 @@ export function runtimeLiveness(input: {
 }
 
 /**
- * Strict routing (DESIGN.md section 4): only a ready runtime on a ready, attached, unrevoked machine whose signed
+ * Strict routing (docs/design.md section 4): only a ready runtime on a ready, attached, unrevoked machine whose signed
  * desired state has not expired. Inventory and labels alone never make a runtime routable. A cordoned or
  * draining machine keeps serving (cordon only stops placements; drain retires a replica once its replacement
  * is ready); whether the report postdates the runtime's assignment is the snapshot's check.

@@ -51,7 +51,7 @@ export type ReconcileAction =
 const byMachineIdDesc = (a: CurrentAssignment, b: CurrentAssignment) => (a.machineId < b.machineId ? 1 : a.machineId > b.machineId ? -1 : 0);
 
 /**
- * Which of a deployment's replicas to retire and how many to add this pass (DESIGN.md section 6). Replicas of
+ * Which of a deployment's replicas to retire and how many to add this pass (docs/design.md section 6). Replicas of
  * the current template on a machine that is not draining are "current"; the rest are "outdated" and are
  * replaced: new ones start first (at most `maxSurge` above the desired count), and an outdated one is retired
  * only while the available replicas stay at or above `replicas - maxUnavailable`. Scaling retires surplus

@@ -94,13 +94,13 @@ export interface FleetMachine {
   credentialExpiresAt: Date | null;
   createdAt: Date;
   runtimes: FleetRuntime[];
-  /** Resources held by its desired assignments (kept while sight is lost: DESIGN.md section 4). */
+  /** Resources held by its desired assignments (kept while sight is lost: docs/design.md section 4). */
   reserved: { gpus: number; memoryMiB: number; assignments: number };
   /** Models loaded in a ready runtime, as the agent last reported (empty once sight is lost). */
   warmModels: string[];
 }
 
-/** One read model of the fleet (DESIGN.md section 6): routing, the controller, the scheduler and the API read it. */
+/** One read model of the fleet (docs/design.md section 6): routing, the controller, the scheduler and the API read it. */
 export interface FleetSnapshot {
   now: Date;
   machines: FleetMachine[];

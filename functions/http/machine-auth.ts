@@ -5,7 +5,7 @@ import { serviceCtx, type AppEnv } from '../context.js';
 import { bearer } from './api-auth.js';
 
 /**
- * Authenticates an agent request by its per-request machine JWT (DESIGN.md section 4). Reads the body once
+ * Authenticates an agent request by its per-request machine JWT (docs/design.md section 4). Reads the body once
  * to check its digest and keeps it for the handler as `rawBody`.
  */
 export const machineAuth = machineAuthFor('buffered');

@@ -27,7 +27,7 @@ const RECORDED_STATUS: Record<InferenceError['kind'], number | null> = {
 };
 
 /**
- * Executes one canonical workload (DESIGN.md section 5): admission, routing with retries before the first
+ * Executes one canonical workload (docs/design.md section 5): admission, routing with retries before the first
  * byte (and a hold while the deployment's replicas start), dispatch over the node's stream, relay of the
  * runtime's bytes in batches (never re-serialised), cancellation, deadlines, idempotency and metrics.
  * Unexpected faults throw; every answer the client should see is in the result.

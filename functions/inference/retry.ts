@@ -51,7 +51,7 @@ const DEADLINE: InferenceError = { kind: 'deadline', code: 'deadline_exceeded', 
 const CANCELLED: InferenceError = { kind: 'cancelled', code: 'cancelled', message: 'the request was cancelled' };
 
 /**
- * Decides what follows an attempt that sent the client nothing yet (DESIGN.md section 5, "Retry"): another
+ * Decides what follows an attempt that sent the client nothing yet (docs/design.md section 5, "Retry"): another
  * replica, a wait for one, or the error that ends the request. Pure: the caller counts and remembers.
  */
 export function decideRetry(outcome: AttemptOutcome, state: RetryState): RetryDecision {

@@ -27,7 +27,7 @@ export type WorkloadSignal = { type: 'cancel-workload' };
 export type BusMessage = MachineSignal | LogLines | InvocationSignal | WorkloadSignal;
 
 /**
- * The relay bus port (DESIGN.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
+ * The relay bus port (docs/design.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
  * Channels are `machine:<id>` (signals to a machine's stream) and `logs:<request id>` (uploaded log tails).
  */
 export interface Bus {

@@ -20,7 +20,7 @@ interface Dispatched {
 export type FrameAcceptance = { ok: true; nextOffset: number } | { ok: false; reason: 'unknown' | 'not_yours' };
 
 /**
- * The relay of one control-plane instance (DESIGN.md section 5, steps 3-4). The instance holding the
+ * The relay of one control-plane instance (docs/design.md section 5, steps 3-4). The instance holding the
  * client's request waits on a `FrameQueue`; the instance holding the node's stream sends `invoke` and
  * receives the node's frames. When both are this instance, everything stays in memory; otherwise the
  * payload crosses through `invocation_payloads` (deleted on pickup, with a receipt) and frames and

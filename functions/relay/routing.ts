@@ -31,7 +31,7 @@ export interface DeploymentRoute {
 /** On their way to serving: loading, or ready but not routable yet (its report has not caught up with its assignment). */
 const STARTING: ReadonlySet<string> = new Set(['preparing', 'pulling', 'starting', 'ready']);
 
-/** Reads every deployment with its strictly routable replicas (DESIGN.md section 4, "Strict routing"). */
+/** Reads every deployment with its strictly routable replicas (docs/design.md section 4, "Strict routing"). */
 export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<DeploymentRoute[]> {
   const rows = await db.select().from(deployments).where(isNull(deployments.deletedAt));
   const { machines } = await loadFleetSnapshot(db, config);

@@ -55,7 +55,7 @@ function rejection(machine: CandidateMachine, request: PlacementRequest): string
 }
 
 /**
- * Filter then score (DESIGN.md section 6): hard requirements first, then the machine with the fewest
+ * Filter then score (docs/design.md section 6): hard requirements first, then the machine with the fewest
  * assignments, then one where the model is already warm, then the most free memory, then the lightest
  * reported load, ties broken by id. The same inputs always give the same decision.
  */

@@ -24,7 +24,7 @@ export function routeCandidates<R extends Pick<RouteCandidate, 'assignmentId' | 
 }
 
 /**
- * Picks the replica for one invocation (DESIGN.md section 5, step 2): least expected queue delay
+ * Picks the replica for one invocation (docs/design.md section 5, step 2): least expected queue delay
  * ((active + queued + 1) / concurrency), then warm, then the lowest id. Pure and deterministic.
  */
 export function pickReplica<C extends RouteCandidate>(candidates: readonly C[], exclude: ReadonlySet<string> = new Set()): C | null {

@@ -51,7 +51,7 @@ async function consumeFailure(ctx: ServiceCtx, tokenHash: string, name: string):
 }
 
 /**
- * Enrolls a machine (DESIGN.md section 4). The token is consumed with one conditional UPDATE, so exactly one
+ * Enrolls a machine (docs/design.md section 4). The token is consumed with one conditional UPDATE, so exactly one
  * of N concurrent uses succeeds; everything else in the transaction rolls back with it on failure.
  */
 export async function enrollMachine({

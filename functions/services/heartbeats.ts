@@ -43,7 +43,7 @@ export function runtimeEvents(input: {
 }
 
 /**
- * Records a heartbeat (DESIGN.md section 4). The sequence must increase within a boot, so a replayed report
+ * Records a heartbeat (docs/design.md section 4). The sequence must increase within a boot, so a replayed report
  * changes nothing; a runtime may be reported only under an assignment of this very machine.
  */
 export async function recordHeartbeat({

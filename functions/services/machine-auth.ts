@@ -50,7 +50,7 @@ function claimsProblem(payload: Record<string, unknown>, expected: { issuer: str
 }
 
 /**
- * Verifies one agent request (DESIGN.md section 4): an EdDSA JWT signed by a live credential of the machine
+ * Verifies one agent request (docs/design.md section 4): an EdDSA JWT signed by a live credential of the machine
  * it names, for this cluster, this method, path and body, not older than 60 s, never seen before.
  * Throws an `ApiError` (401) with `details.reason` naming the failed check.
  */

@@ -51,7 +51,7 @@ function withTemplate(spec: Assignment): Assignment {
 }
 
 /**
- * Signs the machine's full desired state (DESIGN.md section 4) as a compact JWS, and records its expiry so
+ * Signs the machine's full desired state (docs/design.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
  */
 export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'>; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {

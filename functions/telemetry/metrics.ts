@@ -75,7 +75,7 @@ export type Metrics = ReturnType<typeof createMetrics>;
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const LABELS = ['model', 'deployment', 'node'] as const;
 
-/** Inference metrics (DESIGN.md section 5): p50/p95/p99 derive from the histograms. */
+/** Inference metrics (docs/design.md section 5): p50/p95/p99 derive from the histograms. */
 function inferenceMetrics(registry: Registry) {
   const histogram = (name: string, help: string, buckets = LATENCY_BUCKETS) =>
     new Histogram({ name, help, labelNames: LABELS, buckets, registers: [registry] });

@@ -10,7 +10,7 @@ export type Labels = z.infer<typeof Labels>;
 export const MachineName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'lowercase letters, digits and dashes, 1-63 characters');
 export type MachineName = z.infer<typeof MachineName>;
 
-/** The management and agent surfaces' error envelope (DESIGN.md section 2). */
+/** The management and agent surfaces' error envelope (docs/design.md section 2). */
 export const ErrorEnvelope = z.object({
   error: z.object({
     code: z.string(),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** The built-in simulated runtime (DESIGN.md section 9): the agent's own `sim-runtime` subcommand. */
+/** The built-in simulated runtime (docs/design.md section 9): the agent's own `sim-runtime` subcommand. */
 export const SimulatedRuntime = z.object({
   kind: z.literal('simulated'),
   model: z.string().min(1).max(200),
@@ -82,7 +82,7 @@ export const Assignment = z.object({
 });
 export type Assignment = z.infer<typeof Assignment>;
 
-/** The claims of the signed desired-state JWS sent on the stream (DESIGN.md section 4). */
+/** The claims of the signed desired-state JWS sent on the stream (docs/design.md section 4). */
 export const DesiredState = z.object({
   sub: z.string(),
   gen: z.number().int().nonnegative(),

@@ -9,7 +9,7 @@ import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { loadIdentity } from '../../agent/state.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';
 
-/** `lunanexa-agent enroll` takes its token from a file, standard input or the environment (DESIGN.md section 10). */
+/** `lunanexa-agent enroll` takes its token from a file, standard input or the environment (docs/design.md section 10). */
 describe('enrollment token sources', () => {
   let plane: TestPlane;
   let dir: string;

@@ -6,7 +6,7 @@ import type { MachineView } from '../../shared/contracts/machine.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 /**
- * Requests during start-up (DESIGN.md section 5, step 2): a request for a deployment whose replicas are still
+ * Requests during start-up (docs/design.md section 5, step 2): a request for a deployment whose replicas are still
  * loading is held until one is ready, instead of a 503, under its deadline, cancellable, and counted by
  * admission while it waits. A real control plane, a real agent, and simulated runtimes that take seconds to load.
  */

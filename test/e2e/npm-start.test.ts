@@ -9,7 +9,7 @@ import { waitForExit } from '../../functions/dev/fleet.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { waitFor } from '../helpers/plane.js';
 
-/** The public contract of DESIGN.md section 10: `npm start` on a fresh data dir, then Ctrl-C. */
+/** The public contract of docs/design.md section 10: `npm start` on a fresh data dir, then Ctrl-C. */
 describe('npm start', () => {
   let dataDir: string;
   afterAll(async () => {

@@ -14,7 +14,7 @@ import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { SseReader } from '../helpers/sse.js';
 
 /**
- * The data plane end to end (DESIGN.md section 5): real control planes, real agent processes and real
+ * The data plane end to end (docs/design.md section 5): real control planes, real agent processes and real
  * simulated runtimes, driven with raw fetch and SSE bodies read incrementally. Covers the relay across two
  * instances on one PostgreSQL, cancellation, deadlines, idempotency, failover and the inference metrics.
  */

@@ -31,7 +31,7 @@ async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, max
   return parsed.data;
 }
 
-/** The OpenAI-compatible consumer surface `/v1` (DESIGN.md section 5). */
+/** The OpenAI-compatible consumer surface `/v1` (docs/design.md section 5). */
 export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const tokens = new TtlCache<Actor>(2_000);
