@@ -37,7 +37,9 @@ function statusSuite(store: StoreKind) {
   };
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store });
+    // The machines heartbeat only when a test says so: liveness is slow here so that a loaded CI machine
+    // never sees them stale between two steps (this suite is about status, not liveness).
+    plane = await startTestPlane({ store, config: { heartbeatIntervalMs: 20_000, machineLifetimeMs: 600_000, runtimeTtlMs: 600_000 } });
     gpuNode = await enrollTestMachine(plane, 'gpu-node', { site: 'lab' });
     labNode = await enrollTestMachine(plane, 'other-site', { site: 'elsewhere' });
     await beat(gpuNode);
