@@ -16,3 +16,5 @@ export * from './invocation-payloads.js';
 export * from './deployment-events.js';
 export * from './runtime-templates.js';
 export * from './runtime-secrets.js';
+export * from './instances.js';
+export * from './replica-failures.js';

@@ -8,4 +8,6 @@ export const streamLeases = pgTable('stream_leases', {
   connectionId: text('connection_id').notNull(),
   attachedAt: timestamp('attached_at', { withTimezone: true }).notNull().defaultNow(),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  /** When the agent last answered a ping on this stream: a frozen agent stops answering long before its lease lapses. */
+  answeredAt: timestamp('answered_at', { withTimezone: true }),
 });
