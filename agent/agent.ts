@@ -11,6 +11,8 @@ import { openStreamLink } from './link/stream.js';
 import { unreachableMessage } from './link/reachability.js';
 import { createInvocationRunner } from './link/invocations.js';
 import { createDesiredIntake, verifyDesiredState } from './link/desired.js';
+import { createServerClock } from './link/clock.js';
+import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs } from './link/schedule.js';
 import { Supervisor } from './supervisor/supervisor.js';
 import { createAdapters } from './runtimes/adapters.js';
 import { allowsNothing } from './policy.js';
@@ -30,6 +32,8 @@ import {
   type AgentIdentity,
 } from './state.js';
 
+import { PingAnswered } from '../shared/contracts/stream.js';
+
 export const AGENT_VERSION = '0.1.0';
 
 const LogUploadAccepted = z.object({ accepted: z.literal(true) });
@@ -45,13 +49,14 @@ export const jsonLog: Log = (event, fields = {}) => {
  * `lunanexa-agent enroll`: generates the machine key locally (0600, never sent), collects inventory and trades
  * the single-use enrollment token for a machine identity, pinning the control plane's JWKS.
  */
-export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string }): Promise<AgentIdentity> {
+export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string; log?: Log }): Promise<AgentIdentity> {
   const stateDir = resolve(opts.stateDir);
   if (await loadIdentity(stateDir)) throw new Error(`${stateDir} already holds an enrolled identity`);
   await ensureStateDir(stateDir);
   const key = await generateMachineKey();
   const inventory = await collectInventory({ agentVersion: AGENT_VERSION });
   const name = opts.name ?? hostname().toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 63);
+  const dispatcher = proxyDispatcher();
   const response = await fetch(new URL('/agent/v1/enroll', opts.url), {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -59,12 +64,16 @@ export async function enrollAgent(opts: { url: string; token: string; name?: str
     body: canonicalize({ token: opts.token, name, publicKey: key.publicJwk, inventory }),
     // The body carries the token: a redirect (307 keeps the body) must never hand it to another server.
     redirect: 'manual',
-    dispatcher: proxyDispatcher(),
+    dispatcher,
   }).catch((error: unknown) => {
     throw new Error(unreachableMessage(opts.url, error), { cause: error });
   });
   const result = await readResult(response, EnrollResponse);
   if (!result.success) throw new Error(`enrollment failed: ${result.error.code}: ${result.error.message}`);
+  // Enrollment signs nothing, but the operator setting the machine up is told of a wrong clock now, and the
+  // credential's issue time is the control plane's, like its expiry.
+  const clock = createServerClock({ baseUrl: opts.url, dispatcher, log: opts.log ?? jsonLog });
+  await clock.measure('enrollment');
   await saveKey(stateDir, key.privateJwk);
   const identity: AgentIdentity = {
     url: opts.url,
@@ -73,7 +82,7 @@ export async function enrollAgent(opts: { url: string; token: string; name?: str
     workspaceId: result.data.workspaceId,
     clusterId: result.data.clusterId,
     credentialId: result.data.credentialId,
-    credentialIssuedAt: new Date().toISOString(),
+    credentialIssuedAt: new Date(clock.now()).toISOString(),
     credentialExpiresAt: result.data.credentialExpiresAt,
     jwks: result.data.jwks,
     heartbeatIntervalMs: result.data.heartbeatIntervalMs,
@@ -136,7 +145,10 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     ));
   const dispatcher = proxyDispatcher();
   let credentials: MachineCredentials = { machineId: identity.machineId, clusterId: identity.clusterId, credentialId: identity.credentialId, key: await loadKey(stateDir) };
-  const client = createSignedClient({ baseUrl: identity.url, credentials: () => credentials, dispatcher });
+  const clock = createServerClock({ baseUrl: identity.url, dispatcher, log });
+  // Before anything is signed: a machine whose clock is off would be refused until it signs in corrected time.
+  await clock.measure('start');
+  const client = createSignedClient({ baseUrl: identity.url, credentials: () => credentials, dispatcher, clock });
   const bootId = crypto.randomUUID();
   let seq = 0;
   const initialGen = await loadHeldGen(stateDir);
@@ -155,6 +167,46 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
   let reporting: Promise<void> | null = null;
   let reportAgain = false;
   let lastReportAt = 0;
+  /** Consecutive failed reports: the backoff of their retries. */
+  let failedReports = 0;
+  let retryTimer: NodeJS.Timeout | undefined;
+  /** performance.now() of the next keep-alive, which supersedes a retry due after it. */
+  let nextKeepAliveAt = 0;
+
+  /** Sends one heartbeat of fresh observations; after a failure, says whether to retry. */
+  const sendHeartbeat = async (): Promise<'sent' | ReturnType<typeof afterReportFailure>> => {
+    const heartbeat: Heartbeat = {
+      machineId: identity!.machineId,
+      bootId,
+      seq: ++seq,
+      status: supervisor.status(),
+      gen: desired.heldGen(),
+      runtimes: supervisor.reports(),
+      warmModels: supervisor.warmModels(),
+      metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
+    };
+    const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
+    if (result.success) {
+      intervalMs = result.data.heartbeatIntervalMs;
+      refetchIfBehind(result.data.desiredGen);
+      return 'sent';
+    }
+    counters.heartbeat_failures_total += 1;
+    log('heartbeat rejected', { status: result.status, code: result.error.code, message: result.error.message });
+    if (result.error.code === 'machine_revoked') void shutdown('revoked');
+    return afterReportFailure({ status: result.status, code: result.error.code });
+  };
+
+  /** A failed report is retried with backoff, unless the next keep-alive comes first and supersedes it. */
+  const retryReport = () => {
+    const delayMs = retryDelayMs(failedReports, nextKeepAliveAt - performance.now(), intervalMs);
+    if (delayMs === null || closed) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      void report();
+    }, delayMs);
+  };
+
   const report = (): Promise<void> => {
     if (reporting) {
       reportAgain = true;
@@ -163,25 +215,16 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     reporting = (async () => {
       do {
         reportAgain = false;
+        // This report supersedes a retry that was waiting.
+        clearTimeout(retryTimer);
+        retryTimer = undefined;
         lastReportAt = Date.now();
-        const heartbeat: Heartbeat = {
-          machineId: identity!.machineId,
-          bootId,
-          seq: ++seq,
-          status: supervisor.status(),
-          gen: desired.heldGen(),
-          runtimes: supervisor.reports(),
-          warmModels: supervisor.warmModels(),
-          metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
-        };
-        const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
-        if (result.success) {
-          intervalMs = result.data.heartbeatIntervalMs;
-          refetchIfBehind(result.data.desiredGen);
-        } else {
-          counters.heartbeat_failures_total += 1;
-          log('heartbeat rejected', { status: result.status, code: result.error.code });
-          if (result.error.code === 'machine_revoked') void shutdown('revoked');
+        const outcome = await sendHeartbeat();
+        if (outcome === 'sent') failedReports = 0;
+        else if (outcome !== 'drop') {
+          failedReports += 1;
+          if (outcome === 'resync') await clock.resync('the control plane refused a heartbeat for clock skew');
+          retryReport();
         }
       } while (reportAgain && !closed);
     })().finally(() => (reporting = null));
@@ -243,7 +286,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
 
   const desired = createDesiredIntake({
     heldGen: initialGen,
-    verify: (jws, heldGen) => verifyDesiredState({ jws, jwks: identity!.jwks, machineId: identity!.machineId, clusterId: identity!.clusterId, heldGen }),
+    verify: (jws, heldGen) => verifyDesiredState({ jws, jwks: identity!.jwks, machineId: identity!.machineId, clusterId: identity!.clusterId, heldGen, now: new Date(clock.now()) }),
     save: (gen) => saveHeldGen(stateDir, gen),
     apply: (state) => supervisor.apply(state.gen, state.assignments),
     onRejected: (reason) => {
@@ -257,7 +300,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
   const maybeRotate = async () => {
     const issued = Date.parse(identity!.credentialIssuedAt);
     const expires = Date.parse(identity!.credentialExpiresAt);
-    if (Date.now() < issued + ((expires - issued) * 2) / 3) return;
+    if (clock.now() < issued + ((expires - issued) * 2) / 3) return;
     const next = await generateMachineKey();
     await saveKey(stateDir, next.privateJwk, true);
     const result = await client.request('POST', '/agent/v1/credentials', { publicKey: next.publicJwk }, RotateCredentialResponse);
@@ -266,18 +309,37 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
       return;
     }
     await promoteNextKey(stateDir);
-    identity = { ...identity!, credentialId: result.data.credentialId, credentialIssuedAt: new Date().toISOString(), credentialExpiresAt: result.data.credentialExpiresAt };
+    identity = { ...identity!, credentialId: result.data.credentialId, credentialIssuedAt: new Date(clock.now()).toISOString(), credentialExpiresAt: result.data.credentialExpiresAt };
     await saveIdentity(stateDir, identity);
     credentials = { ...credentials, credentialId: result.data.credentialId, key: next.privateKey };
     log('credential rotated', { credentialId: result.data.credentialId, expiresAt: result.data.credentialExpiresAt });
   };
 
   let heartbeatTimer: NodeJS.Timeout | undefined;
+  /** The next keep-alive, `delayMs` from now; reports in between (changes, retries) do not move it. */
+  const scheduleKeepAlive = (delayMs: number) => {
+    nextKeepAliveAt = performance.now() + delayMs;
+    heartbeatTimer = setTimeout(() => void keepAlive(), delayMs);
+  };
   const keepAlive = async () => {
     if (closed) return;
+    // Set before reporting: a retry of this report must know when the next keep-alive supersedes it.
+    nextKeepAliveAt = performance.now() + keepAliveDelayMs(intervalMs);
     await report();
     if (!stopping) await maybeRotate().catch((error: unknown) => log('credential rotation failed', { error: String(error) }));
-    if (!closed) heartbeatTimer = setTimeout(() => void keepAlive(), intervalMs);
+    if (!stopping && clock.due()) void clock.measure('periodic');
+    if (!closed) scheduleKeepAlive(Math.max(0, nextKeepAliveAt - performance.now()));
+  };
+
+  /** The stream connection the control plane named in `hello`; pings are answered for it. */
+  let connectionId: string | null = null;
+  const answerPing = (connection: string, seq: number) => {
+    void client
+      .request('POST', '/agent/v1/pong', { connectionId: connection, seq }, PingAnswered)
+      .then((result) => {
+        if (!result.success) log('ping answer refused', { code: result.error.code });
+      })
+      .catch((error: unknown) => log('ping answer failed', { error: error instanceof Error ? error.message : String(error) }));
   };
 
   const link = openStreamLink({
@@ -287,19 +349,33 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     silenceTimeoutMs: 45_000,
     onState: (state, detail) => {
       if (state === 'open') counters.stream_connects_total += 1;
+      else {
+        connectionId = null;
+        // The instance that sent these invocations dropped them with the stream (its requests failed or were
+        // retried elsewhere): running them on would serve nobody and hold the runtime.
+        if (state === 'closed') invocations.abortAll('stream_lost');
+      }
       log(`stream ${state}`, detail ? { detail } : {});
     },
     onMalformed: (error) => {
       counters.stream_malformed_total += 1;
       log('stream message rejected', { error });
     },
-    onFatal: (status) => log('stream refused', { status }),
+    onFatal: (status) => {
+      log('stream refused', { status });
+      // Possibly for clock skew (the reason is in the body the link does not read): measuring costs little.
+      if (status === 401) void clock.resync('the control plane refused the stream');
+    },
     onEvent: (event) => {
-      if (event.event === 'desired') {
+      if (event.event === 'hello') connectionId = event.data.connectionId;
+      else if (event.event === 'ping') {
+        if (connectionId) answerPing(connectionId, event.data.seq);
+      } else if (event.event === 'desired') {
         // A stopping agent takes no new state: its runtimes are draining or being left for the next one.
         if (!stopping) desired.offer(event.data.jws);
       } else if (event.event === 'invoke') {
-        invocations.run(event.data);
+        // The deadline is the control plane's time; the runner's timers and the runtime's header are this machine's.
+        invocations.run({ ...event.data, deadline: clock.toLocal(event.data.deadline) });
       } else if (event.event === 'cancel') {
         invocations.cancel(event.data.invocationId, event.data.reason);
       } else if (event.event === 'logs') {
@@ -332,6 +408,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     await supervised;
     closed = true;
     clearTimeout(heartbeatTimer);
+    clearTimeout(retryTimer);
     clearTimeout(reportTimer);
     clearTimeout(refetchTimer);
     link.close();
@@ -339,6 +416,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     finish(reason);
   }
 
-  void keepAlive();
+  // Agents started together (a power cut, a control-plane restart) spread their first reports.
+  scheduleKeepAlive(firstReportDelayMs(intervalMs));
   return { done, stop: () => shutdown('stopped') };
 }

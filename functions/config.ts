@@ -17,8 +17,25 @@ export const ControlPlaneConfig = z.object({
   streamKeepAliveMs: z.number().int().positive().max(15_000).default(15_000),
   /** A stream lease outlives its last renewal by this much, so a dead instance's lease lapses on its own. */
   streamLeaseTtlMs: z.number().int().positive().default(45_000),
+  /**
+   * An instance's own lease (renewed at a third of this): when an instance dies, the streams it held and the
+   * workloads it ran count as gone once this lapses, not when their own longer leases do.
+   */
+  instanceLeaseTtlMs: z.number().int().min(1_000).default(6_000),
+  /**
+   * The stream carries a ping this often; the agent answers it. A machine whose agent has not answered for
+   * `streamPingTimeoutMs` is unroutable at once (a frozen agent keeps its TCP stream and its lease open).
+   */
+  streamPingMs: z.number().int().positive().default(3_000),
+  streamPingTimeoutMs: z.number().int().positive().default(8_000),
   /** Lifetime of a signed desired state; the stream re-signs it at a third of this before expiry. */
   desiredTtlMs: z.number().int().positive().default(10 * 60_000),
+  /**
+   * Clock skew tolerated between an agent and the database, both ways: a machine token issued up to this far in
+   * the future, or expired up to this long ago, is accepted. Agents correct their clock by the offset they
+   * measure, so this only absorbs what the measurement misses.
+   */
+  clockSkewToleranceMs: z.number().int().nonnegative().max(60_000).default(5_000),
   /** Lifetime of a machine credential; agents rotate at two thirds of it. */
   credentialLifetimeMs: z.number().int().positive().default(30 * 24 * 3600_000),
   /** How often the controller reconciles and sweeps expired rows. */
@@ -36,8 +53,11 @@ export const ControlPlaneConfig = z.object({
    * refresh it at once); each refresh is a handful of queries, whatever the request rate.
    */
   routingRefreshMs: z.number().int().positive().default(1_000),
-  /** A node that has not answered an `invoke` with its first frame by then is given up on (and the call retried). */
-  invokeAckTimeoutMs: z.number().int().positive().default(10_000),
+  /**
+   * A node that has not acknowledged an `invoke` (its frames upload starting) by then is given up on: the call is
+   * cancelled there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly.
+   */
+  invokeAckTimeoutMs: z.number().int().positive().default(3_000),
   /** Attempts of one inference request across replicas, while no byte has reached the client. */
   maxAttempts: z.number().int().min(1).max(10).default(3),
   /**
@@ -79,6 +99,9 @@ export const FAST_TEST_CONFIG: Partial<ControlPlaneConfig> = {
   reconcileIntervalMs: 250,
   routingRefreshMs: 100,
   invokeAckTimeoutMs: 3_000,
+  streamPingMs: 500,
+  // Long: suites drive machines by hand over HTTP and do not answer pings; the suites about pings shorten it.
+  streamPingTimeoutMs: 20_000,
 };
 
 /** A machine is `stale` once it missed a keep-alive and its grace: interval + grace. */

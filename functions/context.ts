@@ -7,6 +7,7 @@ import type { Actor, MachinePrincipal } from './services/principals.js';
 import type { ServiceCtx, ServicePorts } from './services/service-context.js';
 import type { ControlPlaneIdentity } from './services/identity.js';
 import type { Relay } from './relay/index.js';
+import type { InstanceLease } from './services/instances.js';
 
 /** Everything the app needs from the outside world; entry points build it, tests build it too. */
 export interface Ports {
@@ -15,8 +16,10 @@ export interface Ports {
   config: ControlPlaneConfig;
   logger: Logger;
   metrics: Metrics;
-  /** This control-plane instance, recorded on stream leases. */
+  /** This control-plane instance, recorded on stream leases and workloads. */
   instanceId: string;
+  /** Its own short lease: the stream leases and workloads of this instance count only while it is renewed. */
+  instanceLease: InstanceLease;
   /** Cluster id and signing key, loaded once. */
   identity: () => Promise<ControlPlaneIdentity>;
   /** The data plane: invocation relay, routing snapshot, admission. */

@@ -27,6 +27,10 @@ export const NodeEnv = z.object({
   LUNANEXA_RUNTIME_GRACE_MS: ms,
   LUNANEXA_STREAM_KEEPALIVE_MS: ms,
   LUNANEXA_RECONCILE_INTERVAL_MS: ms,
+  LUNANEXA_INSTANCE_LEASE_TTL_MS: ms,
+  LUNANEXA_STREAM_PING_MS: ms,
+  LUNANEXA_STREAM_PING_TIMEOUT_MS: ms,
+  LUNANEXA_INVOKE_ACK_TIMEOUT_MS: ms,
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -39,6 +43,10 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     runtimeGraceMs: env.LUNANEXA_RUNTIME_GRACE_MS,
     streamKeepAliveMs: env.LUNANEXA_STREAM_KEEPALIVE_MS,
     reconcileIntervalMs: env.LUNANEXA_RECONCILE_INTERVAL_MS,
+    instanceLeaseTtlMs: env.LUNANEXA_INSTANCE_LEASE_TTL_MS,
+    streamPingMs: env.LUNANEXA_STREAM_PING_MS,
+    streamPingTimeoutMs: env.LUNANEXA_STREAM_PING_TIMEOUT_MS,
+    invokeAckTimeoutMs: env.LUNANEXA_INVOKE_ACK_TIMEOUT_MS,
     secretKey: env.LUNANEXA_SECRET_KEY,
   });
 }

@@ -9,11 +9,15 @@ export const ERROR_STATUS = {
   /** A deployment names a runtime template, or a runtime secret, that is not registered. */
   unknown_template: 400,
   unknown_secret: 400,
+  /** A list's `?cursor=` that this service did not mint (malformed, truncated, another list's). */
+  invalid_cursor: 400,
   unauthorized: 401,
   invalid_token: 401,
   invalid_machine_token: 401,
   machine_revoked: 401,
   credential_expired: 401,
+  /** A machine token's times are off by more than the tolerated skew: the machine's clock is wrong. */
+  clock_skew: 401,
   replayed_request: 401,
   body_digest_mismatch: 401,
   invalid_enrollment_token: 401,
@@ -27,6 +31,8 @@ export const ERROR_STATUS = {
   enrollment_token_used: 409,
   machine_name_taken: 409,
   replayed_sequence: 409,
+  /** A workload whose holding instance died: it cannot be reached, and is recorded as failed. */
+  workload_unreachable: 409,
   payload_too_large: 413,
   uri_too_long: 414,
   unsupported_media_type: 415,

@@ -7,8 +7,8 @@ import { NodeEnv, configFromEnv } from './env.js';
 import { newApp } from './app.js';
 import { createMemoryBus } from './relay/bus.js';
 import { createPgBus } from './relay/pg-bus.js';
+import { afterBusReconnect } from './relay/resync.js';
 import { createRelay } from './relay/index.js';
-import { abandonStaleWorkloads } from './services/workloads.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader } from './services/identity.js';
@@ -17,6 +17,8 @@ import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
 import { loadSecretKeyFile } from './registry/secret-key.js';
 import { newId } from '../shared/ids.js';
+import { InstanceLease } from './services/instances.js';
+import { errorFields } from './telemetry/error-fields.js';
 import { serviceCtx, type Ports } from './context.js';
 import type { ServiceCtx, ServicePorts } from './services/service-context.js';
 
@@ -71,15 +73,21 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     : await (await import('./store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
   // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
   const bus = opts.databaseUrl
-    ? await createPgBus(opts.databaseUrl, { onError: (error) => logger.warn({ err: error.message }, 'relay bus error') })
+    ? await createPgBus(opts.databaseUrl, {
+        onError: (error) => logger.warn({ err: errorFields(error) }, 'relay bus error'),
+        // Only ever called after a loss and a reconnect, long after `ports` below exists.
+        onReconnect: () => afterBusReconnect(ports),
+      })
     : createMemoryBus();
+  const instanceId = newId('instance');
   const ports: Ports = {
     store,
     bus,
     config,
     logger,
     metrics: createMetrics({ processMetrics: true }),
-    instanceId: newId('instance'),
+    instanceId,
+    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
     identity: createIdentityLoader(store.db),
     relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
   };
@@ -88,7 +96,14 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const adminTokenPath = join(dataDir, 'admin.token');
   const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
   await ports.identity();
-  await abandonStaleWorkloads({ ctx: systemCtx });
+  await ports.instanceLease.touch(store.db);
+  // Renewed well within its TTL; a failed renewal (store away) is retried on the next beat, never fatal.
+  const leaseTimer = setInterval(() => {
+    void ports.instanceLease.touch(store.db).catch((error: unknown) => {
+      ports.metrics.backgroundErrors.inc({ task: 'instance-lease' });
+      logger.warn({ err: errorFields(error) }, 'instance lease renewal failed');
+    });
+  }, config.instanceLeaseTtlMs / 6);
   await ports.relay.routing.start();
 
   const app = newApp(ports);
@@ -125,6 +140,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     systemCtx,
     async close() {
       clearInterval(interval);
+      clearInterval(leaseTimer);
       ports.relay.routing.stop();
       await ticking;
       await ports.bus.close();
@@ -136,6 +152,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       // Requests the cut connections ended have recorded how they ended; write that before the store goes.
       await ports.relay.workloads.flush();
       await ports.relay.jtis.flush();
+      await ports.instanceLease.retire(store.db).catch((error: unknown) => logger.warn({ err: errorFields(error) }, 'instance lease retirement failed'));
       await store.close();
     },
   };
@@ -152,7 +169,12 @@ async function main() {
   });
   plane.ports.logger.info({ url: plane.url, store: plane.ports.store.kind }, 'control plane listening');
   const stop = async () => {
-    await plane.close();
+    try {
+      await plane.close();
+    } catch (error) {
+      plane.ports.logger.error({ err: errorFields(error) }, 'stopping failed');
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.once('SIGINT', stop);

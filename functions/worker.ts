@@ -14,6 +14,7 @@ import { controllerTick } from './controller/driver.js';
 import { openNeonStore } from './store/neon.js';
 import { newId } from '../shared/ids.js';
 import type { Store } from './store/db.js';
+import { InstanceLease } from './services/instances.js';
 import { serviceCtx, type AppEnv, type Ports } from './context.js';
 
 /** The part of the Workers `ExecutionContext` this entry uses (no @cloudflare/workers-types dependency). */
@@ -102,6 +103,7 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
     close: () => currentInvocation().store.close(),
   };
   const bus = createMemoryBus();
+  const instanceId = newId('instance');
   const ports: Ports = {
     store,
     // One isolate serves many requests, but another isolate may hold a machine's stream: a memory bus reaches
@@ -114,7 +116,8 @@ function isolatePorts(env: WorkerEnv, state: () => IsolateState): Ports {
     logger: workerLogger(env.LUNANEXA_LOG_LEVEL),
     // No process metrics: an isolate's process.* numbers describe the runtime, not this deployment.
     metrics: createMetrics(),
-    instanceId: newId('instance'),
+    instanceId,
+    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
     identity: async () => {
       const cached = state().identity;
       if (cached) return cached;

@@ -41,8 +41,13 @@ export async function signMachineRequest(input: {
   path: string;
   body: string | Uint8Array;
   lifetimeS?: number;
+  /**
+   * The signing time in the control plane's clock (epoch ms): an agent passes its own clock corrected by the
+   * offset it measured, so that a machine whose clock is off is not refused for it.
+   */
+  nowMs?: number;
 }): Promise<string> {
-  const iat = Math.floor(Date.now() / 1000);
+  const iat = Math.floor((input.nowMs ?? Date.now()) / 1000);
   const claims: MachineRequestClaims & Record<string, unknown> = {
     htm: input.method.toUpperCase(),
     htp: input.path,

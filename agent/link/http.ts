@@ -3,6 +3,7 @@ import type { CryptoKey } from 'jose';
 import type { z } from 'zod';
 import { canonicalize } from '../../shared/canonical.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
+import type { ServerClock } from './clock.js';
 
 export type LinkResult<T> = { success: true; data: T } | { success: false; status: number; error: { code: string; message: string } };
 
@@ -58,12 +59,13 @@ export interface MachineCredentials {
 
 /**
  * The agent's signed HTTP client: every request carries a fresh machine JWT bound to its method, path and
- * body digest. Returns results instead of throwing across the network boundary.
+ * body digest, signed in the control plane's time as `clock` knows it (this machine's without one), and every
+ * answer's `Date` header is shown to `clock`. Returns results instead of throwing across the network boundary.
  */
-export function createSignedClient(opts: { baseUrl: string; credentials: () => MachineCredentials; dispatcher: Dispatcher }) {
+export function createSignedClient(opts: { baseUrl: string; credentials: () => MachineCredentials; dispatcher: Dispatcher; clock?: Pick<ServerClock, 'now' | 'observeDate'> }) {
   async function signedHeaders(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const creds = opts.credentials();
-    const jwt = await signMachineRequest({ key: creds.key, kid: creds.credentialId, machineId: creds.machineId, clusterId: creds.clusterId, method, path, body });
+    const jwt = await signMachineRequest({ key: creds.key, kid: creds.credentialId, machineId: creds.machineId, clusterId: creds.clusterId, method, path, body, nowMs: opts.clock?.now() });
     const headers: Record<string, string> = { authorization: `Bearer ${jwt}`, ...extra };
     if (body.length) headers['content-type'] ??= 'application/json';
     return headers;
@@ -78,7 +80,10 @@ export function createSignedClient(opts: { baseUrl: string; credentials: () => M
     async request<S extends z.ZodType>(method: string, path: string, payload: unknown, schema: S, timeoutMs = 10_000): Promise<LinkResult<z.output<S>>> {
       const body = payload === undefined ? '' : canonicalize(payload);
       try {
-        const response = await fetch(new URL(path, opts.baseUrl), { ...(await signedInit(method, path, body)), signal: AbortSignal.timeout(timeoutMs) });
+        const init = await signedInit(method, path, body);
+        const sentAt = Date.now();
+        const response = await fetch(new URL(path, opts.baseUrl), { ...init, signal: AbortSignal.timeout(timeoutMs) });
+        opts.clock?.observeDate(response.headers.get('date'), sentAt, Date.now());
         return await readResult(response, schema);
       } catch (error) {
         return failure(0, 'network_error', error instanceof Error ? error.message : String(error));

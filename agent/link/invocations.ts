@@ -282,6 +282,10 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     cancel(invocationId: string, reason: string): void {
       running.get(invocationId)?.abort(reason);
     },
+    /** Aborts every invocation in flight (their stream is gone, and with it whoever waited for them). */
+    abortAll(reason: string): void {
+      for (const controller of running.values()) controller.abort(reason);
+    },
     active(): number {
       return running.size;
     },

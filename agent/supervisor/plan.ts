@@ -1,6 +1,9 @@
 import { canonicalize } from '../../shared/canonical.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { RuntimeState } from '../../shared/contracts/heartbeat.js';
+import { mayRestart } from '../../shared/restart-policy.js';
+
+export { mayRestart };
 
 /** What the planner needs to know of a runtime the supervisor manages. */
 export interface ManagedView {
@@ -26,11 +29,6 @@ export type SupervisorAction =
   /** A launch that is no longer wanted as it is (retired, or its template changed): its process stops at once. */
   | { type: 'abort'; assignmentId: string }
   | { type: 'retire'; assignmentId: string };
-
-/** Whether the restart policy allows another restart after `restarts` so far. */
-export function mayRestart(policy: Assignment['restartPolicy'], restarts: number): boolean {
-  return policy.mode !== 'never' && restarts < policy.maxRestarts;
-}
 
 /** Backoff before restart number `restarts + 1`: doubles each time, capped at a minute. */
 export function restartDelayMs(policy: Assignment['restartPolicy'], restarts: number): number {

@@ -7,6 +7,8 @@ import { registerCredentials } from './credentials.js';
 import { registerStream } from './stream.js';
 import { registerLogs } from './logs.js';
 import { registerFrames } from './frames.js';
+import { registerTime } from './time.js';
+import { registerPong } from './pong.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
 export function agentGateway(maxBodyBytes: number, framesMaxBytes: number, frameLineMaxBytes: number): Hono<AppEnv> {
@@ -16,9 +18,11 @@ export function agentGateway(maxBodyBytes: number, framesMaxBytes: number, frame
   app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limit(c, next)));
   registerFrames(app, framesMaxBytes, frameLineMaxBytes);
   registerEnroll(app);
+  registerTime(app);
   registerStream(app);
   registerHeartbeat(app);
   registerCredentials(app);
   registerLogs(app);
+  registerPong(app);
   return app;
 }

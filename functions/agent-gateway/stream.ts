@@ -26,6 +26,8 @@ export function registerStream(app: Hono<AppEnv>) {
     if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
     const ctx = serviceCtx(ports, machineId);
     const connectionId = newId('connection');
+    // The lease counts only while this instance's own lease does (a no-op on Node, whose timer renews it).
+    await ports.instanceLease.touch(ports.store.db);
     await attachStream({ ctx, input: { machineId, connectionId } });
     // Sign before the stream opens so that a failure is an ordinary error response.
     const first = await signDesiredState({ ctx, input: { machineId } });
@@ -53,6 +55,7 @@ export function registerStream(app: Hono<AppEnv>) {
         if (closed) return;
         closed = true;
         clearInterval(keepAlive);
+        clearInterval(ping);
         unsubscribe();
         detachRelay();
         finish();
@@ -82,11 +85,17 @@ export function registerStream(app: Hono<AppEnv>) {
       });
       const keepAlive = setInterval(() => {
         void enqueue(async () => {
+          await ports.instanceLease.touch(ports.store.db);
           if (!(await renewStream({ ctx, input: { machineId, connectionId } }))) return close();
           if (signedExp * 1000 - Date.now() < ports.config.desiredTtlMs / 3) await sendDesired();
           await stream.write(': keep-alive\n\n');
         });
       }, ports.config.streamKeepAliveMs);
+      // Written straight to the socket like relay events: a ping queued behind a slow renewal would prove nothing.
+      let pingSeq = 0;
+      const ping = setInterval(() => {
+        void stream.writeSSE({ event: 'ping', data: `{"seq":${++pingSeq}}` }).catch(close);
+      }, ports.config.streamPingMs);
       stream.onAbort(close);
 
       await enqueue(async () => {

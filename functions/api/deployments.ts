@@ -1,19 +1,25 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
+import { pageOf } from '../../shared/contracts/page.js';
+import { isId } from '../../shared/ids.js';
 import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, listDeployments } from '../services/deployments.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { keyset, PageQuery } from './paging.js';
 
 const list = createRoute({
   method: 'get',
   path: '/deployments',
-  summary: 'List deployments',
+  summary: 'List deployments, a page at a time by name',
   middleware: [requireRole('viewer')] as const,
-  responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: z.object({ data: z.array(DeploymentView) }) } } }, ...errorResponses(401, 403) },
+  request: { query: PageQuery },
+  responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: pageOf(DeploymentView) } } }, ...errorResponses(400, 401, 403) },
 });
+
+const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentView): [string, string] => [d.name, d.id]);
 
 const put = createRoute({
   method: 'put',
@@ -48,8 +54,9 @@ const remove = createRoute({
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
-    const data = await listDeployments({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
-    return c.json({ data }, 200);
+    const { limit, cursor } = c.req.valid('query');
+    const page = await listDeployments({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: deploymentPages.after(cursor), limit } });
+    return c.json(deploymentPages.page(page), 200);
   });
   app.openapi(get, async (c) => {
     const ports = c.get('ports');

@@ -1,19 +1,24 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { MachineList, MachineView } from '../../shared/contracts/machine.js';
-import { getMachine, listMachines, revokeMachine, setMachineScheduling } from '../services/machines.js';
+import { isId } from '../../shared/ids.js';
+import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling } from '../services/machines.js';
 import { fetchRuntimeLogs } from '../services/runtime-logs.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
+import { keyset, PageQuery } from './paging.js';
 
 const list = createRoute({
   method: 'get',
   path: '/machines',
-  summary: 'List machines with liveness, heartbeat age, inventory and runtimes',
+  summary: 'List machines with liveness, heartbeat age, inventory and runtimes, a page at a time in enrollment (id) order',
   middleware: [requireRole('viewer')] as const,
-  responses: { 200: { description: 'Machines', content: { 'application/json': { schema: MachineList } } }, ...errorResponses(401, 403) },
+  request: { query: PageQuery },
+  responses: { 200: { description: 'Machines', content: { 'application/json': { schema: MachineList } } }, ...errorResponses(400, 401, 403) },
 });
+
+const machinePages = keyset(z.string().refine((id) => isId('machine', id)), (m: MachineView) => m.id);
 
 const get = createRoute({
   method: 'get',
@@ -50,6 +55,15 @@ const schedulingRoute = (verb: keyof typeof SCHEDULING_SUMMARY) =>
     responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
   });
 
+const clearFailures = createRoute({
+  method: 'post',
+  path: '/machines/{id}/clear-failures',
+  summary: "Clear a machine's replica failures (its `attention` list): the deployments they kept off it may be placed there again",
+  middleware: [requireRole('operator')] as const,
+  request: { params: MachineIdParam },
+  responses: { 200: { description: 'Cleared', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404) },
+});
+
 const logs = createRoute({
   method: 'get',
   path: '/machines/{id}/runtimes/{assignmentId}/logs',
@@ -77,8 +91,9 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
-    const data = await listMachines({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
-    return c.json({ data }, 200);
+    const { limit, cursor } = c.req.valid('query');
+    const page = await listMachinePage({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: machinePages.after(cursor), limit } });
+    return c.json(machinePages.page(page), 200);
   });
   app.openapi(get, async (c) => {
     const ports = c.get('ports');
@@ -107,4 +122,13 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
       return c.json(await getMachine({ ctx, input }), 200);
     });
   }
+  app.openapi(clearFailures, async (c) => {
+    const ports = c.get('ports');
+    const ctx = serviceCtx(ports, c.get('actor').tokenId);
+    const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
+    await clearReplicaFailures({ ctx, input });
+    // A deployment short of replicas because of these marks is placed at once, not at the next tick.
+    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    return c.json(await getMachine({ ctx, input }), 200);
+  });
 }

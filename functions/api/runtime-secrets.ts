@@ -1,18 +1,23 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeSecretPut, RuntimeSecretView, TemplateName } from '../../shared/contracts/runtime-template.js';
+import { pageOf } from '../../shared/contracts/page.js';
 import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../registry/secrets.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { keyset, PageQuery } from './paging.js';
 
 const list = createRoute({
   method: 'get',
   path: '/runtime-secrets',
-  summary: 'List runtime secrets: names and times only, never a value',
+  summary: 'List runtime secrets, a page at a time by name: names and times only, never a value',
   middleware: [requireRole('viewer')] as const,
-  responses: { 200: { description: 'Runtime secrets', content: { 'application/json': { schema: z.object({ data: z.array(RuntimeSecretView) }) } } }, ...errorResponses(401, 403) },
+  request: { query: PageQuery },
+  responses: { 200: { description: 'Runtime secrets', content: { 'application/json': { schema: pageOf(RuntimeSecretView) } } }, ...errorResponses(400, 401, 403) },
 });
+
+const secretPages = keyset(TemplateName, (s: RuntimeSecretView) => s.name);
 
 const put = createRoute({
   method: 'put',
@@ -34,8 +39,9 @@ const remove = createRoute({
 
 export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
-    const data = await listRuntimeSecrets({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
-    return c.json({ data }, 200);
+    const { limit, cursor } = c.req.valid('query');
+    const page = await listRuntimeSecrets({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: secretPages.after(cursor), limit } });
+    return c.json(secretPages.page(page), 200);
   });
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);

@@ -1,18 +1,23 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeTemplateSpec, RuntimeTemplateView, TemplateName } from '../../shared/contracts/runtime-template.js';
+import { pageOf } from '../../shared/contracts/page.js';
 import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../registry/templates.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { keyset, PageQuery } from './paging.js';
 
 const list = createRoute({
   method: 'get',
   path: '/runtime-templates',
-  summary: 'List the runtime templates deployments may run',
+  summary: 'List the runtime templates deployments may run, a page at a time by name',
   middleware: [requireRole('viewer')] as const,
-  responses: { 200: { description: 'Runtime templates', content: { 'application/json': { schema: z.object({ data: z.array(RuntimeTemplateView) }) } } }, ...errorResponses(401, 403) },
+  request: { query: PageQuery },
+  responses: { 200: { description: 'Runtime templates', content: { 'application/json': { schema: pageOf(RuntimeTemplateView) } } }, ...errorResponses(400, 401, 403) },
 });
+
+const templatePages = keyset(TemplateName, (t: RuntimeTemplateView) => t.name);
 
 const get = createRoute({
   method: 'get',
@@ -43,8 +48,9 @@ const remove = createRoute({
 
 export function registerRuntimeTemplates(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
-    const data = await listRuntimeTemplates({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
-    return c.json({ data }, 200);
+    const { limit, cursor } = c.req.valid('query');
+    const page = await listRuntimeTemplates({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: templatePages.after(cursor), limit } });
+    return c.json(templatePages.page(page), 200);
   });
   app.openapi(get, async (c) => {
     const view = await getRuntimeTemplate({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });

@@ -2,7 +2,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
-import { getWorkload } from '../services/workloads.js';
+import { getWorkload, sweepIfOrphaned } from '../services/workloads.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 
@@ -73,7 +73,13 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
     if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);
     const live = ports.relay.live.get(id);
     if (live) live.cancel('cancelled by API');
-    else await ports.bus.publish(`workload:${id}`, { type: 'cancel-workload' });
+    else {
+      // Held by an instance that died: nothing can reach it (its node aborted the call when the stream broke).
+      if (await sweepIfOrphaned({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { id } })) {
+        throw new ApiError('workload_unreachable', 'the instance that ran this workload is gone; it is now recorded as failed (holder_lost)');
+      }
+      await ports.bus.publish(`workload:${id}`, { type: 'cancel-workload' });
+    }
     return c.json({ id, cancelled: true as const }, 202);
   });
 }

@@ -1,5 +1,7 @@
+import { sweepOrphanedWorkloads } from '../services/workloads.js';
+import { sweepInstances } from '../services/instances.js';
 import { eq, inArray, sql } from 'drizzle-orm';
-import { assignments, deployments, machines } from '../store/schema/index.js';
+import { assignments, deployments, machines, replicaFailures } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { queryRows, dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
@@ -99,6 +101,7 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
           inventory: m.inventory,
           warmModels: m.warmModels,
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
+          replicaFailures: new Map(m.replicaFailures.map((f) => [f.deploymentId, f.reason])),
         })),
         assignments: machines.flatMap((m) =>
           m.runtimes
@@ -110,6 +113,7 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
               deploymentGeneration: r.deploymentGeneration ?? 0,
               templateHash: r.templateHash ?? '',
               available: r.routable,
+              failure: r.failure,
             })),
         ),
       }),
@@ -169,6 +173,12 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
           .update(assignments)
           .set({ spec: assignmentSpec(action.assignmentId, deploymentById.get(action.deploymentId)!, registry) })
           .where(eq(assignments.id, action.assignmentId));
+      } else if (action.type === 'fail') {
+        // The mark is written with the retirement: no pass can see the replica gone and the machine unmarked.
+        await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
+        // One failure per assignment (it is retired right here), so the assignment's id names it.
+        await tx.db.insert(replicaFailures).values({ id: action.assignmentId, deploymentId: action.deploymentId, machineId: action.machineId, assignmentId: action.assignmentId, reason: action.reason });
+        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'replica_failed', machineId: action.machineId, assignmentId: action.assignmentId, message: `replica failed on ${machine.name}: ${action.reason}` });
       } else {
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
         events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'retired', machineId: action.machineId, assignmentId: action.assignmentId, message: `${action.reason} (${machine.name})` });
@@ -192,7 +202,7 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
 
 /**
  * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
- * replay fence and refreshes the machine gauges.
+ * replay fence, expired payloads and the workloads of dead instances, and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -202,6 +212,9 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   const { snapshot } = await reconcilePass(ctx, true);
   await sweepJtis({ ctx });
   await sweepExpiredPayloads({ ctx });
+  const orphans = await sweepOrphanedWorkloads({ ctx });
+  if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
+  await sweepInstances(ctx.db);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
   for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.config))).machines) counts[machine.liveness]! += 1;
   for (const [state, n] of Object.entries(counts)) ctx.metrics.machines.set({ state }, n);

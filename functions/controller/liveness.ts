@@ -13,6 +13,10 @@ export function effectiveAgeMs(reportedAt: Date, now: Date, resumedAt: Date | nu
   return Math.max(0, now.getTime() - seen.getTime());
 }
 
+function reportedBefore(reportedAt: Date, resumedAt: Date | null): boolean {
+  return resumedAt !== null && reportedAt < resumedAt;
+}
+
 /**
  * A machine's liveness (docs/design.md section 4): `ready` while its heartbeat is fresh, `stale` once it missed a
  * keep-alive and its grace, `down` once the heartbeat's 60 s lifetime lapsed. Pure: `now` is the database's clock.
@@ -28,7 +32,8 @@ export function machineLiveness(input: {
   if (!input.lastHeartbeatAt) return 'pending';
   const age = effectiveAgeMs(input.lastHeartbeatAt, input.now, input.resumedAt);
   if (age > input.config.machineLifetimeMs) return 'down';
-  if (age > machineStaleAfterMs(input.config)) return 'stale';
+  // A report from before the interruption says nothing about now: sight is lost until the next one.
+  if (age > machineStaleAfterMs(input.config) || reportedBefore(input.lastHeartbeatAt, input.resumedAt)) return 'stale';
   return 'ready';
 }
 
@@ -49,7 +54,7 @@ export function runtimeLiveness(input: {
   const age = effectiveAgeMs(input.reportedAt, input.now, input.resumedAt);
   const { runtimeTtlMs, runtimeGraceMs } = input.config;
   if (age > 2 * runtimeTtlMs + runtimeGraceMs) return 'down';
-  if (age > runtimeTtlMs + runtimeGraceMs || input.machine === 'stale') return 'stale';
+  if (age > runtimeTtlMs + runtimeGraceMs || input.machine === 'stale' || reportedBefore(input.reportedAt, input.resumedAt)) return 'stale';
   return input.reportedState;
 }
 
@@ -76,9 +81,11 @@ export function isRoutable(input: {
 }
 
 /**
- * When the controller notices it has not ticked for longer than a machine lifetime beyond its own period,
- * the control plane was interrupted: it records the resumption so that missing heartbeats are not counted
- * for one period. (The period matters on Workers, whose cron ticks only once a minute.)
+ * When the controller has not ticked for longer than a machine lifetime beyond its own period, the control
+ * plane was interrupted (stopped, or cut off from its store): missing heartbeats are not counted for one
+ * period from the resumption, and reports from before it count as lost sight (`stale`), neither `ready` nor
+ * `down`. Pure, so that every reader of the fleet judges it the same way from the first read after the
+ * interruption, before the next tick records it. (The period matters on Workers, whose cron ticks once a minute.)
  */
 export function nextResumedAt(input: {
   lastTickAt: Date | null;

@@ -27,6 +27,8 @@ export interface ObservedMachine {
   warmModels: readonly string[];
   /** Invocations its runtimes report running or queued. */
   load: number;
+  /** Deployments whose replica failed for good here and whose mark no operator cleared yet, with why. */
+  replicaFailures: ReadonlyMap<string, string>;
 }
 
 export interface CurrentAssignment {
@@ -37,6 +39,8 @@ export interface CurrentAssignment {
   templateHash: string;
   /** Serving now (routable): what a rollout counts as available. */
   available: boolean;
+  /** Why its runtime failed for good (reported failed with no restart left by its policy); null while it has not. */
+  failure: string | null;
 }
 
 export type RetireReason = 'deployment deleted' | 'machine revoked' | 'scaled down' | 'rolled out' | 'machine drained';
@@ -46,6 +50,8 @@ export type ReconcileAction =
   /** Same template, newer generation: the spec is rewritten in place and the agent restarts nothing. */
   | { type: 'update'; assignmentId: string; deploymentId: string; machineId: string }
   | { type: 'unassign'; assignmentId: string; deploymentId: string; machineId: string; reason: RetireReason }
+  /** A replica that failed for good: retired, and its machine marked so that neither its replacement nor a later replica goes there. */
+  | { type: 'fail'; assignmentId: string; deploymentId: string; machineId: string; reason: string }
   | { type: 'pending'; deploymentId: string; missing: number; rejected: Array<{ machineId: string; reason: string }> };
 
 const byMachineIdDesc = (a: CurrentAssignment, b: CurrentAssignment) => (a.machineId < b.machineId ? 1 : a.machineId > b.machineId ? -1 : 0);
@@ -93,7 +99,9 @@ export function planRollout(input: {
 /**
  * The reconciler: desired deployments against observed machines and current assignments -> actions. Pure.
  * Assignments on `stale` or `down` machines are kept: sight was lost, the runtime may still run and its
- * resources stay reserved until the machine reports again. Revoked machines lose theirs.
+ * resources stay reserved until the machine reports again. Revoked machines lose theirs. A replica of the
+ * current template that failed for good is lost: it is retired and replaced on a machine where this deployment
+ * has not failed (an outdated one is left to the rollout, which retires it as it serves nothing).
  */
 export function reconcile(input: {
   deployments: readonly DesiredDeployment[];
@@ -115,10 +123,13 @@ export function reconcile(input: {
     else keptByDeployment.set(assignment.deploymentId, [...(keptByDeployment.get(assignment.deploymentId) ?? []), assignment]);
   }
 
+  // A replica that fails for good in this pass marks its machine at once: its replacement must not land there.
+  const failuresAt = new Map(input.machines.map((m) => [m.id, new Map(m.replicaFailures)]));
   const candidates: CandidateMachine[] = input.machines.map((machine) => ({
     ...machine,
     reserved: { gpus: 0, memoryMiB: 0, assignments: 0 },
     deploymentIds: new Set<string>(),
+    replicaFailures: failuresAt.get(machine.id)!,
   }));
   const candidateById = new Map(candidates.map((c) => [c.id, c]));
   // Every replica still on a machine holds its resources; only a current one rules out another replica there,
@@ -136,7 +147,17 @@ export function reconcile(input: {
   const sortedDeployments = input.deployments.filter((d) => !d.deleted).sort((a, b) => (a.id < b.id ? -1 : 1));
   const toAdd = new Map<string, number>();
   for (const deployment of sortedDeployments) {
-    const current = keptByDeployment.get(deployment.id) ?? [];
+    const kept = keptByDeployment.get(deployment.id) ?? [];
+    const current: CurrentAssignment[] = [];
+    for (const assignment of kept) {
+      if (assignment.failure === null || assignment.templateHash !== deployment.templateHash) {
+        current.push(assignment);
+        continue;
+      }
+      actions.push({ type: 'fail', assignmentId: assignment.id, deploymentId: deployment.id, machineId: assignment.machineId, reason: assignment.failure });
+      failuresAt.get(assignment.machineId)?.set(deployment.id, assignment.failure);
+      reserve(assignment.machineId, deployment, false);
+    }
     const plan = planRollout({ deployment, assignments: current, drainingMachines });
     const retired = new Set(plan.retire.map((r) => r.assignment.id));
     for (const { assignment, reason } of plan.retire) unassign(assignment, reason);

@@ -41,7 +41,7 @@ export async function waitForExit(child: ChildProcess, timeoutMs = 15_000): Prom
 export async function seedDemoDeployment(
   plane: RunningControlPlane,
   replicas: number,
-  runtime: { loadMs?: number; memoryMiB?: number } = {},
+  runtime: { loadMs?: number; memoryMiB?: number; tokensPerSecond?: number } = {},
   overrides: Partial<DeploymentInput> = {},
 ) {
   const memoryMiB = runtime.memoryMiB ?? 1024;
@@ -55,7 +55,7 @@ export async function seedDemoDeployment(
         kind: 'simulated',
         model: 'sim-chat',
         ttftMs: 20,
-        tokensPerSecond: 200,
+        tokensPerSecond: runtime.tokensPerSecond ?? 200,
         loadMs: runtime.loadMs ?? 300,
         memoryMiB,
         failureRate: 0,

@@ -48,8 +48,14 @@ async function shutdown(signal: string) {
   console.log('stopped cleanly');
   process.exit(0);
 }
-process.once('SIGINT', () => void shutdown('SIGINT'));
-process.once('SIGTERM', () => void shutdown('SIGTERM'));
+// A stop that fails (the store is away while the last records are written) still ends the process, and says why.
+const stopOn = (signal: string) => () =>
+  void shutdown(signal).catch((error: unknown) => {
+    console.log(`stopping failed: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  });
+process.once('SIGINT', stopOn('SIGINT'));
+process.once('SIGTERM', stopOn('SIGTERM'));
 
 for (const node of nodes) {
   node.process.once('exit', (code, signal) => {
@@ -67,6 +73,9 @@ const watch =
           return machines.filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable)).length >= count;
         },
         onReady: () => console.log(`${count} simulated nodes ready with sim-chat routable after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`),
-        onError: (error) => console.log(`waiting for the simulated nodes: the store did not answer (${error instanceof Error ? error.message : String(error)}); still waiting`),
+        onError: (error) => {
+          plane.ports.metrics.backgroundErrors.inc({ task: 'ready-watch' });
+          console.log(`waiting for the simulated nodes: the store did not answer (${error instanceof Error ? error.message : String(error)}); still waiting`);
+        },
       })
     : undefined;

@@ -3,12 +3,15 @@ import type { MachineStatus, RuntimeState, StartupProgress } from '../../shared/
 import type { MachineLiveness, RuntimeLiveness } from '../../shared/contracts/machine.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { ControlPlaneConfig } from '../config.js';
-import { isRoutable, machineLiveness, runtimeLiveness } from '../controller/liveness.js';
+import { isRoutable, machineLiveness, nextResumedAt, runtimeLiveness } from '../controller/liveness.js';
+import type { ControllerState } from '../services/controller-state.js';
+import { mayRestart } from '../../shared/restart-policy.js';
 
 /** The rows the snapshot is built from, as the loader reads them (one consistent read). */
 export interface FleetRows {
   now: Date;
-  resumedAt: Date | null;
+  /** The controller's tick record: tells whether the control plane was interrupted, and since when it is back. */
+  controller: ControllerState;
   machines: ReadonlyArray<{
     id: string;
     workspaceId: string;
@@ -26,7 +29,7 @@ export interface FleetRows {
     desiredGen: number;
     desiredExpiresAt: Date | null;
   }>;
-  /** Machine ids whose stream lease is held and unexpired. */
+  /** Machine ids whose link is live: stream lease unexpired, its instance alive, its pings answered. */
   attached: ReadonlySet<string>;
   credentialExpiry: ReadonlyMap<string, Date>;
   assignments: ReadonlyArray<{ id: string; machineId: string; deploymentId: string; spec: Assignment; sinceGen: number }>;
@@ -44,6 +47,17 @@ export interface FleetRows {
     message: string | null;
     reportedAt: Date;
   }>;
+  /** Replica failures no operator cleared yet, of deployments not deleted. */
+  replicaFailures: ReadonlyArray<FleetReplicaFailure & { machineId: string }>;
+}
+
+/** A replica that failed for good on a machine: the scheduler keeps its deployment off it until an operator clears the mark. */
+export interface FleetReplicaFailure {
+  deploymentId: string;
+  deploymentName: string;
+  assignmentId: string;
+  reason: string;
+  failedAt: Date;
 }
 
 /** A runtime as the control plane believes it now: its assignment (if still desired) joined with its last report. */
@@ -70,6 +84,11 @@ export interface FleetRuntime {
   queueDepth: number;
   progress: StartupProgress | null;
   resources: { gpus: number; memoryMiB: number };
+  /**
+   * Why it failed for good: reported failed with no restart left by its assignment's restart policy, so its node
+   * will not restart it. Null otherwise, a failed runtime that waits for its next restart included.
+   */
+  failure: string | null;
 }
 
 export interface FleetMachine {
@@ -98,6 +117,8 @@ export interface FleetMachine {
   reserved: { gpus: number; memoryMiB: number; assignments: number };
   /** Models loaded in a ready runtime, as the agent last reported (empty once sight is lost). */
   warmModels: string[];
+  /** Its open replica failures, oldest first: shown to the operator, who clears them once the machine is fixed. */
+  replicaFailures: FleetReplicaFailure[];
 }
 
 /** One read model of the fleet (docs/design.md section 6): routing, the controller, the scheduler and the API read it. */
@@ -106,17 +127,21 @@ export interface FleetSnapshot {
   machines: FleetMachine[];
 }
 
-type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs'>;
+type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs' | 'reconcileIntervalMs'>;
 
 const MACHINE_STATUSES: readonly string[] = ['ready', 'degraded', 'draining'];
 
 /** Builds the snapshot from its rows. Pure: liveness is judged against `rows.now`, the database's clock. */
 export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): FleetSnapshot {
-  const { now, resumedAt } = rows;
+  const { now } = rows;
+  // Judged here rather than read from the last tick: the first read after an interruption already knows it.
+  const resumedAt = nextResumedAt({ ...rows.controller, now, config });
   const assignmentsOf = new Map<string, FleetRows['assignments'][number][]>();
   for (const a of rows.assignments) assignmentsOf.set(a.machineId, [...(assignmentsOf.get(a.machineId) ?? []), a]);
   const reportsOf = new Map<string, FleetRows['reports'][number][]>();
   for (const r of rows.reports) reportsOf.set(r.machineId, [...(reportsOf.get(r.machineId) ?? []), r]);
+  const failuresOf = new Map<string, FleetReplicaFailure[]>();
+  for (const { machineId, ...failure } of rows.replicaFailures) failuresOf.set(machineId, [...(failuresOf.get(machineId) ?? []), failure]);
 
   const machines = rows.machines.map((m): FleetMachine => {
     const liveness = machineLiveness({ lastHeartbeatAt: m.lastHeartbeatAt, revokedAt: m.revokedAt, now, resumedAt, config });
@@ -159,6 +184,10 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
         queueDepth: report?.queueDepth ?? 0,
         progress: report?.progress ?? null,
         resources: assignment?.spec.resources ?? { gpus: 0, memoryMiB: 0 },
+        failure:
+          assignment !== undefined && report?.state === 'failed' && !mayRestart(assignment.spec.restartPolicy, report.restarts)
+            ? `${report.message ?? 'failed'} after ${report.restarts} ${report.restarts === 1 ? 'restart' : 'restarts'}`
+            : null,
       };
     });
     const desired = runtimes.filter((r) => r.desired);
@@ -189,6 +218,7 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       },
       // As the agent reported them, and only while that report is fresh.
       warmModels: liveness === 'ready' ? m.warmModels : [],
+      replicaFailures: (failuresOf.get(m.id) ?? []).sort((a, b) => a.failedAt.getTime() - b.failedAt.getTime()),
     };
   });
   return { now, machines };

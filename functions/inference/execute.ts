@@ -1,7 +1,7 @@
 import { newId } from '../../shared/ids.js';
 import { serviceCtx, type Ports } from '../context.js';
 import type { DeploymentRoute } from '../relay/routing.js';
-import { recordWorkload, workloadByKey, type WorkloadRow } from '../services/workloads.js';
+import { recordWorkload, retakeOrphanedWorkload, workloadByKey, type WorkloadRow } from '../services/workloads.js';
 import { abortAfter } from './abort-after.js';
 import { answer, type Finish } from './answer.js';
 import { tryReplica } from './attempt.js';
@@ -35,6 +35,8 @@ const RECORDED_STATUS: Record<InferenceError['kind'], number | null> = {
 export async function executeInference(ports: Ports, request: InferenceRequest): Promise<InferenceResult> {
   const { relay, config, metrics } = ports;
   const ctx = serviceCtx(ports, request.actor.tokenId);
+  // The workload counts as held only while this instance's lease does (a no-op on Node, whose timer renews it).
+  await ports.instanceLease.touch(ports.store.db);
   await relay.routing.fresh();
   let route = relay.routing.resolve(request.actor.workspaceId, request.model);
   if (!route) return { ok: false, error: notFound(request.model) };
@@ -47,7 +49,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     return { ok: false, error: { kind: 'capacity', code: 'capacity_exceeded', message: `${route.name} is at capacity; retry later`, retryAfterS: 1 } };
   }
 
-  const workloadId = newId('workload');
+  let workloadId = newId('workload');
   const row: WorkloadRow = {
     id: workloadId,
     workspaceId: request.actor.workspaceId,
@@ -77,13 +79,17 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   if (request.idempotencyKey) {
     // The insert is the guard, so it is written before anything runs; the rest of the record is written behind.
     let fresh: boolean;
+    let retaken: string | null = null;
     try {
       fresh = await recordWorkload({ ctx, input: row });
+      // A key whose workload died with its instance (known not to have finished) runs again, once, under its id.
+      if (!fresh) retaken = await retakeOrphanedWorkload({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey, deadline: row.deadline } });
     } catch (error) {
       relay.admission.leave(deploymentId);
       throw error;
     }
-    if (!fresh) {
+    if (retaken) row.id = workloadId = retaken;
+    else if (!fresh) {
       relay.admission.leave(deploymentId);
       const previous = await workloadByKey({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey } });
       return {

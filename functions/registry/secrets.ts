@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, gt, sql } from 'drizzle-orm';
 import { runtimeSecrets } from '../store/schema/index.js';
 import type { RuntimeSecretView } from '../../shared/contracts/runtime-template.js';
 import type { ControlPlaneConfig } from '../config.js';
 import { ApiError } from '../errors.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../services/paging.js';
 import { liveTemplateDeployments } from './load.js';
 import { secretAssociatedData, secretBox, type SecretBox } from './secret-box.js';
 
@@ -21,13 +22,16 @@ export function requireSecretBox(config: Pick<ControlPlaneConfig, 'secretKey'>):
   return secretBox(config.secretKey);
 }
 
-export async function listRuntimeSecrets({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<RuntimeSecretView[]> {
+/** One page of the runtime secrets of a workspace, by name (unique in a workspace: the key). */
+export async function listRuntimeSecrets({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & PageRequest<string> }): Promise<RowPage<RuntimeSecretView>> {
   const rows = await ctx.db
     .select({ name: runtimeSecrets.name, createdAt: runtimeSecrets.createdAt, updatedAt: runtimeSecrets.updatedAt })
     .from(runtimeSecrets)
-    .where(eq(runtimeSecrets.workspaceId, input.workspaceId))
-    .orderBy(runtimeSecrets.name);
-  return rows.map(secretView);
+    .where(and(eq(runtimeSecrets.workspaceId, input.workspaceId), input.after !== undefined ? gt(runtimeSecrets.name, input.after) : undefined))
+    .orderBy(runtimeSecrets.name)
+    .limit(input.limit + 1);
+  const page = cutPage(rows, input.limit);
+  return { items: page.items.map(secretView), more: page.more };
 }
 
 /**

@@ -1,9 +1,10 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, gt, sql } from 'drizzle-orm';
 import { runtimeTemplates } from '../store/schema/index.js';
 import { canonicalize } from '../../shared/canonical.js';
 import type { RuntimeTemplateSpec, RuntimeTemplateView } from '../../shared/contracts/runtime-template.js';
 import { ApiError } from '../errors.js';
 import { audit, withTransaction, type ServiceCtx } from '../services/service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../services/paging.js';
 import { checkTemplate } from './template-check.js';
 import { renderArgs, renderEnv } from './render.js';
 import { liveTemplateDeployments } from './load.js';
@@ -14,10 +15,16 @@ function templateView(row: TemplateRow): RuntimeTemplateView {
   return { name: row.name, ...row.spec, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
 }
 
-/** The runtime templates of a workspace, by name. */
-export async function listRuntimeTemplates({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<RuntimeTemplateView[]> {
-  const rows = await ctx.db.select().from(runtimeTemplates).where(eq(runtimeTemplates.workspaceId, input.workspaceId)).orderBy(runtimeTemplates.name);
-  return rows.map(templateView);
+/** One page of the runtime templates of a workspace, by name (unique in a workspace: the key). */
+export async function listRuntimeTemplates({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & PageRequest<string> }): Promise<RowPage<RuntimeTemplateView>> {
+  const rows = await ctx.db
+    .select()
+    .from(runtimeTemplates)
+    .where(and(eq(runtimeTemplates.workspaceId, input.workspaceId), input.after !== undefined ? gt(runtimeTemplates.name, input.after) : undefined))
+    .orderBy(runtimeTemplates.name)
+    .limit(input.limit + 1);
+  const page = cutPage(rows, input.limit);
+  return { items: page.items.map(templateView), more: page.more };
 }
 
 /** One runtime template; 404 when there is none. */

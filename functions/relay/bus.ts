@@ -33,15 +33,32 @@ export type BusMessage = MachineSignal | LogLines | InvocationSignal | WorkloadS
 export interface Bus {
   publish(channel: string, message: BusMessage): Promise<void>;
   subscribe(channel: string, handler: (message: BusMessage) => void): () => void;
+  /** Channels with a subscriber in this instance: what a resync after a lost connection re-reads for. */
+  localChannels(): string[];
+  /** Delivers to this instance's subscribers only, as if `message` had arrived on the bus. */
+  deliverLocal(channel: string, message: BusMessage): void;
   close(): Promise<void>;
 }
 
-/** Local subscribers by channel: the half of a bus both adapters share. */
-export function createSubscriberRegistry() {
+/**
+ * Local subscribers by channel: the half of a bus both adapters share. With `onHandlerError`, a handler that
+ * throws is reported and the others still run: a delivery from a connection's event must not throw into it.
+ */
+export function createSubscriberRegistry(onHandlerError?: (error: unknown) => void) {
   const handlers = new Map<string, Set<(message: BusMessage) => void>>();
   return {
     deliver(channel: string, message: BusMessage): void {
-      for (const handler of handlers.get(channel) ?? []) handler(message);
+      for (const handler of handlers.get(channel) ?? []) {
+        try {
+          handler(message);
+        } catch (error) {
+          if (!onHandlerError) throw error;
+          onHandlerError(error);
+        }
+      }
+    },
+    channels(): string[] {
+      return [...handlers.keys()];
     },
     subscribe(channel: string, handler: (message: BusMessage) => void): () => void {
       let set = handlers.get(channel);
@@ -66,6 +83,8 @@ export function createMemoryBus(): Bus {
       subscribers.deliver(channel, message);
     },
     subscribe: subscribers.subscribe,
+    localChannels: subscribers.channels,
+    deliverLocal: subscribers.deliver,
     async close() {
       subscribers.clear();
     },

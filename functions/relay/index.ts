@@ -64,7 +64,10 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
     routing: new RoutingTable(
       () => loadRoutes(deps().db, deps().config),
       () => deps().config.routingRefreshMs,
-      (error) => deps().logger.warn({ err: errorFields(error) }, 'routing refresh failed'),
+      (error) => {
+        deps().metrics?.backgroundErrors.inc({ task: 'routing-refresh' });
+        deps().logger.warn({ err: errorFields(error) }, 'routing refresh failed');
+      },
     ),
     admission: new Admission(),
     live: new Map(),

@@ -16,6 +16,11 @@ export interface CandidateMachine {
   reserved: { gpus: number; memoryMiB: number; assignments: number };
   /** Deployments already placed here (one replica per machine). */
   deploymentIds: ReadonlySet<string>;
+  /**
+   * Deployments whose replica failed for good here (an open mark), with why: none of their replicas is placed here
+   * again until an operator clears the mark, so that a replica that fails everywhere ends unplaceable, never in a loop.
+   */
+  replicaFailures: ReadonlyMap<string, string>;
 }
 
 export interface PlacementRequest {
@@ -43,6 +48,8 @@ function rejection(machine: CandidateMachine, request: PlacementRequest): string
   if (machine.liveness !== 'ready') return `machine is ${machine.liveness}`;
   if (machine.cordoned) return 'machine is cordoned';
   if (machine.draining) return 'machine is draining';
+  const failure = machine.replicaFailures.get(request.deploymentId);
+  if (failure !== undefined) return `replica failed here: ${failure}`;
   if (machine.deploymentIds.has(request.deploymentId)) return 'already runs a replica of this deployment';
   for (const [key, value] of Object.entries(request.selector)) {
     if (machine.labels[key] !== value) return `label ${key}=${value} not present`;

@@ -12,6 +12,7 @@ import { listDeploymentEvents } from './deployment-events.js';
 import { loadRuntimeRegistry, requireResolvableRuntime } from '../registry/load.js';
 import type { RuntimeRegistry } from '../registry/resolve.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { cutPage, type PageRequest, type RowPage } from './paging.js';
 
 export interface DeploymentInput {
   workspaceId: string;
@@ -66,14 +67,28 @@ export async function getDeployment({ ctx, input }: { ctx: ServiceCtx; input: { 
   return row && deploymentView(row);
 }
 
-/** Live deployments of a workspace. */
-export async function listDeployments({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<DeploymentView[]> {
+/** One page of the live deployments of a workspace, by name then id (a key `[name, id]`). */
+export async function listDeployments({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string } & PageRequest<readonly [name: string, id: string]>;
+}): Promise<RowPage<DeploymentView>> {
   const rows = await ctx.db
     .select()
     .from(deployments)
-    .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)))
-    .orderBy(deployments.name);
-  return rows.map(deploymentView);
+    .where(
+      and(
+        eq(deployments.workspaceId, input.workspaceId),
+        isNull(deployments.deletedAt),
+        input.after ? sql`(${deployments.name}, ${deployments.id}) > (${input.after[0]}, ${input.after[1]})` : undefined,
+      ),
+    )
+    .orderBy(deployments.name, deployments.id)
+    .limit(input.limit + 1);
+  const page = cutPage(rows, input.limit);
+  return { items: page.items.map(deploymentView), more: page.more };
 }
 
 /**
@@ -136,8 +151,9 @@ export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input:
 
 /**
  * A deployment's status, derived from the fleet read model on every read: its replicas, how many are ready,
- * starting or failed, the rollout's progress, and (from a dry run of the pure reconciler over the same
- * snapshot) the replicas the scheduler cannot place with its reason for every machine it rejected. Pure.
+ * starting or failed, the rollout's progress, (from a dry run of the pure reconciler over the same snapshot)
+ * the replicas the scheduler cannot place with its reason for every machine it rejected, and whether it is
+ * degraded, and why. Pure.
  */
 export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDeployments: readonly DeploymentRow[]; snapshot: FleetSnapshot; registry: RuntimeRegistry }): DeploymentStatus {
   const { deployment, snapshot, registry } = input;
@@ -164,13 +180,31 @@ export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDe
   const updated = live.filter((r) => r.current);
   const retiring = replicas.length - live.length;
   const outdated = live.length - updated.length;
+  const ready = live.filter((r) => r.routable).length;
+  const unplaceable = pending?.type === 'pending' ? pending.missing : 0;
+  const unplaceableReasons = pending?.type === 'pending' ? pending.rejected.map((r) => ({ ...r, machineName: machineName.get(r.machineId) ?? r.machineId })) : [];
+  const maxRestarts = deployment.restartPolicy.maxRestarts;
+  const failing = snapshot.machines.flatMap((m) =>
+    m.runtimes
+      .filter((r) => r.deploymentId === deployment.id && r.desired && r.state === 'failed' && desired !== null && r.templateHash === desired.templateHash)
+      // Restarts left are not promised: a launch the node's policy refused is not restarted either.
+      .map((r) => `replica failed on ${m.name}: ${r.failure ?? `${r.message ?? 'failed'} (${r.restarts} of ${maxRestarts} restarts used)`}`),
+  );
+  // Marks explain a shortfall; once enough replicas serve elsewhere they are the machine's business, not the deployment's.
+  const short = ready < deployment.replicas;
+  const marks = short ? snapshot.machines.flatMap((m) => m.replicaFailures.filter((f) => f.deploymentId === deployment.id).map((f) => `replica failed on ${m.name}: ${f.reason}`)) : [];
+  const rejections = unplaceableReasons.map((r) => `${r.machineName}: ${r.reason}`).join('; ') || 'no machine in this workspace';
+  const stuck = short && unplaceable > 0 ? [`${unplaceable} ${unplaceable === 1 ? 'replica' : 'replicas'} cannot be placed: ${rejections}`] : [];
+  const degradedReasons = [...failing, ...marks, ...stuck];
   return {
     desired: deployment.replicas,
-    ready: live.filter((r) => r.routable).length,
+    ready,
     starting: live.filter((r) => r.state === 'preparing' || r.state === 'pulling' || r.state === 'starting').length,
     failed: live.filter((r) => r.state === 'failed').length,
-    unplaceable: pending?.type === 'pending' ? pending.missing : 0,
-    unplaceableReasons: pending?.type === 'pending' ? pending.rejected.map((r) => ({ ...r, machineName: machineName.get(r.machineId) ?? r.machineId })) : [],
+    unplaceable,
+    unplaceableReasons,
+    degraded: degradedReasons.length > 0,
+    degradedReasons,
     rollout: {
       state: updated.filter((r) => r.routable).length === deployment.replicas && updated.length === deployment.replicas && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
       updated: updated.length,

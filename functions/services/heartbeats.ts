@@ -94,16 +94,17 @@ export async function recordHeartbeat({
       })
       .where(eq(machines.id, machine.machineId));
     const before = await tx.db
-      .select({ assignmentId: runtimeReports.assignmentId, deploymentId: runtimeReports.deploymentId, state: runtimeReports.state, gen: runtimeReports.gen, warm: runtimeReports.warm })
+      .select({ assignmentId: runtimeReports.assignmentId, deploymentId: runtimeReports.deploymentId, state: runtimeReports.state, gen: runtimeReports.gen, warm: runtimeReports.warm, restarts: runtimeReports.restarts })
       .from(runtimeReports)
       .where(eq(runtimeReports.machineId, machine.machineId));
     const previous = new Map(before.map((r) => [r.assignmentId, r]));
-    // What routing depends on: which runtimes the node has, and their state, generation and warmth.
+    // What routing and the reconciler depend on: which runtimes the node has, their state, generation and warmth,
+    // and their restarts (a failed runtime that used its last one is replaced at once).
     const runtimesChanged =
       before.length !== heartbeat.runtimes.length ||
       heartbeat.runtimes.some((r) => {
         const last = previous.get(r.assignmentId);
-        return last?.state !== r.state || last.gen !== r.gen || last.warm !== r.warm;
+        return last?.state !== r.state || last.gen !== r.gen || last.warm !== r.warm || last.restarts !== r.restarts;
       });
     const vanished = before.filter((r) => !assignmentIds.includes(r.assignmentId)).map((r) => r.assignmentId);
     const retired = vanished.length

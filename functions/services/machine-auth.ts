@@ -10,9 +10,6 @@ import { column, iso } from '../store/rows.js';
 import { TtlCache } from './ttl-cache.js';
 import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
 
-/** Tolerated clock skew between an agent and the database, in seconds. */
-const CLOCK_TOLERANCE_S = 5;
-
 /**
  * What a `kid` (a credential id) and a `jti` may look like. Both reach the store (the credential lookup, the
  * replay fence), where a NUL byte is an error of PostgreSQL's own: the kid is checked before anything else, with
@@ -25,6 +22,16 @@ function reject(reason: string, message: string, code: 'invalid_machine_token' |
   return new ApiError(code, message, { reason });
 }
 
+/**
+ * A token whose times are off by more than the tolerance: the agent signs with its own clock (corrected by the
+ * offset it measured), so the difference names that clock, for the operator to fix and for the agent to measure
+ * again. `skewS` is how far the machine's clock is ahead (negative: behind), as the token shows it.
+ */
+function clockSkew(reason: 'iat' | 'expired', skewS: number, detail: string): ApiError {
+  const side = skewS > 0 ? 'ahead of' : 'behind';
+  return new ApiError('clock_skew', `the machine's clock is ${Math.abs(skewS)} s ${side} the control plane's (${detail}); fix its time (NTP)`, { reason, clockSkewS: skewS });
+}
+
 function jsonObject(part: string): Record<string, unknown> {
   const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not a JSON object');
@@ -35,30 +42,31 @@ function jsonObject(part: string): Record<string, unknown> {
  * The registered claims of a verified machine JWT: the claim that fails (`expired` for `exp` in the past),
  * or null. iat, exp and jti are required; the issuer and subject are the machine, the audience the cluster.
  */
-function claimsProblem(payload: Record<string, unknown>, expected: { issuer: string; audience: string; nowS: number }): string | null {
+function claimsProblem(payload: Record<string, unknown>, expected: { issuer: string; audience: string; nowS: number; toleranceS: number }): string | null {
   for (const claim of ['iat', 'exp', 'jti']) if (payload[claim] === undefined) return claim;
   if (payload.iss !== expected.issuer) return 'iss';
   if (payload.sub !== expected.issuer) return 'sub';
   const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
   if (!audiences.includes(expected.audience)) return 'aud';
   if (typeof payload.iat !== 'number' || !Number.isFinite(payload.iat)) return 'iat';
-  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > expected.nowS + CLOCK_TOLERANCE_S)) return 'nbf';
+  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > expected.nowS + expected.toleranceS)) return 'nbf';
   if (typeof payload.exp !== 'number' || !Number.isFinite(payload.exp)) return 'exp';
-  if (payload.exp <= expected.nowS - CLOCK_TOLERANCE_S) return 'expired';
+  if (payload.exp <= expected.nowS - expected.toleranceS) return 'expired';
   if (typeof payload.jti !== 'string' || !JTI.test(payload.jti)) return 'jti';
   return null;
 }
 
 /**
  * Verifies one agent request (docs/design.md section 4): an EdDSA JWT signed by a live credential of the machine
- * it names, for this cluster, this method, path and body, not older than 60 s, never seen before.
- * Throws an `ApiError` (401) with `details.reason` naming the failed check.
+ * it names, for this cluster, this method, path and body, not older than 60 s, never seen before, its times
+ * within the tolerated clock skew (`clock_skew` otherwise). Throws an `ApiError` (401) with `details.reason`
+ * naming the failed check.
  */
 export async function verifyMachineRequest({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx & Pick<ServicePorts, 'jtis'>;
+  ctx: ServiceCtx & Pick<ServicePorts, 'jtis' | 'config'>;
   input: { token: string; method: string; path: string; body: string; clusterId: string; cache?: MachineAuthCache };
 }): Promise<MachinePrincipal> {
   const parts = input.token.split('.');
@@ -83,8 +91,13 @@ export async function verifyMachineRequest({
   const signature = Buffer.from(parts[2]!, 'base64url');
   if (!(await row.verifier.verify(Buffer.from(`${parts[0]}.${parts[1]}`), signature))) throw reject('signature', 'the machine token signature does not verify');
   const now = row.now();
-  const invalid = claimsProblem(payload, { issuer: row.machineId, audience: input.clusterId, nowS: now.getTime() / 1000 });
-  if (invalid === 'expired') throw reject('expired', 'the machine token has expired');
+  const nowS = now.getTime() / 1000;
+  const toleranceS = ctx.config.clockSkewToleranceMs / 1000;
+  const invalid = claimsProblem(payload, { issuer: row.machineId, audience: input.clusterId, nowS, toleranceS });
+  if (invalid === 'expired') {
+    const iat = payload.iat as number;
+    throw clockSkew('expired', Math.round(iat - nowS), `the token was issued ${Math.round(nowS - iat)} s ago and expired ${Math.round(nowS - (payload.exp as number))} s ago`);
+  }
   if (invalid) throw reject(`claim_${invalid}`, `the machine token's ${invalid} claim is not valid`);
   // Checks after the signature, so an attacker learns nothing about a machine's state without its key.
   if (row.revokedAt) throw reject('revoked', 'the machine has been revoked', 'machine_revoked');
@@ -92,13 +105,13 @@ export async function verifyMachineRequest({
   const iat = payload.iat as number;
   const exp = payload.exp as number;
   if (exp - iat > MACHINE_JWT_MAX_LIFETIME_S) throw reject('lifetime', `machine tokens may live at most ${MACHINE_JWT_MAX_LIFETIME_S} s`);
-  if (iat > now.getTime() / 1000 + CLOCK_TOLERANCE_S) throw reject('iat', 'the machine token was issued in the future');
+  if (iat > nowS + toleranceS) throw clockSkew('iat', Math.round(iat - nowS), `the token was issued ${Math.round(iat - nowS)} s in the future`);
   if (payload.htm !== input.method.toUpperCase() || payload.htp !== input.path) {
     throw reject('request_binding', 'the machine token was issued for another request');
   }
   if (payload.bdh !== (await sha256Base64Url(input.body))) throw reject('body_digest', 'the request body does not match the signed digest', 'body_digest_mismatch');
 
-  const jti = { jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + CLOCK_TOLERANCE_S) * 1000) };
+  const jti = { jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + toleranceS) * 1000) };
   if (input.cache) {
     if (!input.cache.fence(jti.jti, jti.expiresAt.getTime())) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
     // Recorded for the other instances without holding the request: see MachineAuthCache.

@@ -1,9 +1,10 @@
-import { and, eq, sql } from 'drizzle-orm';
-import { machineCredentials, machines, streamLeases } from '../store/schema/index.js';
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import { machineCredentials, machines, replicaFailures, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetMachine } from '../fleet/snapshot.js';
+import { cutPage, type PageRequest, type RowPage } from './paging.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 /** The API's view of a machine of the fleet read model. */
@@ -45,14 +46,31 @@ export function machineView(m: FleetMachine): MachineView {
       queueDepth: r.queueDepth,
       progress: r.progress,
     })),
+    attention: m.replicaFailures.map((f) => ({ deploymentId: f.deploymentId, deploymentName: f.deploymentName, assignmentId: f.assignmentId, reason: f.reason, failedAt: f.failedAt.toISOString() })),
     createdAt: m.createdAt.toISOString(),
   };
 }
 
-/** Machines of a workspace as the control plane sees them now (the fleet read model). */
+/**
+ * Every machine of a workspace as the control plane sees them now (the fleet read model), by name: for callers
+ * inside the control plane that need them all. The API pages with `listMachinePage`.
+ */
 export async function listMachines({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; machineId?: string } }): Promise<MachineView[]> {
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, input);
   return snapshot.machines.map(machineView);
+}
+
+/** One page of a workspace's machines in id (enrollment) order, read from the rows of those machines only. */
+export async function listMachinePage({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string } & PageRequest<string>;
+}): Promise<RowPage<MachineView>> {
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId, after: input.after, limit: input.limit + 1 });
+  const page = cutPage(snapshot.machines, input.limit);
+  return { items: page.items.map(machineView), more: page.more };
 }
 
 /** One machine of the workspace, or 404. */
@@ -105,6 +123,22 @@ export async function setMachineScheduling({
     const set = input.verb === 'uncordon' ? { cordoned: false, draining: false } : input.verb === 'drain' ? { cordoned: true, draining: true } : { cordoned: true };
     await tx.db.update(machines).set(set).where(eq(machines.id, input.machineId));
     await audit(tx, { workspaceId: input.workspaceId, action: `machine.${input.verb}`, target: input.machineId });
+  });
+}
+
+/**
+ * Clears a machine's open replica failures, once an operator has looked at it: the deployments they kept off it
+ * may be placed there again. The rows stay, with when they were cleared.
+ */
+export async function clearReplicaFailures({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId: string } }): Promise<void> {
+  await withTransaction(ctx, async (tx) => {
+    await lockMachine(tx, input.workspaceId, input.machineId);
+    const cleared = await tx.db
+      .update(replicaFailures)
+      .set({ clearedAt: sql`now()` })
+      .where(and(eq(replicaFailures.machineId, input.machineId), isNull(replicaFailures.clearedAt)))
+      .returning({ deploymentId: replicaFailures.deploymentId, assignmentId: replicaFailures.assignmentId });
+    await audit(tx, { workspaceId: input.workspaceId, action: 'machine.clear-failures', target: input.machineId, details: { cleared } });
   });
 }
 

@@ -45,6 +45,11 @@ export async function fetchRuntimeLogs({
       unsubscribe();
       resolve(message.lines);
     });
-    void ctx.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines });
+    // A signal that never left (the store is away) fails the request now, not at the timeout.
+    ctx.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines }).catch((error: unknown) => {
+      clearTimeout(timer);
+      unsubscribe();
+      reject(error);
+    });
   });
 }

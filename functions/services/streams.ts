@@ -37,6 +37,16 @@ export async function renewStream({ ctx, input }: { ctx: ServiceCtx & Pick<Servi
   return renewed.length === 1;
 }
 
+/** The agent answered a ping on this stream: its link is alive, not just its TCP connection. */
+export async function answerPing({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+  const answered = await ctx.db
+    .update(streamLeases)
+    .set({ answeredAt: sql`now()` })
+    .where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)))
+    .returning({ machineId: streamLeases.machineId });
+  return answered.length === 1;
+}
+
 /** Drops the lease if this connection still holds it. */
 export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
   await ctx.db.delete(streamLeases).where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));

@@ -2,7 +2,8 @@ import { and, eq, sql } from 'drizzle-orm';
 import { workloads } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
-import type { ServiceCtx } from './service-context.js';
+import type { ServiceCtx, ServicePorts } from './service-context.js';
+import { instanceAlive } from './instances.js';
 
 export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
@@ -56,10 +57,48 @@ export async function getWorkload({ ctx, input }: { ctx: ServiceCtx; input: { wo
   return row;
 }
 
-/** Workloads a previous life of this control plane left running: they can never finish, so they failed. */
-export async function abandonStaleWorkloads({ ctx }: { ctx: ServiceCtx }): Promise<void> {
-  await ctx.db
+/** A workload is orphaned when it never finished and the instance that held it is gone. */
+const orphaned = sql`${workloads.state} in ('accepted', 'running') and not ${instanceAlive(workloads.instanceId)}`;
+
+/**
+ * Workloads whose holder died (crash, SIGKILL, lost store) can never finish: they failed, `holder_lost`. The
+ * agents that ran them aborted the runtime calls when their stream to that instance broke.
+ */
+export async function sweepOrphanedWorkloads({ ctx }: { ctx: ServiceCtx }): Promise<number> {
+  const swept = await ctx.db
     .update(workloads)
-    .set({ state: 'failed', errorCode: 'control_plane_restarted', finishedAt: sql`now()` })
-    .where(and(eq(workloads.state, 'running'), sql`${workloads.deadline} < now()`));
+    .set({ state: 'failed', errorCode: 'holder_lost', finishedAt: sql`now()` })
+    .where(orphaned)
+    .returning({ id: workloads.id });
+  return swept.length;
+}
+
+/** Marks one workload orphaned if its holder is gone; true when it was (the caller cannot reach it). */
+export async function sweepIfOrphaned({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<boolean> {
+  const swept = await ctx.db
+    .update(workloads)
+    .set({ state: 'failed', errorCode: 'holder_lost', finishedAt: sql`now()` })
+    .where(and(eq(workloads.id, input.id), orphaned))
+    .returning({ id: workloads.id });
+  return swept.length === 1;
+}
+
+/**
+ * An Idempotency-Key whose workload is known not to have finished (its holder died) may run again, once: the
+ * row is taken over atomically by the retrying request, which gets its id. Null when the key's workload
+ * finished, or runs on a live instance, or another retry took it first: then it must not execute again.
+ */
+export async function retakeOrphanedWorkload({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'instanceId'>; input: { workspaceId: string; idempotencyKey: string; deadline: Date } }): Promise<string | null> {
+  const [row] = await ctx.db
+    .update(workloads)
+    .set({ state: 'running', instanceId: ctx.instanceId, errorCode: null, statusCode: null, finishedAt: null, attempts: 0, deadline: input.deadline })
+    .where(
+      and(
+        eq(workloads.workspaceId, input.workspaceId),
+        eq(workloads.idempotencyKey, input.idempotencyKey),
+        sql`((${workloads.state} = 'failed' and ${workloads.errorCode} = 'holder_lost') or (${orphaned}))`,
+      ),
+    )
+    .returning({ id: workloads.id });
+  return row?.id ?? null;
 }

@@ -61,6 +61,22 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['what'] as const,
       registers: [registry],
     }),
+    busReconnects: new Counter({
+      name: 'lunanexa_bus_reconnects_total',
+      help: 'Times the relay bus listened again after losing its LISTEN connection (database restart, network error)',
+      registers: [registry],
+    }),
+    orphanedWorkloads: new Counter({
+      name: 'lunanexa_orphaned_workloads_total',
+      help: 'Workloads marked failed (holder_lost) because the instance that held them died',
+      registers: [registry],
+    }),
+    backgroundErrors: new Counter({
+      name: 'lunanexa_background_errors_total',
+      help: 'Failures of background tasks (timers, loops, listeners), caught and logged instead of taking the process down',
+      labelNames: ['task'] as const,
+      registers: [registry],
+    }),
     ...inferenceMetrics(registry),
     reconcileDuration: new Histogram({
       name: 'lunanexa_reconcile_duration_seconds',

@@ -59,7 +59,7 @@ export const DeploymentView = DeploymentSpec.extend({
 });
 export type DeploymentView = z.infer<typeof DeploymentView>;
 
-export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'drained', 'retired']);
+export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'replica_failed', 'drained', 'retired']);
 export type DeploymentEventType = z.infer<typeof DeploymentEventType>;
 
 /** One thing that happened to a deployment's replicas (bounded list, oldest first). */
@@ -100,6 +100,12 @@ export const DeploymentStatus = z.object({
   /** Replicas the scheduler could not place, with its reason for each machine it rejected. */
   unplaceable: z.number().int(),
   unplaceableReasons: z.array(z.object({ machineId: z.string(), machineName: z.string(), reason: z.string() })),
+  /**
+   * True while a replica of the current template is failed, or while fewer replicas serve than desired because
+   * replicas failed for good (open marks on their machines) or cannot be placed; `degradedReasons` says which.
+   */
+  degraded: z.boolean(),
+  degradedReasons: z.array(z.string()),
   rollout: z.object({
     /** `complete` once every desired replica runs the current template and serves, and nothing outdated is left. */
     state: z.enum(['complete', 'progressing']),

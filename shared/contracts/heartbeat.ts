@@ -30,6 +30,11 @@ export const RuntimeReport = z.object({
   warm: z.boolean(),
   /** While preparing, pulling or starting: how long it has been at it, against its start timeout. */
   progress: StartupProgress.nullable(),
+  /**
+   * Restarts so far under the assignment's restart policy. `failed` with no restart left by that policy
+   * (shared/restart-policy.ts) is failed for good: the agent will not restart it, and the controller replaces it
+   * on another machine. `failed` with restarts left waits for its next restart.
+   */
   restarts: Int4,
   /** Short operator-facing reason for `failed`; never a payload. */
   message: z.string().max(500).nullable(),

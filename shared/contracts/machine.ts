@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Labels } from './common.js';
 import { Inventory } from './inventory.js';
 import { MachineStatus, RuntimeState, StartupProgress } from './heartbeat.js';
+import { pageOf } from './page.js';
 
 /** How the control plane sees a machine: derived from heartbeats with the database's clock. */
 export const MachineLiveness = z.enum(['pending', 'ready', 'stale', 'down', 'revoked']);
@@ -33,6 +34,19 @@ export const RuntimeView = z.object({
 });
 export type RuntimeView = z.infer<typeof RuntimeView>;
 
+/**
+ * A replica that failed for good on the machine (its runtime used up its restarts): it was placed elsewhere, and
+ * no replica of that deployment is placed here again until an operator clears the mark.
+ */
+export const ReplicaFailureView = z.object({
+  deploymentId: z.string(),
+  deploymentName: z.string(),
+  assignmentId: z.string(),
+  reason: z.string(),
+  failedAt: z.string(),
+});
+export type ReplicaFailureView = z.infer<typeof ReplicaFailureView>;
+
 export const MachineView = z.object({
   id: z.string(),
   name: z.string(),
@@ -56,9 +70,11 @@ export const MachineView = z.object({
   inventory: Inventory,
   warmModels: z.array(z.string()),
   runtimes: z.array(RuntimeView),
+  /** Open replica failures, oldest first: what an operator should look at (`POST /machines/{id}/clear-failures` clears them). */
+  attention: z.array(ReplicaFailureView),
   createdAt: z.string(),
 });
 export type MachineView = z.infer<typeof MachineView>;
 
-export const MachineList = z.object({ data: z.array(MachineView) });
+export const MachineList = pageOf(MachineView);
 export type MachineList = z.infer<typeof MachineList>;

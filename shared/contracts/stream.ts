@@ -14,6 +14,8 @@ export const StreamEvents = {
   revoked: z.object({ reason: z.string() }),
   invoke: Invoke,
   cancel: z.object({ invocationId: z.string(), reason: z.string() }),
+  /** Proof of life asked of the agent: it answers with `POST /agent/v1/pong` (`PingAnswer`) while it is not frozen. */
+  ping: z.object({ seq: z.number().int().nonnegative() }),
   /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
   logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),
 } as const;
@@ -42,3 +44,14 @@ export const LogUpload = z.object({
   lines: z.array(z.string().max(4096)).max(1_000),
 });
 export type LogUpload = z.infer<typeof LogUpload>;
+
+/** Body of POST /agent/v1/pong: the answer to a `ping` on the stream `connectionId` (from `hello`). */
+export const PingAnswer = z.object({
+  connectionId: z.string().min(1).max(64),
+  seq: z.number().int().nonnegative(),
+});
+export type PingAnswer = z.infer<typeof PingAnswer>;
+
+/** Answer of POST /agent/v1/pong: false when that stream no longer holds the machine's link (a newer one does). */
+export const PingAnswered = z.object({ answered: z.boolean() });
+export type PingAnswered = z.infer<typeof PingAnswered>;

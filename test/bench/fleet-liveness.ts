@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../agent/runtimes/process.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
+import { allPages } from '../helpers/pages.js';
 
 /**
  * Measures, with the protocol's default timings, (1) the time from `npm start` on a fresh data dir to four
@@ -33,8 +34,7 @@ const child = spawn('npm', ['start'], {
 const since = (t: number) => (performance.now() - t) / 1000;
 
 async function machines(token: string): Promise<MachineView[]> {
-  const response = await fetch(`http://127.0.0.1:${port}/api/v1/machines`, { headers: { authorization: `Bearer ${token}` } });
-  return ((await response.json()) as { data: MachineView[] }).data;
+  return await allPages<MachineView>((path) => fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${token}` } }), '/api/v1/machines');
 }
 
 try {

@@ -7,6 +7,7 @@ import { Agent, request } from 'undici';
 import { freePort } from '../../agent/runtimes/process.js';
 import { build } from '../../scripts/build.mjs';
 import { waitFor } from '../helpers/plane.js';
+import { allPages } from '../helpers/pages.js';
 import { writeSimPolicy } from '../../functions/dev/fleet.js';
 import { createTestDatabase } from '../helpers/pg.js';
 
@@ -167,8 +168,8 @@ async function main() {
   await new Promise((r) => enroll.once('exit', r));
   start([AGENT, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {}, join(root, 'agent.log'));
   await waitFor(async () => {
-    const machines = (await (await api('/api/v1/machines')).json()) as { data: Array<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }> };
-    return machines.data.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));
+    const machines = await allPages<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }>(api, '/api/v1/machines');
+    return machines.some((m) => m.runtimes.some((r) => r.deploymentName === 'bench' && r.routable));
   }, { timeoutMs: 90_000, what: 'bench runtime routable' });
   // Both instances route from their own snapshot; wait until A sees the replica too.
   await waitFor(async () => {

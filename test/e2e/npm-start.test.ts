@@ -49,7 +49,8 @@ describe('npm start', () => {
         },
         { timeoutMs: 90_000, intervalMs: 250, what: 'four routable simulated nodes' },
       );
-      expect(machines.map((m) => m.name)).toEqual(['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4']);
+      // The list pages in enrollment order; the four enroll concurrently.
+      expect(machines.map((m) => m.name).sort()).toEqual(['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4']);
       expect(machines.every((m) => m.runtimes[0]!.model === 'sim-chat')).toBe(true);
       expect(output).toContain(`http://127.0.0.1:${port}`);
       expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);

@@ -33,6 +33,8 @@ export const STEADY_LIVENESS: Partial<ControlPlaneConfig> = {
   runtimeTtlMs: 15_000,
   streamKeepAliveMs: 1_000,
   streamLeaseTtlMs: 6_000,
+  streamPingMs: 1_000,
+  streamPingTimeoutMs: 6_000,
 };
 
 /** Starts a real control plane on a free loopback port with the fast test timings. */

@@ -65,9 +65,16 @@ export class SseReader {
     }
   }
 
-  /** The next named event, skipping comments; `null` when the stream ended first. */
-  nextEvent(timeoutMs: number): Promise<Extract<SseItem, { kind: 'event' }> | null> {
-    return this.nextOfKind('event', timeoutMs);
+  /**
+   * The next named event, skipping comments and the liveness `ping`s (which come every `streamPingMs` and would
+   * interleave with whatever a test waits for); `null` when the stream ended first.
+   */
+  async nextEvent(timeoutMs: number): Promise<Extract<SseItem, { kind: 'event' }> | null> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const item = await this.nextOfKind('event', Math.max(1, deadline - Date.now()));
+      if (item === null || item.event !== 'ping') return item;
+    }
   }
 
   /** The next comment, skipping events; `null` when the stream ended first. */

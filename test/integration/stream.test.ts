@@ -30,7 +30,7 @@ function suite(store: StoreKind) {
   const open: OpenStream[] = [];
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store });
+    plane = await startTestPlane({ store, config: { streamPingTimeoutMs: 3_000 } });
     // The JWKS an agent pins is the one its enrollment answer carries.
     const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'jwks-probe', labels: {}, ttlSeconds: 60 } });
     const key = await generateMachineKey();
@@ -113,15 +113,15 @@ function suite(store: StoreKind) {
     expect((await verify(other, jws)).accepted).toBe(false);
   });
 
-  it('sends comment keep-alives within twice the keep-alive interval', async () => {
+  it('sends comment keep-alives within three times the keep-alive interval (each waits for a lease renewal)', async () => {
     const m = await enrollTestMachine(plane, unique('keepalive'));
     const stream = await openStream(m);
     await handshake(stream, m);
     let last = Date.now();
     for (let i = 0; i < 3; i++) {
-      const comment = await stream.reader.nextComment(2 * keepAliveMs());
+      const comment = await stream.reader.nextComment(3 * keepAliveMs());
       expect(comment?.text).toBe('keep-alive');
-      expect(comment!.at - last).toBeLessThanOrEqual(2 * keepAliveMs());
+      expect(comment!.at - last).toBeLessThanOrEqual(3 * keepAliveMs());
       last = comment!.at;
     }
   });
@@ -205,6 +205,40 @@ function suite(store: StoreKind) {
     const again = await openStream(m);
     expect(again.response.status).toBe(401);
     expect(ErrorEnvelope.parse(await again.response.json()).error.code).toBe('machine_revoked');
+  });
+
+  it('pings the agent: a machine that stops answering leaves routing within the ping timeout, answering keeps it', async () => {
+    const m = await enrollTestMachine(plane, unique('ping'));
+    const other = await enrollTestMachine(plane, unique('ping-other'));
+    const stream = await openStream(m);
+    const { hello } = await handshake(stream, m);
+    const attached = async () => ((await (await plane.admin(`/api/v1/machines/${m.machineId}`)).json()) as { streamAttached: boolean }).streamAttached;
+    const pong = (machine: TestMachine, connectionId: string, seq: number) => machine.request('POST', '/agent/v1/pong', { connectionId, seq });
+
+    // Answered pings keep the link for several timeouts.
+    const timeout = plane.ports.config.streamPingTimeoutMs;
+    const answerUntil = Date.now() + 2 * timeout;
+    while (Date.now() < answerUntil) {
+      const ping = await stream.reader.next(5_000);
+      if (ping?.kind !== 'event' || ping.event !== 'ping') continue;
+      const answered = await pong(m, hello.connectionId, StreamEvents.ping.parse(JSON.parse(ping.data)).seq);
+      expect(await answered.json()).toEqual({ answered: true });
+    }
+    expect(await attached()).toBe(true);
+
+    // Another machine cannot answer for it (it names a connection that is not its own: nothing is answered).
+    expect(await (await pong(other, hello.connectionId, 1)).json()).toEqual({ answered: false });
+    const bad = await pong(m, '', 1);
+    expect(bad.status).toBe(400);
+
+    // Silence: detached within the timeout (plus a routing refresh), though the TCP stream stays open.
+    const silentFrom = Date.now();
+    await waitFor(async () => !(await attached()), { timeoutMs: timeout + 5_000, what: 'the silent machine to be detached' });
+    expect(Date.now() - silentFrom).toBeGreaterThanOrEqual(timeout - 1_000);
+    expect(stream.reader.endedAt).toBeNull();
+    // One answer brings it back.
+    await pong(m, hello.connectionId, 99);
+    expect(await attached()).toBe(true);
   });
 
   it('lets a second stream of the same machine take over the lease and closes the first at its next keep-alive', async () => {

@@ -8,6 +8,7 @@ import { WebSocket } from 'ws';
 import { Miniflare } from 'miniflare';
 import { build } from '../../scripts/build.mjs';
 import { ControlPlaneConfig } from '../../functions/config.js';
+import { InstanceLease } from '../../functions/services/instances.js';
 import { createRelay } from '../../functions/relay/index.js';
 import { createMemoryBus } from '../../functions/relay/bus.js';
 import { createMetrics } from '../../functions/telemetry/metrics.js';
@@ -54,13 +55,15 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     // The worker never migrates (npm run db:migrate does); the pg store migrates on open, like that command.
     store = await openPgStore(database.url, { max: 2 });
     const bus = createMemoryBus();
+    const instanceId = newId('instance');
     const ports: Ports = {
       store,
       bus,
       config: ControlPlaneConfig.parse({}),
       logger: pino({ level: 'silent' }),
       metrics: createMetrics(),
-      instanceId: newId('instance'),
+      instanceId,
+      instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
       identity: createIdentityLoader(store.db),
       relay: createRelay({ bus, deps: () => ({ db: store.db, config: ports.config, logger: ports.logger }) }),
     };

@@ -4,7 +4,7 @@ import { templateHash } from '../../functions/fleet/template.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 
-const config = { heartbeatIntervalMs: 20_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000, runtimeGraceMs: 15_000 };
+const config = { heartbeatIntervalMs: 20_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000, runtimeGraceMs: 15_000, reconcileIntervalMs: 5_000 };
 const now = new Date('2026-12-01T00:00:00Z');
 const ago = (ms: number) => new Date(now.getTime() - ms);
 
@@ -24,7 +24,7 @@ const spec = (assignmentId: string, model = 'm'): Assignment => {
 
 const rows = (extra: Partial<FleetRows> = {}, machine: Partial<FleetRows['machines'][number]> = {}, report: Partial<FleetRows['reports'][number]> = {}): FleetRows => ({
   now,
-  resumedAt: null,
+  controller: { lastTickAt: null, resumedAt: null },
   machines: [
     {
       id: 'mch_1',
@@ -65,6 +65,7 @@ const rows = (extra: Partial<FleetRows> = {}, machine: Partial<FleetRows['machin
       ...report,
     },
   ],
+  replicaFailures: [],
   ...extra,
 });
 
@@ -114,6 +115,19 @@ describe('fleet snapshot', () => {
 
   it('warm models are the agent\'s word only while its heartbeat is fresh', () => {
     expect(buildFleetSnapshot(rows({}, { lastHeartbeatAt: ago(120_000) }), config).machines[0]!.warmModels).toEqual([]);
+  });
+
+  it('after an interruption longer than a lifetime, a report from before it is lost sight: stale, never ready, never down', () => {
+    // The controller last ticked 10 minutes ago; the machine reported just before that.
+    const interrupted = rows({ controller: { lastTickAt: ago(600_000), resumedAt: null } }, { lastHeartbeatAt: ago(601_000) }, { reportedAt: ago(601_000) });
+    const machine = buildFleetSnapshot(interrupted, config).machines[0]!;
+    expect(machine.liveness).toBe('stale');
+    expect(machine.runtimes[0]).toMatchObject({ state: 'stale', routable: false });
+    // A tick gap within a lifetime is no interruption: the report's own age decides.
+    expect(buildFleetSnapshot(rows({ controller: { lastTickAt: ago(30_000), resumedAt: null } }), config).machines[0]!.liveness).toBe('ready');
+    // Once the recorded resumption is a lifetime old, a machine that never reported again is down.
+    const later = rows({ controller: { lastTickAt: ago(1_000), resumedAt: ago(61_000) } }, { lastHeartbeatAt: ago(700_000) }, { reportedAt: ago(700_000) });
+    expect(buildFleetSnapshot(later, config).machines[0]!.liveness).toBe('down');
   });
 
   it('ignores a machine status it does not know', () => {

@@ -25,11 +25,14 @@ describe('machine liveness with the protocol defaults', () => {
     expect(machineLiveness({ lastHeartbeatAt: null, revokedAt: null, now: t0, resumedAt: null, config })).toBe('pending');
     expect(judge(0, { revokedAt: t0 })).toBe('revoked');
   });
-  it('does not count time before a control-plane resumption against the machine', () => {
-    // Heartbeat 10 minutes ago, but the control plane came back 10 s ago: one period of grace.
-    expect(judge(600_000, { resumedAt: at(590_000) })).toBe('ready');
+  it('does not count time before a control-plane resumption against the machine, nor call it ready on an old report', () => {
+    // Heartbeat 10 minutes ago, but the control plane came back 10 s ago: one period of grace, as lost sight.
+    expect(judge(600_000, { resumedAt: at(590_000) })).toBe('stale');
     expect(judge(600_000, { resumedAt: at(550_000) })).toBe('stale');
+    expect(judge(600_000, { resumedAt: at(540_000) })).toBe('stale');
     expect(judge(600_000, { resumedAt: at(530_000) })).toBe('down');
+    // A report after the resumption is judged as ever.
+    expect(machineLiveness({ lastHeartbeatAt: at(595_000), revokedAt: null, now: at(600_000), resumedAt: at(590_000), config })).toBe('ready');
   });
 });
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { planRollout, reconcile, type CurrentAssignment, type DesiredDeployment, type ObservedMachine } from '../../functions/controller/reconcile.js';
 import { machineMemoryMiB, placeReplica, type CandidateMachine } from '../../functions/scheduler/place.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
+import { currentAssignment, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 
 const inventory = (memoryTotalMiB = 131072, gpus = 1): Inventory => ({
   hostname: 'h',
@@ -27,40 +28,10 @@ const inventory = (memoryTotalMiB = 131072, gpus = 1): Inventory => ({
   agentVersion: 't',
 });
 
-const machine = (id: string, extra: Partial<ObservedMachine> = {}): ObservedMachine => ({
-  id,
-  labels: { sim: 'true' },
-  liveness: 'ready',
-  cordoned: false,
-  draining: false,
-  inventory: inventory(),
-  warmModels: [],
-  load: 0,
-  ...extra,
-});
-const deployment = (extra: Partial<DesiredDeployment> = {}): DesiredDeployment => ({
-  id: 'dep_a',
-  model: 'chat',
-  generation: 1,
-  replicas: 2,
-  selector: { sim: 'true' },
-  gpus: 0,
-  memoryMiB: 1024,
-  templateHash: 'T1',
-  rollout: { maxSurge: 1, maxUnavailable: 0 },
-  deleted: false,
-  ...extra,
-});
+const machine = (id: string, extra: Partial<ObservedMachine> = {}) => observedMachine(id, { labels: { sim: 'true' }, ...extra }, inventory());
+const deployment = (extra: Partial<DesiredDeployment> = {}) => desiredDeployment({ replicas: 2, selector: { sim: 'true' }, ...extra });
 /** A current, serving replica unless told otherwise. */
-const asg = (id: string, machineId: string, extra: Partial<CurrentAssignment> = {}): CurrentAssignment => ({
-  id,
-  machineId,
-  deploymentId: 'dep_a',
-  deploymentGeneration: 1,
-  templateHash: 'T1',
-  available: true,
-  ...extra,
-});
+const asg = currentAssignment;
 
 describe('reconcile', () => {
   it('places missing replicas on distinct ready machines, deterministically', () => {

@@ -14,6 +14,8 @@ describe('a store that is away', () => {
     ['a reset socket', withCode('ECONNRESET')],
     ['a closed embedded store', new Error('PGlite is closed')],
     ['a connection ended mid-statement', wrapped(new Error('Connection terminated unexpectedly'))],
+    ['a pool that could not get a client in time (a partition)', new Error('timeout exceeded when trying to connect')],
+    ['a statement that got no answer', wrapped(new Error('Query read timeout'))],
   ])('is told apart: %s', (_what, error) => {
     expect(isStoreUnavailable(error)).toBe(true);
   });
