@@ -2,7 +2,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
-import { getWorkload, sweepIfOrphaned } from '../services/workloads.js';
+import { getWorkload, recordCancelRequest, sweepIfOrphaned } from '../services/workloads.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 
@@ -75,9 +75,11 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
     if (live) live.cancel('cancelled by API');
     else {
       // Held by an instance that died: nothing can reach it (its node aborted the call when the stream broke).
-      if (await sweepIfOrphaned({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { id } })) {
+      const ctx = serviceCtx(ports, c.get('actor').tokenId);
+      if (await sweepIfOrphaned({ ctx, input: { id } })) {
         throw new ApiError('workload_unreachable', 'the instance that ran this workload is gone; it is now recorded as failed (holder_lost)');
       }
+      await recordCancelRequest({ ctx, input: { id } });
       await ports.bus.publish(`workload:${id}`, { type: 'cancel-workload' });
     }
     return c.json({ id, cancelled: true as const }, 202);

@@ -73,6 +73,18 @@ export async function sweepOrphanedWorkloads({ ctx }: { ctx: ServiceCtx }): Prom
   return swept.length;
 }
 
+/**
+ * Records a cancel request on a running workload before it is signalled, so that an instance whose bus missed the
+ * signal (a reconnect) still finds it when it re-reads (`functions/relay/resync.ts`). The holder's own final
+ * write follows and wins.
+ */
+export async function recordCancelRequest({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<void> {
+  await ctx.db
+    .update(workloads)
+    .set({ state: 'cancelled', errorCode: 'cancelled', finishedAt: sql`now()` })
+    .where(and(eq(workloads.id, input.id), eq(workloads.state, 'running')));
+}
+
 /** Marks one workload orphaned if its holder is gone; true when it was (the caller cannot reach it). */
 export async function sweepIfOrphaned({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<boolean> {
   const swept = await ctx.db

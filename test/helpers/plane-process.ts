@@ -1,26 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { openSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { freePort } from '../../agent/runtimes/process.js';
 
 export interface PlaneProcess {
   url: string;
   port: number;
   process: ChildProcess;
   logFile: string;
-}
-
-/** A free loopback port (closed again at once: the child binds it). */
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**
@@ -30,7 +18,6 @@ export async function freePort(): Promise<number> {
 export async function spawnControlPlane(opts: { databaseUrl: string; dataDir: string; env?: Record<string, string> }): Promise<PlaneProcess> {
   const port = await freePort();
   const logFile = join(opts.dataDir, 'plane.log');
-  const { mkdir } = await import('node:fs/promises');
   await mkdir(opts.dataDir, { recursive: true });
   const out = openSync(logFile, 'a');
   const child = spawn(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {

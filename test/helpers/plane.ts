@@ -17,7 +17,7 @@ export interface TestPlane extends RunningControlPlane {
    * Stops the plane and starts a new one on the same port and store, with the same options; the new plane
    * owns the store from then on (its `stop` drops a throwaway database this one created).
    */
-  restart(): Promise<TestPlane>;
+  restart(opts?: { downForMs?: number }): Promise<TestPlane>;
   /** `fetch` against the plane with the admin token. */
   admin(path: string, init?: RequestInit): Promise<Response>;
 }
@@ -76,8 +76,9 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
       await drop?.();
       await rm(dataDir, { recursive: true, force: true });
     },
-    async restart() {
+    async restart({ downForMs = 0 } = {}) {
       await plane.close();
+      if (downForMs > 0) await new Promise((resolve) => setTimeout(resolve, downForMs));
       return await start({ ...opts, dataDir, databaseUrl, port: plane.port }, drop);
     },
     admin(path, init = {}) {
