@@ -488,8 +488,9 @@ describe('relay on one instance (PGlite) with two nodes', () => {
     }, 60_000);
 
     it('retries requests without a first byte on the other node and ends started streams with an explicit error', async () => {
-      // Long enough (5 s at 40 tokens/s) that batch A still streams when the node dies, even on a loaded machine.
-      const TOKENS = 200;
+      // Long enough (10 s at 40 tokens/s) that batch A still streams when the node dies, even on a loaded machine
+      // (at 5 s, batch A once ended while batch B was still being counted on the runtimes).
+      const TOKENS = 400;
       const [victim, survivor] = nodes as [SimNode, SimNode];
       const list = await machines(plane);
       const victimId = list.find((m) => m.name === victim.name)!.id;

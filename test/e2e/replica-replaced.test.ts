@@ -5,7 +5,6 @@ import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fl
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import type { DeploymentDetail, DeploymentStatus } from '../../shared/contracts/deployment.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { describePg } from '../helpers/pg.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
 
 /**
@@ -189,5 +188,6 @@ function replacedSuite(store: StoreKind) {
   });
 }
 
+// On the embedded store only: the store-side logic (the mark, the retirement, the status) runs on both stores in
+// test/integration/replica-failures.test.ts, and these real agents take a minute and a half per store.
 describe('a replica that keeps failing is replaced (PGlite)', () => replacedSuite('pglite'));
-describePg('a replica that keeps failing is replaced (PostgreSQL)', () => replacedSuite('pg'));
