@@ -86,6 +86,7 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
   const desired = deploymentRows.map((d) => ({ row: d, desired: desiredDeployment(d, registry) }));
   // A deployment that does not resolve is left out with its replicas: nothing is placed, rolled or retired.
   const unresolved = new Set(desired.filter((d) => d.desired === null).map((d) => d.row.id));
+  const templateOf = new Map(desired.flatMap((d) => (d.desired ? [[d.row.id, d.desired.templateHash] as const] : [])));
   const workspaceIds = [...new Set([...deploymentRows.map((d) => d.workspaceId), ...snapshot.machines.map((m) => m.workspaceId)])].sort();
   for (const workspaceId of workspaceIds) {
     const machines = snapshot.machines.filter((m) => m.workspaceId === workspaceId);
@@ -101,7 +102,7 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
           inventory: m.inventory,
           warmModels: m.warmModels,
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
-          replicaFailures: new Map(m.replicaFailures.map((f) => [f.deploymentId, f.reason])),
+          replicaFailures: new Map(m.replicaFailures.filter((f) => f.templateHash === templateOf.get(f.deploymentId)).map((f) => [f.deploymentId, f.reason])),
         })),
         assignments: machines.flatMap((m) =>
           m.runtimes

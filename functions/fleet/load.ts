@@ -74,9 +74,11 @@ export async function loadFleetSnapshot(
       assignmentId: replicaFailures.assignmentId,
       reason: replicaFailures.reason,
       failedAt: replicaFailures.failedAt,
+      templateHash: sql<string | null>`${assignments.spec}->>'templateHash'`,
     })
     .from(replicaFailures)
     .innerJoin(deployments, eq(deployments.id, replicaFailures.deploymentId))
+    .leftJoin(assignments, eq(assignments.id, replicaFailures.assignmentId))
     .where(and(inScope(replicaFailures.machineId), isNull(replicaFailures.clearedAt), isNull(deployments.deletedAt)));
   const rows: FleetRows = {
     now,

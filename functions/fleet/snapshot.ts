@@ -58,6 +58,11 @@ export interface FleetReplicaFailure {
   assignmentId: string;
   reason: string;
   failedAt: Date;
+  /**
+   * The template the replica failed with: a deployment whose template changed since (a fix) is tried there again,
+   * while the mark stays on the machine for the operator until cleared. Scaling keeps the template.
+   */
+  templateHash: string | null;
 }
 
 /** A runtime as the control plane believes it now: its assignment (if still desired) joined with its last report. */

@@ -263,17 +263,22 @@ describe('read model: a runtime failed for good', () => {
   });
 
   it('puts each open mark on its machine, oldest first', () => {
-    const failure = (machineId: string, assignmentId: string, minutes: number) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId, reason: `r-${assignmentId}`, failedAt: ago(minutes * 60_000) });
+    const failure = (machineId: string, assignmentId: string, minutes: number) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId, reason: `r-${assignmentId}`, failedAt: ago(minutes * 60_000), templateHash: 'T1' });
     const snapshot = fleet([], [failure('mch_2', 'asg_2', 1), failure('mch_2', 'asg_1', 5), failure('mch_1', 'asg_3', 2)]);
     expect(snapshot.machines[0]!.replicaFailures.map((f) => f.assignmentId)).toEqual(['asg_3']);
     expect(snapshot.machines[1]!.replicaFailures.map((f) => f.assignmentId)).toEqual(['asg_1', 'asg_2']);
-    expect(snapshot.machines[1]!.replicaFailures[0]).toEqual({ deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: 'asg_1', reason: 'r-asg_1', failedAt: ago(300_000) });
+    expect(snapshot.machines[1]!.replicaFailures[0]).toEqual({ deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: 'asg_1', reason: 'r-asg_1', failedAt: ago(300_000), templateHash: 'T1' });
   });
 });
 
 describe('deployment status: degraded, and why', () => {
   const status = (snapshot: ReturnType<typeof fleet>, row = deploymentRow()) => deploymentStatus({ deployment: row, workspaceDeployments: [row], snapshot, registry: EMPTY_REGISTRY });
-  const mark = (machineId: string) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: `asg_${machineId}`, reason: 'exit code 1 after 2 restarts', failedAt: ago(1_000) });
+  const current = assignmentSpec('asg_x', deploymentRow(), EMPTY_REGISTRY).templateHash;
+  const mark = (machineId: string, templateHash: string | null = current) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: `asg_${machineId}`, reason: 'exit code 1 after 2 restarts', failedAt: ago(1_000), templateHash });
+
+  it('a mark left by another template keeps nothing off the machine: a fixed spec is tried there again', () => {
+    expect(status(fleet([], [mark('mch_1', 'T-old'), mark('mch_2', 'T-old')]))).toMatchObject({ unplaceable: 0, unplaceableReasons: [] });
+  });
 
   it('is not degraded while every replica serves', () => {
     expect(status(fleet([{ id: 'asg_1', machineId: 'mch_1', state: 'ready' }]))).toMatchObject({ ready: 1, degraded: false, degradedReasons: [] });
