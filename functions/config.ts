@@ -55,9 +55,11 @@ export const ControlPlaneConfig = z.object({
   routingRefreshMs: z.number().int().positive().default(1_000),
   /**
    * A node that has not acknowledged an `invoke` (its frames upload starting) by then is given up on: the call is
-   * cancelled there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly.
+   * cancelled there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly;
+   * not shorter, because the acknowledgement is the upload's own signed request: a burst of 256 invocations on one
+   * node took over 3 s to acknowledge in bench:relay's realistic profile (data plane v2's uplink acks at once).
    */
-  invokeAckTimeoutMs: z.number().int().positive().default(3_000),
+  invokeAckTimeoutMs: z.number().int().positive().default(5_000),
   /** Attempts of one inference request across replicas, while no byte has reached the client. */
   maxAttempts: z.number().int().min(1).max(10).default(3),
   /**
