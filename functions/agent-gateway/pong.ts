@@ -13,7 +13,10 @@ export function registerPong(app: Hono<AppEnv>) {
   app.post('/pong', machineAuth, async (c) => {
     const { machineId } = c.get('machine');
     const answer = parseOr400(PingAnswer, parseJsonOr400(c.get('rawBody')));
-    const answered = await answerPing({ ctx: serviceCtx(c.get('ports'), machineId), input: { machineId, connectionId: answer.connectionId } });
+    const ports = c.get('ports');
+    const answered = await answerPing({ ctx: serviceCtx(ports, machineId), input: { machineId, connectionId: answer.connectionId } });
+    // The stream, if held here, hears it at once; one held elsewhere reads the lease row.
+    if (answered && ports.relay.pingAnswers.has(answer.connectionId)) ports.relay.pingAnswers.set(answer.connectionId, Date.now());
     return c.json({ answered });
   });
 }

@@ -5,7 +5,8 @@ import { streamSSE } from 'hono/streaming';
 import { ApiError } from '../errors.js';
 import { newId } from '../../shared/ids.js';
 import { STREAM_PROTOCOL_VERSION } from '../../shared/contracts/stream.js';
-import { attachStream, detachStream, renewStream, signDesiredState } from '../services/streams.js';
+import { attachStream, detachStream, pingAnswered, renewStream, signDesiredState } from '../services/streams.js';
+import { errorFields } from '../telemetry/error-fields.js';
 import { machineAuth } from '../http/machine-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import type { BusMessage } from '../relay/bus.js';
@@ -56,6 +57,7 @@ export function registerStream(app: Hono<AppEnv>) {
         closed = true;
         clearInterval(keepAlive);
         clearInterval(ping);
+        ports.relay.pingAnswers.delete(connectionId);
         unsubscribe();
         detachRelay();
         finish();
@@ -92,9 +94,27 @@ export function registerStream(app: Hono<AppEnv>) {
         });
       }, ports.config.streamKeepAliveMs);
       // Written straight to the socket like relay events: a ping queued behind a slow renewal would prove nothing.
+      // An agent that stops answering (frozen) loses its stream: the invocations sent through it fail at once and
+      // are retried elsewhere before their first byte, instead of waiting for the node to thaw.
       let pingSeq = 0;
+      let checking = false;
+      ports.relay.pingAnswers.set(connectionId, Date.now());
       const ping = setInterval(() => {
         void stream.writeSSE({ event: 'ping', data: `{"seq":${++pingSeq}}` }).catch(close);
+        const heardAt = ports.relay.pingAnswers.get(connectionId) ?? 0;
+        if (checking || Date.now() - heardAt <= ports.config.streamPingTimeoutMs) return;
+        // Not heard here: the answer may have reached another instance, which wrote it to the lease.
+        checking = true;
+        void pingAnswered({ ctx, input: { machineId, connectionId } })
+          .then((fresh) => {
+            if (fresh) ports.relay.pingAnswers.set(connectionId, Date.now());
+            else {
+              ports.logger.warn({ machineId }, 'the agent stopped answering pings: closing its stream');
+              close();
+            }
+          })
+          .catch((error: unknown) => ports.logger.warn({ err: errorFields(error), machineId }, 'checking ping answers failed'))
+          .finally(() => (checking = false));
       }, ports.config.streamPingMs);
       stream.onAbort(close);
 

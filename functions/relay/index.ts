@@ -23,6 +23,8 @@ export interface Relay {
   routing: RoutingTable;
   admission: Admission;
   live: Map<string, LiveWorkload>;
+  /** When the agent of each stream held here last answered a ping through this instance (`Date.now()`), by connection. */
+  pingAnswers: Map<string, number>;
   /** Workload records, written behind the requests (`config.writeBehindMs`). */
   workloads: WriteBehind<WorkloadRow>;
   /** The frames-upload verifier's credential cache and in-memory replay fence. */
@@ -71,6 +73,7 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
     ),
     admission: new Admission(),
     live: new Map(),
+    pingAnswers: new Map(),
     authCache: new MachineAuthCache(),
     workloads: writeBehind('workload records', (rows) => writeWorkloads(deps().db, rows)),
     jtis: writeBehind('replay-fence entries', (rows) => writeJtis(deps().db, rows)),

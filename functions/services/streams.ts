@@ -47,6 +47,16 @@ export async function answerPing({ ctx, input }: { ctx: ServiceCtx; input: { mac
   return answered.length === 1;
 }
 
+/** Whether the agent answered a ping on this stream within `streamPingTimeoutMs`, judged by the database's clock. */
+export async function pingAnswered({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+  const timeout = ctx.config.streamPingTimeoutMs / 1000;
+  const [row] = await ctx.db
+    .select({ fresh: sql<boolean>`coalesce(${streamLeases.answeredAt}, ${streamLeases.attachedAt}) > now() - make_interval(secs => ${timeout})` })
+    .from(streamLeases)
+    .where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));
+  return row?.fresh ?? false;
+}
+
 /** Drops the lease if this connection still holds it. */
 export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
   await ctx.db.delete(streamLeases).where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));
