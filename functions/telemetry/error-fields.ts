@@ -23,6 +23,19 @@ function frames(stack: string | undefined): string | undefined {
   return lines.length ? lines.join('\n') : undefined;
 }
 
+const FIELDS = ['type', 'message', 'code', 'table', 'column', 'constraint', 'stack'] as const;
+
+function isReduced(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !(value instanceof Error) && typeof (value as { type?: unknown }).type === 'string' && typeof (value as { message?: unknown }).message === 'string';
+}
+
+/** Only the fields a reduced error has, and only as strings: nothing else of an object rides along. */
+function pickFields(value: Record<string, unknown>): ErrorFields {
+  const out: Record<string, string> = {};
+  for (const key of FIELDS) if (typeof value[key] === 'string') out[key] = (value[key] as string).replace(PARAMS, '');
+  return out as unknown as ErrorFields;
+}
+
 /**
  * An error as it may be logged: never a query's parameters (drizzle puts them in its message and in `params`)
  * nor values the database repeats (PostgreSQL quotes input in the messages of data errors, class 22, and in the
@@ -31,6 +44,8 @@ function frames(stack: string | undefined): string | undefined {
  */
 export function errorFields(error: unknown): ErrorFields | string {
   if (typeof error === 'string') return error.replace(PARAMS, '');
+  // Already reduced (a call site's `err: errorFields(error)`, then the logger's serializer): keep it, not "[object Object]".
+  if (isReduced(error)) return pickFields(error);
   if (!(error instanceof Error)) return { type: typeof error, message: String(error).replace(PARAMS, '') };
   const state = sqlState(error);
   const wrapped = 'params' in error;

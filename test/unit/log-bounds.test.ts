@@ -75,6 +75,19 @@ describe('what a failing query leaves in the logs', () => {
     for (const line of lines) expect(line).not.toContain(SECRET);
   });
 
+  it('an error reduced at the call site (err: errorFields(error)) keeps its message and code through the serializer', () => {
+    const { lines, sink } = capture();
+    const logger = createLogger({ level: 'info', destination: sink });
+    logger.warn({ err: errorFields(failures.noTable) }, 'the store did not answer');
+    logger.warn({ err: errorFields(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })) }, 'bus error');
+    expect(lines[0]).toContain('42P01');
+    expect(lines[0]).not.toContain('[object Object]');
+    expect(lines[0]).not.toContain(SECRET);
+    expect(lines[1]).toContain('connect ECONNREFUSED');
+    // Only the fields of a reduced error ride along, whatever else an object carries.
+    expect(errorFields({ type: 'x', message: 'm', values: SECRET })).toEqual({ type: 'x', message: 'm' });
+  });
+
   it('the error handlers of /api/v1, /agent/v1 and /v1 log neither parameters nor values, and answer a data error with 400', async () => {
     const { lines, sink } = capture();
     const logger = pino({ level: 'debug' }, sink);
