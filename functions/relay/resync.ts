@@ -1,7 +1,8 @@
-import { and, eq, inArray, isNotNull } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, or } from 'drizzle-orm';
 import { machines, workloads } from '../store/schema/index.js';
 import { errorFields } from '../telemetry/error-fields.js';
 import type { Ports } from '../context.js';
+import { CANCEL_REQUESTED } from '../services/workloads.js';
 
 /** Ids per statement, well under PostgreSQL's 65535 bind parameters. */
 const CHUNK = 1_000;
@@ -27,7 +28,7 @@ async function inChunks<T>(ids: string[], read: (chunk: string[]) => Promise<T[]
  * Re-reads what this instance may have missed while its bus was not listening (notifications sent meanwhile
  * are lost, not queued): the desired state of every machine stream it holds is sent again (a stream always
  * sends the full state, so an unchanged one costs a signature, never a wrong state), the streams of machines
- * revoked meanwhile are closed, the workloads it runs whose record says cancelled are cancelled, and the
+ * revoked meanwhile are closed, the workloads it runs whose record says cancelled (or a cancel was requested) are cancelled, and the
  * routing snapshot is refreshed. Signals go to the local subscribers as if they had come over the bus.
  */
 export async function resync(ports: Ports): Promise<ResyncOutcome> {
@@ -54,7 +55,7 @@ export async function resync(ports: Ports): Promise<ResyncOutcome> {
       db
         .select({ id: workloads.id })
         .from(workloads)
-        .where(and(inArray(workloads.id, chunk), eq(workloads.state, 'cancelled'))),
+        .where(and(inArray(workloads.id, chunk), or(eq(workloads.state, 'cancelled'), eq(workloads.errorCode, CANCEL_REQUESTED)))),
     );
     for (const { id } of cancelled) ports.relay.live.get(id)?.cancel('cancelled by API');
     return { desired: held.length - revoked.size, revoked: revoked.size, cancelled: cancelled.length };

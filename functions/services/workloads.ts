@@ -73,15 +73,18 @@ export async function sweepOrphanedWorkloads({ ctx }: { ctx: ServiceCtx }): Prom
   return swept.length;
 }
 
+/** The error code a running workload carries between a cancel request and its holder's final record. */
+export const CANCEL_REQUESTED = 'cancel_requested';
+
 /**
  * Records a cancel request on a running workload before it is signalled, so that an instance whose bus missed the
- * signal (a reconnect) still finds it when it re-reads (`functions/relay/resync.ts`). The holder's own final
- * write follows and wins.
+ * signal (a reconnect) still finds it when it re-reads (`functions/relay/resync.ts`). The workload stays running
+ * until its holder records how it ended, which replaces the mark.
  */
 export async function recordCancelRequest({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<void> {
   await ctx.db
     .update(workloads)
-    .set({ state: 'cancelled', errorCode: 'cancelled', finishedAt: sql`now()` })
+    .set({ errorCode: CANCEL_REQUESTED })
     .where(and(eq(workloads.id, input.id), eq(workloads.state, 'running')));
 }
 

@@ -1,3 +1,4 @@
+import { CANCEL_REQUESTED } from '../../functions/services/workloads.js';
 import pg from 'pg';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -72,7 +73,9 @@ describePg('resync after the bus listened again', () => {
       workspaceId: plane.workspaceId,
       deploymentId: newId('deployment'),
       kind: 'chat',
-      state: 'cancelled',
+      // What the cancel API records before its signal (which got lost): still running, cancel requested.
+      state: 'running',
+      errorCode: CANCEL_REQUESTED,
       instanceId: plane.ports.instanceId,
       deadline: new Date(Date.now() + 60_000),
     });
