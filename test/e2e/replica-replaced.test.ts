@@ -142,7 +142,8 @@ function replacedSuite(store: StoreKind) {
     expect(degraded.length).toBeGreaterThan(0);
     for (const s of degraded) {
       expect(s.ready).toBe(0);
-      expect(s.degradedReasons.some((reason) => reason.startsWith(`replica failed on ${failedName}: runtime process exited`))).toBe(true);
+      // Why, naming the failed machine: its failure, or (while the replacement is being placed) its mark.
+      expect(s.degradedReasons.some((reason) => reason.includes(failedName)), JSON.stringify(s.degradedReasons)).toBe(true);
     }
     expect(degraded.some((s) => s.degradedReasons.some((reason) => reason.endsWith('after 1 restart')))).toBe(true);
     expect(recovered.status).toMatchObject({ desired: 1, ready: 1, failed: 0, degraded: false, degradedReasons: [] });
