@@ -10,6 +10,7 @@ import { proxyDispatcher, createSignedClient, readResult, type MachineCredential
 import { openStreamLink } from './link/stream.js';
 import { unreachableMessage } from './link/reachability.js';
 import { createInvocationRunner } from './link/invocations.js';
+import { createUplink } from './link/uplink.js';
 import { createDesiredIntake, verifyDesiredState } from './link/desired.js';
 import { createServerClock } from './link/clock.js';
 import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs } from './link/schedule.js';
@@ -102,6 +103,10 @@ const REPORT_SPACING_MS = 250;
 
 /** How long an open link may take to deliver a generation the control plane announced in a heartbeat reply. */
 const REFETCH_GRACE_MS = 2_000;
+/** A new uplink not confirmed down the stream by then is taken for buffered by a proxy: answers go per invocation. */
+const UPLINK_CONFIRM_MS = 3_000;
+/** Under the 300 s in which Node (and many proxies) want a request body complete: the uplink is replaced before. */
+const UPLINK_MAX_AGE_MS = 240_000;
 
 /** Says once, at start, what the local policy lets run here and as whom; above all when that is nothing. */
 function logPolicy(log: Log, loaded: LoadedPolicy, root: boolean, user: RuntimeUser | null): void {
@@ -121,7 +126,14 @@ function logPolicy(log: Log, loaded: LoadedPolicy, root: boolean, user: RuntimeU
 }
 
 /** `lunanexa-agent run`: the dial-out link, the reporter and the supervisor of one machine. */
-export async function runAgent(opts: { stateDir: string; policy: PolicySource; stopRuntimesOnExit?: boolean; log?: Log }): Promise<RunningAgent> {
+export async function runAgent(opts: {
+  stateDir: string;
+  policy: PolicySource;
+  stopRuntimesOnExit?: boolean;
+  /** `off` sends every answer on an upload of its own (the fallback), never up the uplink. */
+  uplink?: 'auto' | 'off';
+  log?: Log;
+}): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
   const stateDir = resolve(opts.stateDir);
   let identity = await loadIdentity(stateDir);
@@ -267,10 +279,12 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     );
   };
 
+  const uplink = createUplink({ baseUrl: identity.url, dispatcher, signedHeaders: client.signedHeaders, confirmMs: UPLINK_CONFIRM_MS, maxAgeMs: UPLINK_MAX_AGE_MS, log });
   const invocations = createInvocationRunner({
     baseUrl: identity.url,
     dispatcher,
     signedHeaders: client.signedHeaders,
+    uplink,
     runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
     onLoadChange: reportSoon,
     log,
@@ -352,8 +366,11 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
       else {
         connectionId = null;
         // The instance that sent these invocations dropped them with the stream (its requests failed or were
-        // retried elsewhere): running them on would serve nobody and hold the runtime.
-        if (state === 'closed') invocations.abortAll('stream_lost');
+        // retried elsewhere): running them on would serve nobody and hold the runtime. The uplink was bound to it.
+        if (state === 'closed') {
+          uplink.stop();
+          invocations.abortAll('stream_lost');
+        }
       }
       log(`stream ${state}`, detail ? { detail } : {});
     },
@@ -367,10 +384,13 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
       if (status === 401) void clock.resync('the control plane refused the stream');
     },
     onEvent: (event) => {
-      if (event.event === 'hello') connectionId = event.data.connectionId;
-      else if (event.event === 'ping') {
-        if (connectionId) answerPing(connectionId, event.data.seq);
-      } else if (event.event === 'desired') {
+      if (event.event === 'hello') {
+        connectionId = event.data.connectionId;
+        if (opts.uplink !== 'off') uplink.start();
+      } else if (event.event === 'ping') {
+        if (connectionId && !uplink.pong(event.data.seq)) answerPing(connectionId, event.data.seq);
+      } else if (event.event === 'uplink') uplink.confirmed(event.data.uplinkId);
+      else if (event.event === 'ack') uplink.acknowledged(event.data.offsets); else if (event.event === 'desired') {
         // A stopping agent takes no new state: its runtimes are draining or being left for the next one.
         if (!stopping) desired.offer(event.data.jws);
       } else if (event.event === 'invoke') {
@@ -402,6 +422,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     if (revoked) {
       closed = true;
       link.close();
+      uplink.close();
     }
     const supervised = supervisor.shutdown({ stopRuntimes: revoked || (opts.stopRuntimesOnExit ?? false), drain: !revoked });
     if (!revoked) await report();
@@ -412,6 +433,7 @@ export async function runAgent(opts: { stateDir: string; policy: PolicySource; s
     clearTimeout(reportTimer);
     clearTimeout(refetchTimer);
     link.close();
+    uplink.close();
     await reporting;
     finish(reason);
   }

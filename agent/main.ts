@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { enrollAgent, jsonLog, runAgent } from './agent.js';
 import { DEFAULT_POLICY_PATH } from './policy-file.js';
 import { runSimServerCli } from './runtimes/sim-server.js';
@@ -41,11 +41,16 @@ program
   .option('--state-dir <dir>', 'where the key and identity are kept', process.env.LUNANEXA_AGENT_STATE_DIR ?? '/var/lib/lunanexa-agent')
   .option('--policy <path>', `the local policy: what this node runs (default: LUNANEXA_AGENT_POLICY, else ${DEFAULT_POLICY_PATH}; without that file nothing runs)`)
   .option('--stop-runtimes-on-exit', 'stop runtimes when the agent stops (by default they keep running and are re-adopted)')
-  .action(async (opts: { stateDir: string; policy?: string; stopRuntimesOnExit?: boolean }) => {
+  .addOption(
+    new Option('--uplink <mode>', 'auto: answers go up one long-lived uplink, or per invocation when a proxy buffers it; off: always per invocation')
+      .choices(['auto', 'off'])
+      .default(process.env.LUNANEXA_AGENT_UPLINK ?? 'auto'),
+  )
+  .action(async (opts: { stateDir: string; policy?: string; stopRuntimesOnExit?: boolean; uplink: 'auto' | 'off' }) => {
     // A file named on purpose must exist; only the default one may be missing (and then nothing runs).
     const named = opts.policy ?? process.env.LUNANEXA_AGENT_POLICY;
     const policy = named ? { path: named, required: true } : { path: DEFAULT_POLICY_PATH, required: false };
-    const agent = await runAgent({ stateDir: opts.stateDir, policy, stopRuntimesOnExit: opts.stopRuntimesOnExit });
+    const agent = await runAgent({ stateDir: opts.stateDir, policy, stopRuntimesOnExit: opts.stopRuntimesOnExit, uplink: opts.uplink });
     // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
     const stop = () => void agent.stop();
     process.on('SIGINT', stop);

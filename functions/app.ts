@@ -33,7 +33,7 @@ export function newApp(ports: Ports): Hono<AppEnv> {
   });
   registerMetrics(app, ports);
   app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
-  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes, ports.config.frameLineMaxBytes));
+  app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
   app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
   return app;
 }

@@ -54,10 +54,9 @@ export const ControlPlaneConfig = z.object({
    */
   routingRefreshMs: z.number().int().positive().default(1_000),
   /**
-   * A node that has not acknowledged an `invoke` (its frames upload starting) by then is given up on: the call is
-   * cancelled there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly;
-   * not shorter, because the acknowledgement is the upload's own signed request: a burst of 256 invocations on one
-   * node took over 3 s to acknowledge in bench:relay's realistic profile (data plane v2's uplink acks at once).
+   * A node that has not acknowledged an `invoke` (its `accept` frame) by then is given up on: the call is cancelled
+   * there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly; with some
+   * room, because an agent on the per-invocation fallback acknowledges with a signed request of its own.
    */
   invokeAckTimeoutMs: z.number().int().positive().default(5_000),
   /** Attempts of one inference request across replicas, while no byte has reached the client. */
@@ -75,8 +74,8 @@ export const ControlPlaneConfig = z.object({
    * past it is refused (docs/security.md, bounds). Under 2^31 ms, so that every timer holds it.
    */
   maxDeadlineMs: z.number().int().positive().max(2 ** 31 - 1).default(3_600_000),
-  /** Largest single NDJSON line of a frames upload; a longer one is refused as soon as it passes this. */
-  frameLineMaxBytes: z.number().int().positive().default(1024 * 1024),
+  /** Largest single frame of an uplink or frames upload; a larger one is refused from its length field, unread. */
+  frameMaxBytes: z.number().int().positive().default(1024 * 1024),
   /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
   metricsPublic: z.boolean().default(false),
   /**

@@ -9,6 +9,14 @@ export const NodeEnv = z.object({
   LUNANEXA_PORT: z.coerce.number().int().min(0).max(65535).default(8787),
   /** Interface to bind; loopback unless an operator opens it up deliberately. */
   LUNANEXA_HOST: z.string().default('127.0.0.1'),
+  /**
+   * The peer channel: its own listener, where the other instances forward invocations for the machines whose
+   * links this one holds. Loopback and a free port by default (one host); on several hosts, bind an interface the
+   * others reach and advertise its URL. Never the public port, and answered only to peer tokens of the cluster.
+   */
+  LUNANEXA_PEER_HOST: z.string().default('127.0.0.1'),
+  LUNANEXA_PEER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  LUNANEXA_PEER_URL: z.string().url().optional(),
   /** Embedded store, admin token and simulator state live here. */
   LUNANEXA_DATA_DIR: z.string().default('.lunanexa'),
   /** When set, the store is this PostgreSQL instead of the embedded one. */

@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   /** A deployment names a runtime template, or a runtime secret, that is not registered. */
   unknown_template: 400,
   unknown_secret: 400,
+  /** An agent upload that is not frames of the protocol (docs/design.md section 5), or carries one over the limit. */
+  invalid_frames: 400,
   /** A list's `?cursor=` that this service did not mint (malformed, truncated, another list's). */
   invalid_cursor: 400,
   unauthorized: 401,
@@ -31,6 +33,8 @@ export const ERROR_STATUS = {
   enrollment_token_used: 409,
   machine_name_taken: 409,
   replayed_sequence: 409,
+  /** An uplink or frames upload for a machine whose stream no live instance holds: reconnect the stream first. */
+  no_stream: 409,
   /** A workload whose holding instance died: it cannot be reached, and is recorded as failed. */
   workload_unreachable: 409,
   payload_too_large: 413,

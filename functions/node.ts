@@ -18,6 +18,9 @@ import { openPgStore } from './store/pg.js';
 import { loadSecretKeyFile } from './registry/secret-key.js';
 import { newId } from '../shared/ids.js';
 import { InstanceLease } from './services/instances.js';
+import { PeerAuth } from './relay/peer-auth.js';
+import { PeerLinks } from './relay/peers.js';
+import { startPeerServer, type PeerServer } from './peer/server.js';
 import { errorFields } from './telemetry/error-fields.js';
 import { serviceCtx, type Ports } from './context.js';
 import type { ServiceCtx, ServicePorts } from './services/service-context.js';
@@ -27,6 +30,8 @@ export interface ControlPlaneOptions {
   host?: string;
   dataDir: string;
   databaseUrl?: string;
+  /** The peer channel's listener (loopback, a free port by default) and the URL advertised to the other instances. */
+  peer?: { host?: string; port?: number; url?: string };
   config?: Partial<ControlPlaneConfig>;
   logger?: Logger;
 }
@@ -80,6 +85,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       })
     : createMemoryBus();
   const instanceId = newId('instance');
+  const identity = createIdentityLoader(store.db);
+  const peerAuth = new PeerAuth(instanceId, identity);
+  // The peer channel matters only where several instances share a store; the embedded store has one.
+  const peerLinks = opts.databaseUrl ? new PeerLinks({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
+  let peerServer: PeerServer | null = null;
   const ports: Ports = {
     store,
     bus,
@@ -87,10 +97,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     logger,
     metrics: createMetrics({ processMetrics: true }),
     instanceId,
-    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
-    identity: createIdentityLoader(store.db),
-    relay: createRelay({ bus, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
+    identity,
+    relay: createRelay({ bus, remote: peerLinks, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
   };
+  peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });
   const adminTokenPath = join(dataDir, 'admin.token');
@@ -144,6 +155,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       ports.relay.routing.stop();
       await ticking;
       await ports.bus.close();
+      await peerServer?.close();
+      await peerLinks?.close();
       await new Promise<void>((done) => {
         server.close(() => done());
         // SSE streams never end on their own; cut them so close() returns.
@@ -165,6 +178,7 @@ async function main() {
     host: env.LUNANEXA_HOST,
     dataDir: env.LUNANEXA_DATA_DIR,
     databaseUrl: env.DATABASE_URL,
+    peer: { host: env.LUNANEXA_PEER_HOST, port: env.LUNANEXA_PEER_PORT, url: env.LUNANEXA_PEER_URL },
     config: configFromEnv(env),
   });
   plane.ports.logger.info({ url: plane.url, store: plane.ports.store.kind }, 'control plane listening');

@@ -18,6 +18,7 @@ export const ID_PREFIXES = {
   audit: 'aud',
   event: 'evt',
   connection: 'con',
+  uplink: 'upl',
   instance: 'ins',
   cluster: 'cls',
 } as const;

@@ -1,24 +1,26 @@
 import type { Readable } from 'node:stream';
-import { StringDecoder } from 'node:string_decoder';
 import { request, type Dispatcher } from 'undici';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { FramesAccepted } from '../../shared/contracts/relay.js';
+import { DATA_PIECE_BYTES, encodeFrame } from '../../shared/frame-codec.js';
 import type { RuntimeResponse } from '../runtimes/adapter.js';
 import { IDLE, type RuntimeLoad } from '../supervisor/plan.js';
 import { WARM_WINDOW_MS } from '../supervisor/report.js';
 import type { InvokeTarget } from '../supervisor/supervisor.js';
 import { fromRequest, readResult, type SignedClient } from './http.js';
-
-/** Largest frame: bytes beyond it start the next frame. */
-const BATCH_BYTES = 32 * 1024;
+import type { Uplink } from './uplink.js';
 
 /** Resolves after pending I/O callbacks ran: whatever the runtime already sent has been read by then. */
 const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(null)));
+const DATA_EVENT = Buffer.from('data: ');
+const DONE_EVENT = 'data: [DONE]';
 
 export interface InvocationRunnerOptions {
   baseUrl: string;
   dispatcher: Dispatcher;
   signedHeaders: SignedClient['signedHeaders'];
+  /** The machine's uplink: invocations use it while it is confirmed, the per-invocation upload otherwise. */
+  uplink: Uplink;
   /** The runtime an invocation goes to, or why none takes it. */
   runtime: (assignmentId: string) => InvokeTarget;
   /** A runtime's queued or active count went from 0 or to 0: worth a report. */
@@ -35,26 +37,16 @@ interface Tally {
 }
 
 /** Counts generated tokens in OpenAI SSE bytes without parsing them: one `data:` event per token chunk. */
-function countEvents(text: string): number {
+function countEvents(bytes: Buffer): number {
   let count = 0;
-  for (let at = text.indexOf('data: '); at !== -1; at = text.indexOf('data: ', at + 6)) count += 1;
+  for (let at = bytes.indexOf(DATA_EVENT); at !== -1; at = bytes.indexOf(DATA_EVENT, at + DATA_EVENT.length)) count += 1;
   return count;
 }
 
-/** Cuts text into pieces of at most BATCH_BYTES UTF-16 units, never between the halves of a surrogate pair. */
-function* pieces(text: string): Generator<string> {
-  for (let at = 0; at < text.length; ) {
-    let end = Math.min(text.length, at + BATCH_BYTES);
-    const last = text.charCodeAt(end - 1);
-    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
-    yield text.slice(at, end);
-    at = end;
-  }
-}
-
 /**
- * Runs invocations sent on the stream: calls the runtime through its adapter and streams the response back as
- * NDJSON frames on one upload per invocation (resumable by offset), honouring cancel and the deadline.
+ * Runs invocations sent on the stream: calls the runtime through its adapter and sends the response back as
+ * binary frames (`shared/frame-codec.ts`) on the machine's uplink, or on one upload per invocation when no uplink
+ * is confirmed (both resumable by offset), honouring cancel and the deadline.
  * Node streams and `undici.request` throughout: the web-stream layer of `fetch` cost more than the relay's
  * own work on this path.
  */
@@ -105,48 +97,55 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     };
   }
 
-  const post = async (path: string, body: string | AsyncIterable<string>) =>
+  const post = async (path: string, body: Uint8Array | AsyncIterable<Uint8Array>) =>
     fromRequest(
       await request(new URL(path, opts.baseUrl), {
         method: 'POST',
-        headers: await opts.signedHeaders('POST', path, '', { 'content-type': 'application/x-ndjson' }),
+        headers: await opts.signedHeaders('POST', path, '', { 'content-type': 'application/octet-stream' }),
         // undici writes an async iterable chunk by chunk (chunked encoding); its typings only name Readable.
-        body: body as string | Readable,
+        body: body as Uint8Array | Readable,
         dispatcher: opts.dispatcher,
       }),
     );
 
+  /** Sends an invocation's frames up the uplink, as they come, under its backpressure. */
+  async function viaUplink(invocationId: string, frames: AsyncIterable<Frame>): Promise<void> {
+    for await (const frame of frames) await opts.uplink.send(invocationId, frame);
+  }
+
+  /** Sends an invocation's frames on an upload of its own; resumes once from where the control plane stopped. */
   async function upload(invocationId: string, frames: AsyncIterable<Frame>): Promise<void> {
     const path = `/agent/v1/invocations/${encodeURIComponent(invocationId)}/frames`;
     const iterator = frames[Symbol.asyncIterator]();
-    const sent: Frame[] = [];
-    const line = (frame: Frame) => {
-      sent.push(frame);
-      return `${JSON.stringify(frame)}\n`;
+    const sent: Array<{ o: number; bytes: Uint8Array }> = [];
+    const encoded = (frame: Frame) => {
+      const bytes = encodeFrame(invocationId, frame);
+      sent.push({ o: frame.o, bytes });
+      return bytes;
     };
-    async function* body(): AsyncGenerator<string> {
-      // An empty line (skipped by the control plane) opens the upload at once: its start is the node's ack of
-      // the invoke, which matters when the runtime answers only at the end (a request that is not streamed).
-      yield '\n';
+    async function* body(): AsyncGenerator<Uint8Array> {
       let next = iterator.next();
       for (;;) {
         const first = await next;
         if (first.done) return;
-        let text = line(first.value);
+        const batch = [encoded(first.value)];
+        let size = batch[0]!.length;
         next = iterator.next();
         // Frames produced meanwhile (the head and the first bytes, the last bytes and the end) go out with it:
         // one write on each side instead of one per frame. Only what has already arrived is waited for.
-        while (text.length < BATCH_BYTES) {
+        while (size < DATA_PIECE_BYTES) {
           const more = await Promise.race([next, afterIo()]);
           if (more === null) break;
           if (more.done) {
-            yield text;
+            yield Buffer.concat(batch);
             return;
           }
-          text += line(more.value);
+          const bytes = encoded(more.value);
+          batch.push(bytes);
+          size += bytes.length;
           next = iterator.next();
         }
-        yield text;
+        yield Buffer.concat(batch);
       }
     }
     const first = await post(path, body()).then(
@@ -159,14 +158,14 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     for (;;) {
       const next = await iterator.next();
       if (next.done) break;
-      sent.push(next.value);
+      encoded(next.value);
     }
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const at = await request(new URL(path, opts.baseUrl), { headers: await opts.signedHeaders('GET', path, ''), dispatcher: opts.dispatcher })
         .then((r) => readResult(fromRequest(r), FramesAccepted))
         .catch(() => null);
       if (!at?.success) continue;
-      const rest = sent.filter((frame) => frame.o >= at.data.nextOffset).map((frame) => `${JSON.stringify(frame)}\n`).join('');
+      const rest = Buffer.concat(sent.filter((frame) => frame.o >= at.data.nextOffset).map((frame) => frame.bytes));
       const resent = await post(path, rest)
         .then((r) => readResult(r, FramesAccepted))
         .catch(() => null);
@@ -206,6 +205,8 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
 
   async function* produce(invoke: Invoke, signal: AbortSignal, calling: Promise<Call>): AsyncGenerator<Frame> {
     let offset = 0;
+    // The node has the invoke: said at once, before the runtime answers (a request that is not streamed may take long).
+    yield { o: offset++, t: 'accept' };
     const call = await calling;
     if (!call.ok) {
       yield { o: offset++, t: 'error', code: call.code, message: call.message };
@@ -214,31 +215,29 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     const response = call.response;
     yield { o: offset++, t: 'head', status: response.status, contentType: response.contentType ?? 'application/json' };
     let tokens = 0;
-    let tail = '';
+    let tail = Buffer.alloc(0);
     try {
-      // undici's body ignores setEncoding: decode here, keeping characters split across reads whole.
-      const decoder = new StringDecoder('utf8');
       // A Readable's iterator hands over everything buffered at once: batches form under load by themselves,
-      // and the first token never waits for a timer.
+      // and the first token never waits for a timer. The bytes go up as they are.
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
-        const text = decoder.write(chunk);
-        if (!text) continue;
+        if (chunk.length === 0) continue;
         if (invoke.stream) {
-          tokens += countEvents(text);
-          tail = (tail + text).slice(-1024);
+          tokens += countEvents(chunk);
+          tail = Buffer.concat([tail, chunk]).subarray(-1024);
         }
-        for (const d of pieces(text)) yield { o: offset++, t: 'data', d };
+        for (let at = 0; at < chunk.length; at += DATA_PIECE_BYTES) yield { o: offset++, t: 'data', d: chunk.subarray(at, at + DATA_PIECE_BYTES) };
       }
     } catch {
       yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken', message: signal.aborted ? String(signal.reason) : 'the runtime stream broke' };
       return;
     }
     const ok = response.status >= 200 && response.status < 300;
+    const text = tail.toString('utf8');
     // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
     // politely the connection closed: the client must not take it for a complete answer.
-    if (invoke.stream && ok && !tail.includes('data: [DONE]')) {
+    if (invoke.stream && ok && !text.includes(DONE_EVENT)) {
       // If the runtime's last event was an error, the client has it already: only the failure is recorded.
-      const told = tail.slice(tail.lastIndexOf('data: ')).startsWith('data: {"error"');
+      const told = text.slice(text.lastIndexOf('data: ')).startsWith('data: {"error"');
       // The runtime stops at the deadline too (it got it as X-LunaNexa-Deadline): say which it was.
       if (signal.aborted || Date.now() >= invoke.deadline) {
         yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'deadline_exceeded', message: 'the deadline passed during generation', told };
@@ -263,9 +262,10 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const target = opts.runtime(invoke.assignmentId);
       const tracked = target.ok ? track(invoke) : null;
       const calling = callRuntime(invoke, target, controller.signal, () => tracked?.answered());
+      const frames = produce(invoke, controller.signal, calling);
       // The runtime call is the critical path: its request reaches the socket before the upload is signed and
-      // opened (the upload only has to be open by the time the runtime answers).
-      const uploading = afterIo().then(() => upload(invoke.invocationId, produce(invoke, controller.signal, calling)));
+      // opened (the upload only has to be open by the time the runtime answers). The uplink is open already.
+      const uploading = opts.uplink.usable() ? viaUplink(invoke.invocationId, frames) : afterIo().then(() => upload(invoke.invocationId, frames));
       void uploading
         .catch((error: unknown) => {
           // The control plane no longer wants these frames (cancelled, finished elsewhere): stop the runtime call.

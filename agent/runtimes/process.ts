@@ -9,11 +9,12 @@ import { canonicalize, sha256Hex } from '../../shared/canonical.js';
 import { policyRefusal, type AgentPolicy } from '../policy.js';
 import type { RuntimeUser } from '../runtime-user.js';
 import { writeFileAtomic } from '../state.js';
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { refusedByPolicy, type Adoption, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
 import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './files.js';
 import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';
+import { RuntimeHttp } from './runtime-http.js';
 
 const RuntimeRecord = z.object({
   assignmentId: z.string(),
@@ -83,8 +84,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   /** GPUs held by the runtimes this adapter launched or adopted, by assignment. */
   private readonly gpusHeld = new Map<string, number[]>();
 
-  /** Runtimes listen on loopback: never through the link's proxy, and with connections kept alive. */
-  private readonly http = new Agent({ keepAliveTimeout: 30_000 });
+  private readonly http = new RuntimeHttp();
 
   private readonly stateDir: string;
   private readonly log: ProcessAdapterOptions['log'];
@@ -278,7 +278,7 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   private async health(handle: RuntimeHandle): Promise<{ ok: boolean; instanceId?: string }> {
     try {
-      const response = await request(`${handle.baseUrl}${handle.healthPath}`, { dispatcher: this.http, signal: AbortSignal.timeout(2_000) });
+      const response = await this.http.request(`${handle.baseUrl}${handle.healthPath}`, { signal: AbortSignal.timeout(2_000) });
       // Reading the body to its end (even when it is not JSON) hands the connection back to the keep-alive pool.
       const body = (await response.body.json().catch(() => ({}))) as { instanceId?: string };
       return { ok: response.statusCode >= 200 && response.statusCode < 300, instanceId: body.instanceId };
@@ -297,7 +297,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   }
 
   async invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse> {
-    const response = await request(`${handle.baseUrl}${path}`, { method: init.method as Dispatcher.HttpMethod, headers: init.headers, body: init.body, signal: init.signal, dispatcher: this.http });
+    const response = await this.http.request(`${handle.baseUrl}${path}`, { method: init.method as Dispatcher.HttpMethod, headers: init.headers, body: init.body, signal: init.signal });
     const contentType = response.headers['content-type'];
     return { status: response.statusCode, contentType: Array.isArray(contentType) ? contentType[0]! : (contentType ?? null), body: response.body };
   }

@@ -553,10 +553,11 @@ export async function startSimServer(opts: SimServerOptions): Promise<SimServerH
     const roleChunk = g.kind === 'chat' ? `${head}{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usageTail}}\n\n` : '';
     const n = g.maxTokens;
 
+    // No explicit `connection: keep-alive`: it would keep Node from sending its `Keep-Alive: timeout=` hint, and
+    // clients would then hold the connection past the server's idle close.
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
-      connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
     // Clients (and the relay) learn the request was accepted before the first token arrives.

@@ -1,106 +1,79 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { ApiError } from '../errors.js';
-import { Frame, type FramesAccepted } from '../../shared/contracts/relay.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
-import { limitedBody } from '../http/node-io.js';
-import type { FrameAcceptance } from '../relay/hub.js';
+import { bodyChunks, cutConnection, limitedBody } from '../http/node-io.js';
 import type { AppEnv } from '../context.js';
+import type { PipedAnswer } from '../relay/hub.js';
+import { framesOffset, NO_STREAM, receiveFrames, runUplink } from './uploads.js';
 
-function refuse(acceptance: Extract<FrameAcceptance, { ok: false }>): never {
-  if (acceptance.reason === 'not_yours') throw new ApiError('forbidden_machine', 'a machine may upload frames only of its own invocations');
-  throw new ApiError('not_found', 'unknown or finished invocation: abort the runtime call');
+/** Relays what the link holder answered a piped upload; no holder at all is the agent's to fix (reconnect). */
+function piped(c: Context<AppEnv>, answer: PipedAnswer | null): Response {
+  if (!answer) throw NO_STREAM();
+  return c.body(answer.body, answer.status as 200, { 'content-type': 'application/json' });
+}
+
+/** The holder went away while the upload was piped to it: the agent's upload broke, as if its own connection had. */
+async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<Response> {
+  try {
+    return piped(c, await c.get('ports').relay.hub.pipe(c.get('machine').machineId, method, path, body));
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    cutConnection(c);
+    throw new ApiError('unavailable', 'the instance holding this machine\'s link went away: upload again');
+  }
 }
 
 /**
- * POST /agent/v1/invocations/{id}/frames: the node's streamed NDJSON upload of one invocation's frames,
- * forwarded batch by batch as they arrive (docs/design.md section 5, step 4). GET tells where to resume.
- *
- * Lines are cut on the bytes as they arrive (a newline byte is never inside a UTF-8 sequence) and each complete
- * line is decoded once: the work per chunk is its own length, whatever the size of the line it belongs to. A line
- * is bounded (`lineMaxBytes`, 1 MiB: the agent sends data in pieces of 32 K characters), so a line past it is
- * refused (413) as soon as it passes it, and the rest of the upload is discarded unread into memory.
+ * The agent's uploads of invocation frames (docs/design.md section 5, step 5), in the binary frames of
+ * `shared/frame-codec.ts`:
+ * - POST /agent/v1/uplink: the machine's one long-lived uplink, authenticated once when it opens, bound to its
+ *   stream, acknowledged down the stream. Closed when the credential that opened it expires.
+ * - POST /agent/v1/invocations/{id}/frames: one invocation's frames on a request of its own (the fallback when no
+ *   uplink is confirmed, behind a proxy that buffers request bodies); GET tells where to resume.
+ * An upload that lands on an instance that does not hold the machine's stream is piped to the one that does.
+ * Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every frame
+ * back until the end. Limits are enforced while streaming instead, per frame from its length field.
  */
-export function registerFrames(app: Hono<AppEnv>, maxBytes: number, lineMaxBytes: number) {
-  app.get('/invocations/:id/frames', machineAuth, (c) => {
-    const acceptance = c.get('ports').relay.hub.nextOffset(c.get('machine').machineId, c.req.param('id'));
-    if (!acceptance.ok) refuse(acceptance);
-    const body: FramesAccepted = { nextOffset: acceptance.nextOffset };
-    return c.json(body);
-  });
-
-  const lineTooLong = () => new ApiError('payload_too_large', `a frame line exceeds ${lineMaxBytes} bytes`);
-
-  // Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every
-  // frame of a generation back until its end. The limit is enforced while streaming instead.
-  app.post('/invocations/:id/frames', machineAuthStreamed, async (c) => {
-    const chunks = limitedBody(c, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));
-    const hub = c.get('ports').relay.hub;
-    const { machineId } = c.get('machine');
-    const invocationId = c.req.param('id');
-    const known = hub.nextOffset(machineId, invocationId);
-    if (!known.ok) refuse(known);
-    hub.acknowledge(machineId, invocationId);
-    if (!chunks) throw new ApiError('bad_request', 'frames body is empty');
-    /** The bytes of the line still open at the end of the last chunk. */
-    const open: Uint8Array[] = [];
-    let openBytes = 0;
-    let nextOffset = known.nextOffset;
-    // Leaving the loop by a throw ends the body (the for-await closes it): nothing more is read.
+export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
+  app.post('/uplink', machineAuthStreamed, async (c) => {
+    const ports = c.get('ports');
+    const { machineId, credentialExpiresAt } = c.get('machine');
+    const chunks = bodyChunks(c);
+    if (!chunks) throw new ApiError('bad_request', 'uplink body is empty');
+    const expiry = setTimeout(() => cutConnection(c), Math.max(0, Math.min(credentialExpiresAt.getTime() - Date.now(), 2 ** 31 - 1)));
     try {
-      for await (const chunk of chunks) {
-        const lines: string[] = [];
-        let start = 0;
-        for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
-          const piece = chunk.subarray(start, newline);
-          if (openBytes + piece.length > lineMaxBytes) throw lineTooLong();
-          lines.push(decodeLine(open, piece));
-          open.length = 0;
-          openBytes = 0;
-          start = newline + 1;
-        }
-        if (start < chunk.length) {
-          openBytes += chunk.length - start;
-          if (openBytes > lineMaxBytes) throw lineTooLong();
-          open.push(chunk.subarray(start));
-        }
-        if (lines.length > 0) nextOffset = accept(lines, nextOffset);
-      }
-    } catch (error) {
-      // A node that dies mid-upload breaks the body: that is the node's failure (the hub fails the
-      // invocation when its stream closes), not a server error.
-      if (error instanceof ApiError) throw error;
-      throw new ApiError('bad_request', `frames upload interrupted after offset ${nextOffset}`);
+      const local = ports.relay.hub.hasLocalStream(machineId);
+      ports.metrics.agentUploads.inc({ kind: 'uplink', route: local ? 'local' : 'piped' });
+      if (!local) return await pipe(c, 'POST', '/uplink', chunks);
+      return c.json(await runUplink(ports, machineId, chunks, () => cutConnection(c)));
+    } finally {
+      clearTimeout(expiry);
     }
-    if (openBytes > 0) nextOffset = accept([decodeLine(open, new Uint8Array(0))], nextOffset);
-
-    /** Parses complete lines and hands their frames to the hub. */
-    function accept(lines: string[], offset: number): number {
-      const frames: Frame[] = [];
-      for (const line of lines) {
-        if (line.length === 0) continue;
-        let parsed;
-        try {
-          parsed = Frame.safeParse(JSON.parse(line));
-        } catch {
-          parsed = null;
-        }
-        if (!parsed?.success) throw new ApiError('invalid_json', `frame after offset ${offset} is not a valid NDJSON frame`);
-        frames.push(parsed.data);
-      }
-      if (frames.length === 0) return offset;
-      const accepted = hub.acceptFrames(machineId, invocationId, frames);
-      if (!accepted.ok) refuse(accepted);
-      return accepted.nextOffset;
-    }
-    const body: FramesAccepted = { nextOffset };
-    return c.json(body);
   });
-}
 
-const decoder = new TextDecoder();
+  app.get('/invocations/:id/frames', machineAuth, async (c) => {
+    const ports = c.get('ports');
+    const { machineId } = c.get('machine');
+    const path = `/invocations/${encodeURIComponent(c.req.param('id'))}/frames`;
+    if (!ports.relay.hub.hasLocalStream(machineId)) return pipe(c, 'GET', path, null);
+    return c.json(framesOffset(ports, machineId, c.req.param('id')));
+  });
 
-/** One complete line: the bytes left open by earlier chunks, then `last`. */
-function decodeLine(open: readonly Uint8Array[], last: Uint8Array): string {
-  if (open.length === 0) return decoder.decode(last);
-  return decoder.decode(Buffer.concat([...open, last]));
+  app.post('/invocations/:id/frames', machineAuthStreamed, async (c) => {
+    const ports = c.get('ports');
+    const { machineId } = c.get('machine');
+    const chunks = limitedBody(c, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));
+    const path = `/invocations/${encodeURIComponent(c.req.param('id'))}/frames`;
+    const local = ports.relay.hub.hasLocalStream(machineId);
+    ports.metrics.agentUploads.inc({ kind: 'invocation', route: local ? 'local' : 'piped' });
+    if (!local) return pipe(c, 'POST', path, chunks);
+    try {
+      return c.json(await receiveFrames(ports, machineId, c.req.param('id'), chunks));
+    } catch (error) {
+      // A node that dies mid-upload breaks the body: that is the node's failure (the hub fails the invocation
+      // when its stream closes), not a server error.
+      if (error instanceof ApiError) throw error;
+      throw new ApiError('bad_request', 'frames upload interrupted');
+    }
+  });
 }

@@ -11,12 +11,13 @@ import { registerTime } from './time.js';
 import { registerPong } from './pong.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
-export function agentGateway(maxBodyBytes: number, framesMaxBytes: number, frameLineMaxBytes: number): Hono<AppEnv> {
+export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  // Frame uploads stream long generations; they carry their own, larger limit.
+  // Frame uploads stream long generations (the uplink, all of them): they bound their frames instead.
   const limit = limitBody(maxBodyBytes);
-  app.use('*', async (c, next) => (c.req.path.endsWith('/frames') && c.req.method === 'POST' ? next() : limit(c, next)));
-  registerFrames(app, framesMaxBytes, frameLineMaxBytes);
+  const streamed = (path: string) => path.endsWith('/frames') || path.endsWith('/uplink');
+  app.use('*', async (c, next) => (c.req.method === 'POST' && streamed(c.req.path) ? next() : limit(c, next)));
+  registerFrames(app, framesMaxBytes);
   registerEnroll(app);
   registerTime(app);
   registerStream(app);

@@ -7,7 +7,6 @@ import { queryRows, dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
-import { sweepExpiredPayloads } from '../services/payloads.js';
 import { nextResumedAt } from './liveness.js';
 import { reconcile, type DesiredDeployment, type ReconcileAction } from './reconcile.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
@@ -203,7 +202,7 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
 
 /**
  * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
- * replay fence, expired payloads and the workloads of dead instances, and refreshes the machine gauges.
+ * replay fence and the workloads of dead instances, and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -212,7 +211,6 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
   const { snapshot } = await reconcilePass(ctx, true);
   await sweepJtis({ ctx });
-  await sweepExpiredPayloads({ ctx });
   const orphans = await sweepOrphanedWorkloads({ ctx });
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
   await sweepInstances(ctx.db);

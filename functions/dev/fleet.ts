@@ -97,7 +97,8 @@ export async function startSimNode(
   plane: RunningControlPlane,
   name: string,
   rootDir: string,
-  opts: { env?: NodeJS.ProcessEnv } = {},
+  /** `url`: where the agent dials the control plane, when not at `plane.url` (a balancer or proxy in front). */
+  opts: { env?: NodeJS.ProcessEnv; url?: string } = {},
 ): Promise<SimNode> {
   const stateDir = join(rootDir, name);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
@@ -111,7 +112,7 @@ export async function startSimNode(
       ctx: plane.systemCtx,
       input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
     });
-    const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
+    const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
       logFile,
       env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
     });

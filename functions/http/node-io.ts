@@ -14,8 +14,8 @@ function nodeBindings(c: Context<AppEnv>): { incoming: IncomingMessage; outgoing
   return env?.incoming && env.outgoing && typeof env.outgoing.writeHead === 'function' ? { incoming: env.incoming, outgoing: env.outgoing } : null;
 }
 
-/** The request body as it arrives. */
-function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
+/** The request body as it arrives, unlimited: for uploads that bound their own parts (the uplink's frames). */
+export function bodyChunks(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
   const node = nodeBindings(c);
   if (node) return nodeChunks(node.incoming);
   return c.req.raw.body ? readAll(c.req.raw.body) : null;
@@ -74,6 +74,11 @@ export async function bodyText(c: Context<AppEnv>, maxBytes: number, tooLarge: (
   return Buffer.concat(parts).toString('utf8');
 }
 
+/** Ends the connection at once (Node): what the client was still sending goes nowhere, and it sees the break. */
+export function cutConnection(c: Context<AppEnv>): void {
+  nodeBindings(c)?.incoming.destroy();
+}
+
 /** Aborts when the client goes away before its answer was complete. */
 export function clientGone(c: Context<AppEnv>): AbortSignal {
   const node = nodeBindings(c);
@@ -85,23 +90,26 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
   return gone.signal;
 }
 
+/** Bytes of a streamed answer: the runtime's own, or text the surface adds (an error event). */
+export type Chunk = Uint8Array | string;
+
 /** A streamed answer, written as it is produced. */
 export interface StreamSink {
   /** What the handler returns. */
   response: Response;
   /** Writes bytes; resolves once more may be written (or the client is gone). */
-  write(text: string): Promise<void>;
+  write(chunks: readonly Chunk[]): Promise<void>;
   /** Writes the last bytes and ends the answer. */
-  end(text: string): void;
+  end(chunks: readonly Chunk[]): void;
 }
 
 /** The header every answer carries: the requestId middleware sets it on Hono's own responses, not on these. */
 const REQUEST_ID = 'x-request-id';
 
 /**
- * Opens a streamed answer; `onGone` runs if the client leaves before its end. On Node, straight into the response: the head goes out with the first bytes and
- * the terminator with the last (one write each, where a piped web stream takes three), and nothing is
- * buffered beyond the socket's own backpressure. Elsewhere, a web stream pulled by the runtime.
+ * Opens a streamed answer; `onGone` runs if the client leaves before its end. On Node, straight into the response:
+ * the head goes out with the first bytes, a batch of chunks in one write (corked), the terminator with the last
+ * bytes, and nothing is buffered beyond the socket's own backpressure. Elsewhere, a web stream pulled by the runtime.
  */
 export function openStream(c: Context<AppEnv>, status: number, headers: Record<string, string>, onGone: () => void): StreamSink {
   const node = nodeBindings(c);
@@ -115,8 +123,8 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
     return {
       // @hono/node-server leaves a response carrying this header alone: it is already being written.
       response: new Response(null, { headers: { 'x-hono-already-sent': 'true' } }),
-      async write(text) {
-        if (outgoing.destroyed || outgoing.write(text)) return;
+      async write(chunks) {
+        if (outgoing.destroyed || writeAll(outgoing, chunks)) return;
         await new Promise<void>((resolve) => {
           const done = () => {
             outgoing.off('drain', done);
@@ -127,12 +135,15 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
           outgoing.on('close', done);
         });
       },
-      end(text) {
-        if (!outgoing.destroyed) outgoing.end(text);
+      end(chunks) {
+        if (outgoing.destroyed) return;
+        writeAll(outgoing, chunks);
+        outgoing.end();
       },
     };
   }
   const encoder = new TextEncoder();
+  const bytes = (chunk: Chunk) => (typeof chunk === 'string' ? encoder.encode(chunk) : chunk);
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let gone = false;
   let wanted: (() => void) | null = null;
@@ -153,15 +164,25 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
   });
   return {
     response: new Response(body, { status, headers: { ...headers, [REQUEST_ID]: c.get('requestId') } }),
-    async write(text) {
+    async write(chunks) {
       if (gone) return;
-      controller.enqueue(encoder.encode(text));
+      for (const chunk of chunks) controller.enqueue(bytes(chunk));
       if ((controller.desiredSize ?? 1) <= 0) await new Promise<void>((resolve) => (wanted = resolve));
     },
-    end(text) {
+    end(chunks) {
       if (gone) return;
-      if (text) controller.enqueue(encoder.encode(text));
+      for (const chunk of chunks) controller.enqueue(bytes(chunk));
       controller.close();
     },
   };
+}
+
+/** Writes `chunks` in one go (one syscall for the batch); false when the socket wants a drain first. */
+export function writeAll(outgoing: { cork(): void; uncork(): void; write(chunk: Chunk): boolean }, chunks: readonly Chunk[]): boolean {
+  if (chunks.length === 1) return outgoing.write(chunks[0]!);
+  let ok = true;
+  outgoing.cork();
+  for (const chunk of chunks) ok = outgoing.write(chunk) && ok;
+  outgoing.uncork();
+  return ok;
 }

@@ -1,4 +1,5 @@
 import type { Frame } from '../../shared/contracts/relay.js';
+import { concat } from '../../shared/frame-codec.js';
 import type { Ports } from '../context.js';
 import type { WorkloadState } from '../services/workloads.js';
 import type { DeploymentRoute } from '../relay/routing.js';
@@ -62,7 +63,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   };
   const onCancel = () => {
     // Best effort: a node that is gone has dropped the invocation already.
-    void relay.hub.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled')).catch(() => {});
+    relay.hub.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled'));
     metrics.cancellations.inc(labels);
   };
   cancelled.signal.addEventListener('abort', onCancel, { once: true });
@@ -80,7 +81,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
 
   if (!request.stream) {
     return (async (): Promise<InferenceResult> => {
-      const parts: string[] = [];
+      const parts: Uint8Array[] = [];
       let pending = started.rest;
       for (;;) {
         for (const frame of pending) {
@@ -93,7 +94,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
             cancelled.signal.removeEventListener('abort', onCancel);
             finish(head.status < 400 ? 'succeeded' : 'failed', head.status, null);
             const timing = { queueMs, accelMs: performance.now() - started.dispatchedAt };
-            return { ok: true, kind: 'body', workloadId, status: head.status, contentType: head.contentType, body: parts.join(''), timing };
+            return { ok: true, kind: 'body', workloadId, status: head.status, contentType: head.contentType, body: concat(parts), timing };
           } else if (frame.t === 'error') {
             return failed(frame.code, frame.message);
           }
@@ -124,12 +125,13 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
     for (;;) {
       const frames = pending ?? (await nextFrames());
       pending = null;
-      let text = '';
+      const chunks: Uint8Array[] = [];
       for (const frame of frames) {
-        if (frame.t === 'data') text += frame.d;
-        else if (frame.t === 'end') {
-          if (text || frame.tokens === 0) noteData();
-          target.end(text);
+        if (frame.t === 'data') {
+          if (frame.d.length > 0) chunks.push(frame.d);
+        } else if (frame.t === 'end') {
+          if (chunks.length > 0 || frame.tokens === 0) noteData();
+          target.end(chunks);
           release();
           observeEnd(frame.tokens);
           cancelled.signal.removeEventListener('abort', onCancel);
@@ -137,8 +139,8 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
           return;
         } else if (frame.t === 'error') {
           // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
-          if (frame.told === true) target.end(text);
-          else target.fail(text, frame.code, frame.message);
+          if (frame.told === true) target.end(chunks);
+          else target.fail(chunks, frame.code, frame.message);
           release();
           // A cancellation is counted as one (onCancel), not as a failure of the runtime.
           if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
@@ -146,9 +148,9 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
           return;
         }
       }
-      if (text) {
+      if (chunks.length > 0) {
         noteData();
-        await target.write(text);
+        await target.write(chunks);
       }
     }
   };
@@ -162,7 +164,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
     pipe(target) {
       void pump(target).catch((error: unknown) => {
         ports.logger.error({ err: error instanceof Error ? error.message : String(error), workloadId }, 'relaying a stream failed');
-        target.end('');
+        target.end([]);
         release();
         finish('failed', head.status, 'internal');
       });

@@ -74,9 +74,9 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const dispatchedAt = performance.now();
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
     relay.admission.release(replica.assignmentId);
-    relay.hub.release(invocationId);
     // Best effort: the node may be gone, and the invocation dies with its deadline there anyway.
-    void relay.hub.cancel(invocationId, replica.machineId, reason).catch(() => {});
+    relay.hub.cancel(invocationId, replica.machineId, reason);
+    relay.hub.release(invocationId);
     // A cancellation, or a replica refusing work while it drains, is no failure of the runtime.
     const refused = outcome.kind === 'error' && outcome.code === REPLICA_DRAINING;
     if (outcome.kind !== 'cancelled' && !refused) metrics.runtimeFailures.inc(labels);
@@ -92,8 +92,8 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
     return giveUp({ kind: 'dispatch_failed', message: error instanceof Error ? error.message : String(error) }, 'dispatch_failed');
   }
 
-  // The node has until the ack timeout to show it got the invoke (its frames upload starting is enough), then
-  // the runtime has until the deadline.
+  // The node has until the ack timeout to show it got the invoke (its `accept` frame), then the runtime has until
+  // the deadline.
   let wait = abortAfter(signal, Math.min(config.invokeAckTimeoutMs, request.deadline - Date.now()));
   let acked = false;
   const frames: Frame[] = [];
@@ -111,7 +111,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
         wait = abortAfter(signal, request.deadline - Date.now());
       }
       if (item.kind === 'failed') return giveUp({ kind: 'error', code: item.code, message: item.message }, item.code);
-      frames.push(...item.frames);
+      for (const frame of item.frames) if (frame.t !== 'accept') frames.push(frame);
     }
   } finally {
     wait.clear();

@@ -37,12 +37,12 @@ export interface InferenceTiming {
 
 /** Where a streamed answer is written. The surface renders a failure after the first byte in its own format. */
 export interface StreamTarget {
-  /** Writes bytes; resolves once more may be written (or the client is gone). */
-  write(text: string): Promise<void>;
+  /** Writes the runtime's bytes; resolves once more may be written (or the client is gone). */
+  write(chunks: readonly Uint8Array[]): Promise<void>;
   /** Writes the last bytes and ends the answer. */
-  end(text: string): void;
+  end(chunks: readonly Uint8Array[]): void;
   /** Writes the last bytes, then an explicit error event, and ends the answer: never a silently truncated stream. */
-  fail(text: string, code: string, message: string): void;
+  fail(chunks: readonly Uint8Array[], code: string, message: string): void;
 }
 
 export type InferenceResult =
@@ -53,7 +53,8 @@ export type InferenceResult =
       /** The runtime's status and content type: a 4xx of the runtime is its answer, relayed as is. */
       status: number;
       contentType: string;
-      body: string;
+      /** The runtime's bytes as they are. */
+      body: Uint8Array;
       timing: InferenceTiming;
     }
   | {

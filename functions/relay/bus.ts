@@ -1,30 +1,22 @@
-import type { Frame } from '../../shared/contracts/relay.js';
-
-/** Messages that tell the instance holding a machine's stream to act. Small: ids and reasons only. */
+/**
+ * Low-rate signals to the instance holding a machine's stream. Small: ids and reasons only. Invocations and their
+ * frames never cross the bus: they go to the link holder directly (docs/design.md section 5).
+ */
 export type MachineSignal =
   | { type: 'desired' }
   | { type: 'revoked'; reason: string }
-  | { type: 'logs'; requestId: string; assignmentId: string; lines: number }
-  /** The payload waits in `invocation_payloads`; the stream holder picks it up. */
-  | { type: 'invoke'; invocationId: string }
-  | { type: 'cancel'; invocationId: string; reason: string };
-
-/** Frames or failure of one invocation, on their way to the instance holding the client (`inv:<id>`). */
-export type InvocationSignal = { type: 'frames'; frames: Frame[] } | { type: 'failed'; code: string; message: string };
+  | { type: 'logs'; requestId: string; assignmentId: string; lines: number };
 
 /** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
 export type LogLines = { type: 'log-lines'; lines: string[] };
 
-/**
- * Largest bus message: Postgres NOTIFY payloads must stay under 8,000 bytes. Here, not in pg-bus.ts, so that
- * the hub can size its messages without pulling the `pg` driver into the Worker bundle.
- */
+/** Largest bus message: Postgres NOTIFY payloads must stay under 8,000 bytes. */
 export const MAX_NOTIFY_BYTES = 7_900;
 
 /** Sent to `workload:<id>`: whichever instance runs the workload cancels it. */
 export type WorkloadSignal = { type: 'cancel-workload' };
 
-export type BusMessage = MachineSignal | LogLines | InvocationSignal | WorkloadSignal;
+export type BusMessage = MachineSignal | LogLines | WorkloadSignal;
 
 /**
  * The relay bus port (docs/design.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.

@@ -1,29 +1,43 @@
 import type { Frame } from '../../shared/contracts/relay.js';
+import type { FrameSink } from './hub.js';
 
 export type QueueItem = { kind: 'frames'; frames: Frame[] } | { kind: 'failed'; code: string; message: string };
 
-/** A single-consumer async queue of frame batches for one invocation; the waiting side of the relay. */
-export class FrameQueue {
-  private readonly items: QueueItem[] = [];
+/**
+ * The waiting side of one invocation: a single-consumer queue. Frames that arrive while the consumer is busy
+ * are handed over together on its next read, so a burst costs one wake-up and one write to the client.
+ */
+export class FrameQueue implements FrameSink {
+  private frames: Frame[] = [];
+  private failure: QueueItem | null = null;
   private wake: (() => void) | null = null;
   private closed = false;
 
-  push(item: QueueItem): void {
+  frame(frame: Frame): void {
     if (this.closed) return;
-    this.items.push(item);
+    this.frames.push(frame);
     this.wake?.();
   }
 
-  /** The next item, or null once `signal` aborts. */
+  fail(code: string, message: string): void {
+    if (this.closed || this.failure) return;
+    this.failure = { kind: 'failed', code, message };
+    this.wake?.();
+  }
+
+  /** Everything that arrived since the last read (frames first, then a failure), or null once `signal` aborts. */
   async next(signal?: AbortSignal): Promise<QueueItem | null> {
     for (;;) {
-      const item = this.items.shift();
-      if (item) return item;
+      if (this.frames.length > 0) {
+        const frames = this.frames;
+        this.frames = [];
+        return { kind: 'frames', frames };
+      }
+      if (this.failure) return this.failure;
       if (signal?.aborted || this.closed) return null;
       let onAbort: (() => void) | undefined;
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        onAbort = resolve;
+        this.wake = onAbort = resolve;
         signal?.addEventListener('abort', onAbort, { once: true });
       });
       if (onAbort) signal?.removeEventListener('abort', onAbort);

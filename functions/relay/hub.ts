@@ -1,180 +1,155 @@
-import { sql } from 'drizzle-orm';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
-import { invocationPayloads } from '../store/schema/index.js';
-import type { Db } from '../store/db.js';
-import { takePayloads } from '../services/payloads.js';
-import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from './bus.js';
-import type { FrameQueue } from './frame-queue.js';
 
-/** How a local agent stream receives relay events. */
+/** Where the frames of one invocation go, in order: the waiting request, or the peer it was forwarded from. */
+export interface FrameSink {
+  frame(frame: Frame): void;
+  /** The invocation failed without a frame of its own saying so (its node or its link holder went away). */
+  fail(code: string, message: string): void;
+}
+
+/** How a machine's stream, held by this instance, is told things. Each call is one write to its response. */
 export interface StreamSink {
   invoke(invoke: Invoke): void;
   cancel(invocationId: string, reason: string): void;
+  /** Acknowledges uplink progress: per invocation, the next offset this instance expects. */
+  ack(offsets: ReadonlyMap<string, number>): void;
+  /** The uplink that said `hello` with this id is bound to the stream: the agent may send frames on it. */
+  confirmUplink(uplinkId: string): void;
+  /** The agent answered a ping over its uplink (instead of `POST /agent/v1/pong`). */
+  pong(): void;
+}
+
+/** A machine's link held by another instance: the whole invocation is forwarded there (docs/design.md section 5). */
+export interface RemoteLinks {
+  /** Sends `invoke` through the instance holding `machineId`'s link; frames come back into `sink`. Rejects if no one holds it. */
+  forward(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void>;
+  /** Stops a forwarded invocation: its holder cancels it on the node. */
+  cancel(invocationId: string): void;
+  /**
+   * Pipes an agent upload that landed here (its uplink, or one invocation's frames; `path` under `/agent/v1`) to
+   * the instance holding the machine's link, and answers what the holder answered. Null when no other one holds it.
+   */
+  pipe(machineId: string, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null>;
+}
+
+/** What a piped agent upload was answered by the link holder: relayed to the agent as it is. */
+export interface PipedAnswer {
+  status: number;
+  body: string;
 }
 
 interface Dispatched {
   machineId: string;
   nextOffset: number;
+  sink: FrameSink;
 }
 
-export type FrameAcceptance = { ok: true; nextOffset: number } | { ok: false; reason: 'unknown' | 'not_yours' };
+export type FrameAcceptance = { ok: true; nextOffset: number; duplicate: boolean } | { ok: false; reason: 'unknown' | 'not_yours' | 'gap' };
 
 /**
- * The relay of one control-plane instance (docs/design.md section 5, steps 3-4). The instance holding the
- * client's request waits on a `FrameQueue`; the instance holding the node's stream sends `invoke` and
- * receives the node's frames. When both are this instance, everything stays in memory; otherwise the
- * payload crosses through `invocation_payloads` (deleted on pickup, with a receipt) and frames and
- * signals through the bus.
+ * The link holder of one control-plane instance (docs/design.md section 5, step 3): the one place where each
+ * machine's stream, uplink and invocations meet. An invocation for a machine whose stream is held here is sent
+ * down that stream and its frames, arriving on the machine's uplink (or per-invocation upload), go straight to
+ * the waiting sink. One for a machine whose link another instance holds is forwarded there whole (`RemoteLinks`).
+ * Payloads cross in memory and over those connections only: nothing is stored in transit.
  */
 export class InvocationHub {
   private readonly streams = new Map<string, StreamSink>();
-  private readonly waiters = new Map<string, { queue: FrameQueue; unsubscribe?: () => void }>();
   private readonly dispatched = new Map<string, Dispatched>();
+  private readonly forwarded = new Set<string>();
+  private readonly detachHooks = new Map<string, Set<() => void>>();
 
-  constructor(
-    private readonly bus: Bus,
-    /** Read per use: on Workers the store belongs to the current request. */
-    private readonly dbOf: () => Db,
-  ) {}
+  constructor(private readonly remote: RemoteLinks | null) {}
 
   hasLocalStream(machineId: string): boolean {
     return this.streams.has(machineId);
   }
 
-  /** Registers a local stream; on detach every invocation still running through it fails. */
+  stream(machineId: string): StreamSink | undefined {
+    return this.streams.get(machineId);
+  }
+
+  /** Registers a local stream; on detach every invocation still running through it fails, and its uplinks close. */
   attachStream(machineId: string, sink: StreamSink): () => void {
     this.streams.set(machineId, sink);
     return () => {
-      if (this.streams.get(machineId) === sink) this.streams.delete(machineId);
+      if (this.streams.get(machineId) !== sink) return;
+      this.streams.delete(machineId);
+      const hooks = this.detachHooks.get(machineId);
+      this.detachHooks.delete(machineId);
+      for (const hook of hooks ?? []) hook();
       for (const [invocationId, entry] of this.dispatched) {
         if (entry.machineId !== machineId) continue;
         this.dispatched.delete(invocationId);
-        this.route(invocationId, { type: 'failed', code: 'node_lost', message: 'the node running this request disconnected' });
+        entry.sink.fail('node_lost', 'the node running this request disconnected');
       }
     };
   }
 
-  /** Client side: sends `invoke` to the machine, locally or through the instance holding its stream. */
-  async dispatch(invoke: Invoke, machineId: string, queue: FrameQueue): Promise<void> {
-    const waiter: { queue: FrameQueue; unsubscribe?: () => void } = { queue };
-    this.waiters.set(invoke.invocationId, waiter);
+  /** Runs `hook` when the machine's current stream detaches (an uplink bound to it closes then). */
+  onDetach(machineId: string, hook: () => void): () => void {
+    let hooks = this.detachHooks.get(machineId);
+    if (!hooks) this.detachHooks.set(machineId, (hooks = new Set()));
+    hooks.add(hook);
+    return () => hooks.delete(hook);
+  }
+
+  /** Sends `invoke` to the machine: down its stream here, or through the instance holding its link. */
+  async dispatch(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void> {
     const local = this.streams.get(machineId);
     if (local) {
-      this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0 });
+      this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0, sink });
       local.invoke(invoke);
       return;
     }
-    waiter.unsubscribe = this.bus.subscribe(`inv:${invoke.invocationId}`, (message) => this.deliver(invoke.invocationId, message));
-    await this.dbOf().insert(invocationPayloads).values({
-      invocationId: invoke.invocationId,
-      machineId,
-      invoke: JSON.stringify(invoke),
-      expiresAt: new Date(invoke.deadline),
-    });
-    await this.bus.publish(`machine:${machineId}`, { type: 'invoke', invocationId: invoke.invocationId });
+    if (!this.remote) throw new Error('no instance holds the node stream');
+    this.forwarded.add(invoke.invocationId);
+    await this.remote.forward(invoke, machineId, sink);
   }
 
-  /** Client side: asks the node to abort the runtime call. */
-  async cancel(invocationId: string, machineId: string, reason: string): Promise<void> {
-    const local = this.streams.get(machineId);
-    if (local) local.cancel(invocationId, reason);
-    else await this.bus.publish(`machine:${machineId}`, { type: 'cancel', invocationId, reason });
+  /** Asks the node to abort the runtime call (best effort: a node that is gone has dropped it already). */
+  cancel(invocationId: string, machineId: string, reason: string): void {
+    if (this.forwarded.has(invocationId)) this.remote?.cancel(invocationId);
+    else this.streams.get(machineId)?.cancel(invocationId, reason);
   }
 
-  /** Client side: the request is over; stop listening for its frames. */
+  /** The request is over: later frames of the invocation are unknown here (the agent is told to stop). */
   release(invocationId: string): void {
-    const waiter = this.waiters.get(invocationId);
-    waiter?.unsubscribe?.();
-    this.waiters.delete(invocationId);
+    this.dispatched.delete(invocationId);
+    if (this.forwarded.delete(invocationId)) this.remote?.cancel(invocationId);
   }
 
-  /** Stream side: takes a cross-instance payload out of temporary storage (deleting it) and sends `invoke`. */
-  async pickup(machineId: string, invocationId: string): Promise<void> {
-    const [row] = await takePayloads(this.dbOf(), sql`invocation_id = ${invocationId}`, 'pickup');
-    if (!row) return;
-    const sink = this.streams.get(machineId);
-    if (!sink || row.machineId !== machineId) {
-      this.route(invocationId, { type: 'failed', code: 'node_lost', message: 'the node stream moved before pickup' });
-      return;
-    }
-    this.dispatched.set(invocationId, { machineId, nextOffset: 0 });
-    sink.invoke(JSON.parse(row.invoke) as Invoke);
+  /** See `RemoteLinks.pipe`; null also where there is no peer channel (Workers). */
+  pipe(machineId: string, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+    return this.remote ? this.remote.pipe(machineId, method, path, body) : Promise.resolve(null);
   }
 
-  /**
-   * Stream side: the machine started uploading an invocation's frames, so it has the invoke. The waiting side
-   * hears it at once (an empty batch): a runtime may take long to answer a request that is not streamed.
-   */
-  acknowledge(machineId: string, invocationId: string): void {
-    if (this.dispatched.get(invocationId)?.machineId === machineId) this.route(invocationId, { type: 'frames', frames: [] });
-  }
-
-  /** Stream side: the next frame offset this instance expects, for resuming an upload. */
+  /** The next frame offset this instance expects, for resuming an upload. */
   nextOffset(machineId: string, invocationId: string): FrameAcceptance {
     const entry = this.dispatched.get(invocationId);
     if (!entry) return { ok: false, reason: 'unknown' };
     if (entry.machineId !== machineId) return { ok: false, reason: 'not_yours' };
-    return { ok: true, nextOffset: entry.nextOffset };
+    return { ok: true, nextOffset: entry.nextOffset, duplicate: false };
   }
 
   /**
-   * Stream side: frames uploaded by the machine. Only the machine the invocation was sent to may upload;
-   * frames below the expected offset are duplicates of a resumed upload and are dropped.
+   * One frame from the machine. Only the machine the invocation was sent to may send its frames; a frame below
+   * the expected offset is a resent duplicate and is dropped; one above it means frames were lost, which fails
+   * the invocation (an agent resends contiguously from the acknowledged offset, so it never happens in order).
    */
-  acceptFrames(machineId: string, invocationId: string, frames: Frame[]): FrameAcceptance {
+  accept(machineId: string, invocationId: string, frame: Frame): FrameAcceptance {
     const entry = this.dispatched.get(invocationId);
     if (!entry) return { ok: false, reason: 'unknown' };
     if (entry.machineId !== machineId) return { ok: false, reason: 'not_yours' };
-    const fresh = frames.filter((frame) => frame.o >= entry.nextOffset);
-    if (fresh.length === 0) return { ok: true, nextOffset: entry.nextOffset };
-    entry.nextOffset = fresh[fresh.length - 1]!.o + 1;
-    if (fresh.some((frame) => frame.t === 'end' || frame.t === 'error')) this.dispatched.delete(invocationId);
-    this.route(invocationId, { type: 'frames', frames: fresh });
-    return { ok: true, nextOffset: entry.nextOffset };
-  }
-
-  private route(invocationId: string, message: Extract<BusMessage, { type: 'frames' | 'failed' }>): void {
-    if (this.waiters.has(invocationId)) {
-      this.deliver(invocationId, message);
-      return;
+    if (frame.o < entry.nextOffset) return { ok: true, nextOffset: entry.nextOffset, duplicate: true };
+    if (frame.o > entry.nextOffset) {
+      this.dispatched.delete(invocationId);
+      entry.sink.fail('frames_lost', `frames ${entry.nextOffset}..${frame.o - 1} of the answer never arrived`);
+      return { ok: false, reason: 'gap' };
     }
-    for (const part of splitForBus(message)) void this.bus.publish(`inv:${invocationId}`, part).catch(() => {});
+    entry.nextOffset = frame.o + 1;
+    if (frame.t === 'end' || frame.t === 'error') this.dispatched.delete(invocationId);
+    entry.sink.frame(frame);
+    return { ok: true, nextOffset: entry.nextOffset, duplicate: false };
   }
-
-  private deliver(invocationId: string, message: BusMessage): void {
-    const waiter = this.waiters.get(invocationId);
-    if (!waiter) return;
-    if (message.type === 'frames') waiter.queue.push({ kind: 'frames', frames: message.frames });
-    else if (message.type === 'failed') waiter.queue.push({ kind: 'failed', code: message.code, message: message.message });
-  }
-}
-
-/** Splits a frames message into bus messages under the NOTIFY limit, cutting large data frames. */
-function splitForBus(message: Extract<BusMessage, { type: 'frames' | 'failed' }>): Array<Extract<BusMessage, { type: 'frames' | 'failed' }>> {
-  if (message.type === 'failed') return [message];
-  const budget = MAX_NOTIFY_BYTES - 200;
-  const parts: Frame[][] = [[]];
-  let size = 0;
-  const push = (frame: Frame, bytes: number) => {
-    if (size + bytes > budget && parts[parts.length - 1]!.length > 0) {
-      parts.push([]);
-      size = 0;
-    }
-    parts[parts.length - 1]!.push(frame);
-    size += bytes;
-  };
-  for (const frame of message.frames) {
-    const bytes = Buffer.byteLength(JSON.stringify(frame));
-    if (frame.t !== 'data' || bytes <= budget) {
-      push(frame, bytes);
-      continue;
-    }
-    // Escaping can grow a character to 6 bytes in JSON; cut the text small enough for the worst case.
-    const step = Math.floor(budget / 6);
-    for (let i = 0; i < frame.d.length; i += step) {
-      const piece: Frame = { o: frame.o, t: 'data', d: frame.d.slice(i, i + step) };
-      push(piece, Buffer.byteLength(JSON.stringify(piece)));
-    }
-  }
-  return parts.map((frames) => ({ type: 'frames' as const, frames }));
 }

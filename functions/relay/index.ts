@@ -1,6 +1,6 @@
 import { Admission } from '../policy/admission.js';
 import type { Bus } from './bus.js';
-import { InvocationHub } from './hub.js';
+import { InvocationHub, type RemoteLinks } from './hub.js';
 import { loadRoutes, RoutingTable } from './routing.js';
 import type { Db } from '../store/db.js';
 import type { ControlPlaneConfig } from '../config.js';
@@ -11,6 +11,7 @@ import { WriteBehind } from '../store/write-behind.js';
 import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
 import { MachineAuthCache, writeJtis } from '../services/machine-auth.js';
+import { writePongs } from '../services/streams.js';
 
 /** A running workload on this instance, so that the cancel API can reach it. */
 export interface LiveWorkload {
@@ -31,6 +32,8 @@ export interface Relay {
   authCache: MachineAuthCache;
   /** Replay-fence entries of frame uploads, fenced in memory first (see `MachineAuthCache`). */
   jtis: WriteBehind<typeof machineJtis.$inferInsert>;
+  /** Pings answered over the uplinks of streams held here, recorded on their leases for the other instances. */
+  pongs: WriteBehind<{ machineId: string; connectionId: string }>;
 }
 
 /** Batches sized so one statement stays well under PostgreSQL's 65535 bind parameters. */
@@ -46,7 +49,7 @@ export interface RelayDeps {
 }
 
 /** The relay of the instance whose store, config and logger `deps()` gives. */
-export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
+export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: RemoteLinks }): Relay {
   const deps = input.deps;
   const writeBehind = <T>(what: string, write: (items: T[]) => Promise<void>) =>
     new WriteBehind<T>(write, {
@@ -62,7 +65,7 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
       },
     });
   return {
-    hub: new InvocationHub(input.bus, () => deps().db),
+    hub: new InvocationHub(input.remote ?? null),
     routing: new RoutingTable(
       () => loadRoutes(deps().db, deps().config),
       () => deps().config.routingRefreshMs,
@@ -77,5 +80,6 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps }): Relay {
     authCache: new MachineAuthCache(),
     workloads: writeBehind('workload records', (rows) => writeWorkloads(deps().db, rows)),
     jtis: writeBehind('replay-fence entries', (rows) => writeJtis(deps().db, rows)),
+    pongs: writeBehind('ping answers', (rows) => writePongs(deps().db, rows)),
   };
 }

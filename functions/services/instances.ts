@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { instances, streamLeases } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 
@@ -15,6 +15,8 @@ export class InstanceLease {
   constructor(
     readonly instanceId: string,
     private readonly ttlMs: () => number,
+    /** This instance's peer channel, advertised to the others with the lease (Node; none on Workers). */
+    private readonly peerUrl: () => string | null = () => null,
   ) {}
 
   /** Renews the lease unless it was renewed within a third of its TTL. */
@@ -29,8 +31,8 @@ export class InstanceLease {
     const ttl = this.ttlMs() / 1000;
     await db
       .insert(instances)
-      .values({ id: this.instanceId, expiresAt: sql`now() + make_interval(secs => ${ttl})` })
-      .onConflictDoUpdate({ target: instances.id, set: { renewedAt: sql`now()`, expiresAt: sql`now() + make_interval(secs => ${ttl})` } });
+      .values({ id: this.instanceId, peerUrl: this.peerUrl(), expiresAt: sql`now() + make_interval(secs => ${ttl})` })
+      .onConflictDoUpdate({ target: instances.id, set: { renewedAt: sql`now()`, peerUrl: this.peerUrl(), expiresAt: sql`now() + make_interval(secs => ${ttl})` } });
     this.renewedAt = started;
   }
 
@@ -39,6 +41,16 @@ export class InstanceLease {
     await db.delete(streamLeases).where(eq(streamLeases.instanceId, this.instanceId));
     await db.delete(instances).where(eq(instances.id, this.instanceId));
   }
+}
+
+/** The live instance holding a machine's stream, and where its peer channel is; null when none holds it. */
+export async function linkHolderOf(db: Db, machineId: string): Promise<{ instanceId: string; peerUrl: string | null } | null> {
+  const [row] = await db
+    .select({ instanceId: instances.id, peerUrl: instances.peerUrl })
+    .from(streamLeases)
+    .innerJoin(instances, eq(instances.id, streamLeases.instanceId))
+    .where(and(eq(streamLeases.machineId, machineId), sql`${streamLeases.expiresAt} > now()`, sql`${instances.expiresAt} > now()`));
+  return row ?? null;
 }
 
 /** SQL: the instance `instanceId` (a column) holds an unexpired lease. */

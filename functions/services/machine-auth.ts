@@ -120,7 +120,7 @@ export async function verifyMachineRequest({
     const fenced = await ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().returning({ jti: machineJtis.jti });
     if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
   }
-  return { machineId: row.machineId, workspaceId: row.workspaceId, credentialId: kid };
+  return { machineId: row.machineId, workspaceId: row.workspaceId, credentialId: kid, credentialExpiresAt: row.expiresAt };
 }
 
 interface CredentialRow {

@@ -12,4 +12,6 @@ export interface MachinePrincipal {
   machineId: string;
   workspaceId: string;
   credentialId: string;
+  /** When the credential that signed the request expires: a long-lived uplink it opened closes then. */
+  credentialExpiresAt: Date;
 }

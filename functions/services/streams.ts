@@ -7,6 +7,8 @@ import { ApiError } from '../errors.js';
 import { queryRows } from '../store/rows.js';
 import { revealSecretEnv } from '../registry/secret-env.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
+import type { Db } from '../store/db.js';
+import { column } from '../store/rows.js';
 
 /**
  * Records that this instance now holds the machine's stream. The newest connection wins: a reconnecting agent
@@ -45,6 +47,17 @@ export async function answerPing({ ctx, input }: { ctx: ServiceCtx; input: { mac
     .where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)))
     .returning({ machineId: streamLeases.machineId });
   return answered.length === 1;
+}
+
+/**
+ * Pings answered over uplinks, written together (group commit): the lease rows of the streams named, if those
+ * connections still hold them, record an answer now.
+ */
+export async function writePongs(db: Db, rows: Array<{ machineId: string; connectionId: string }>): Promise<void> {
+  await db.execute(sql`
+    update stream_leases set answered_at = now()
+    from unnest(${column(rows, (r) => r.machineId)}::text[], ${column(rows, (r) => r.connectionId)}::text[]) as p(machine_id, connection_id)
+    where stream_leases.machine_id = p.machine_id and stream_leases.connection_id = p.connection_id`);
 }
 
 /** Whether the agent answered a ping on this stream within `streamPingTimeoutMs`, judged by the database's clock. */

@@ -27,6 +27,12 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    agentUploads: new Counter({
+      name: 'lunanexa_agent_uploads_total',
+      help: 'Agent uploads of invocation frames opened on this instance, by kind (uplink, invocation: the per-invocation fallback) and route (local: the stream is held here; piped: forwarded to the link holder)',
+      labelNames: ['kind', 'route'] as const,
+      registers: [registry],
+    }),
     enrollments: new Counter({
       name: 'lunanexa_enrollments_total',
       help: 'Enrollment attempts, by result',

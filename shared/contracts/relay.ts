@@ -23,24 +23,26 @@ export const Invoke = z.object({
 export type Invoke = z.infer<typeof Invoke>;
 
 /**
- * One NDJSON line of POST /agent/v1/invocations/{id}/frames. Offsets count frames from 0, so an upload can
- * resume where the control plane stopped receiving. `data` carries the runtime's bytes verbatim (already
- * SSE-framed for streams): the relay moves them in batches, it does not parse tokens.
+ * One frame of an invocation's answer, as the agent sends it up (docs/design.md section 5, step 5). Offsets count
+ * an invocation's frames from 0, so that a broken upload resumes where the control plane stopped receiving.
+ * `accept` (always offset 0) says the agent has the invoke, before the runtime answers. `data` carries the
+ * runtime's bytes untouched (already SSE-framed for streams): the relay moves them, it never parses tokens.
+ * On the wire frames are binary (`shared/frame-codec.ts`): no JSON and no schema per frame.
  */
-export const Frame = z.discriminatedUnion('t', [
-  z.object({ o: z.number().int().nonnegative(), t: z.literal('head'), status: z.number().int(), contentType: z.string().max(200) }),
-  z.object({ o: z.number().int().nonnegative(), t: z.literal('data'), d: z.string() }),
-  z.object({ o: z.number().int().nonnegative(), t: z.literal('end'), tokens: z.number().int().nonnegative() }),
-  z.object({
-    o: z.number().int().nonnegative(),
-    t: z.literal('error'),
-    code: z.string().max(100),
-    message: z.string().max(500),
-    /** The runtime's own bytes already carried an error event to the client: record the failure, add nothing. */
-    told: z.boolean().optional(),
-  }),
-]);
-export type Frame = z.infer<typeof Frame>;
+export type Frame =
+  | { o: number; t: 'accept' }
+  | { o: number; t: 'head'; status: number; contentType: string }
+  | { o: number; t: 'data'; d: Uint8Array }
+  | { o: number; t: 'end'; tokens: number }
+  | {
+      o: number;
+      t: 'error';
+      code: string;
+      message: string;
+      /** The runtime's own bytes already carried an error event to the client: record the failure, add nothing. */
+      told?: boolean;
+    };
 
+/** Answer of a per-invocation frames upload (and of its GET): the next offset the control plane expects. */
 export const FramesAccepted = z.object({ nextOffset: z.number().int().nonnegative() });
 export type FramesAccepted = z.infer<typeof FramesAccepted>;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Invoke } from './relay.js';
+import { UplinkAck, UplinkConfirmed } from './uplink.js';
 
 /** Version of the SSE catalogue; sent in the `hello` event so agents can refuse what they do not speak. */
 export const STREAM_PROTOCOL_VERSION = 1;
@@ -16,6 +17,10 @@ export const StreamEvents = {
   cancel: z.object({ invocationId: z.string(), reason: z.string() }),
   /** Proof of life asked of the agent: it answers with `POST /agent/v1/pong` (`PingAnswer`) while it is not frozen. */
   ping: z.object({ seq: z.number().int().nonnegative() }),
+  /** The agent's uplink is bound to this stream (see `UplinkConfirmed`). */
+  uplink: UplinkConfirmed,
+  /** Uplink progress (see `UplinkAck`). */
+  ack: UplinkAck,
   /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
   logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),
 } as const;

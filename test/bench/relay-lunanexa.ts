@@ -24,6 +24,18 @@ export interface SimulatedDeployment {
   tokensPerSecond: number;
 }
 
+/** The two programs a LunaNexa setup runs: the control-plane bundle and the agent bundle. */
+export interface Bundles {
+  controlPlane: string;
+  agent: string;
+}
+
+/** The production bundles of this working tree (`npm run build`, the control plane and the agent only). */
+export async function currentBundles(): Promise<Bundles> {
+  const outputs = await build({ only: ['control-plane', 'agent'] });
+  return { controlPlane: outputs['control-plane']!.path, agent: outputs.agent!.path };
+}
+
 export interface LunaNexa {
   /** The node's stream is on B; A (two instances, via PostgreSQL) is started only when asked for. */
   b: Instance;
@@ -55,13 +67,21 @@ async function routes(instance: Instance, model: string): Promise<boolean> {
 }
 
 /**
- * Two control planes on one PostgreSQL and one agent attached to B, from the production bundles (`npm run build`),
- * as an installation runs them: no TypeScript loader on the hot path. One simulated deployment per profile.
+ * Two control planes on one PostgreSQL and one agent attached to B, from production bundles (`bundles`), as an
+ * installation runs them: no TypeScript loader on the hot path. One simulated deployment per profile. `tag` ends
+ * the name of each process group (" (before)"), so that two setups side by side are measured apart.
  */
-export async function startLunaNexa(opts: { databaseUrl: string; logs: string; state: string; twoInstances: boolean; deployments: SimulatedDeployment[] }): Promise<LunaNexa> {
-  const outputs = await build({ only: ['control-plane', 'agent'] });
-  const plane = outputs['control-plane']!.path;
-  const agent = outputs.agent!.path;
+export async function startLunaNexa(opts: {
+  bundles: Bundles;
+  tag?: string;
+  databaseUrl: string;
+  logs: string;
+  state: string;
+  twoInstances: boolean;
+  deployments: SimulatedDeployment[];
+}): Promise<LunaNexa> {
+  const { controlPlane: plane, agent } = opts.bundles;
+  const tag = opts.tag ?? '';
   const b = await controlPlane(plane, 'instance-b', opts.databaseUrl, opts.logs, opts.state);
   const a = opts.twoInstances ? await controlPlane(plane, 'instance-a', opts.databaseUrl, opts.logs, opts.state) : null;
   const api = (path: string, init: RequestInit = {}) =>
@@ -107,12 +127,12 @@ export async function startLunaNexa(opts: { databaseUrl: string; logs: string; s
   }
   const dbName = new URL(opts.databaseUrl).pathname.slice(1);
   const processes: Tracked[] = [
-    { name: 'control plane', pids: () => [b.pid] },
-    ...(a ? [{ name: 'control plane A', pids: () => [a.pid] }] : []),
-    { name: 'agent', pids: () => [node.pid!] },
-    { name: 'runtime', pids: () => runtimePids.flatMap(withDescendants) },
-    // The backends serving the bench's own database (their titles name it), not the server's others.
-    { name: 'postgres', pids: () => pidsByCommandLine((line) => line.startsWith('postgres: ') && line.includes(` ${dbName} `)) },
+    { name: `control plane${tag}`, pids: () => [b.pid] },
+    ...(a ? [{ name: `control plane A${tag}`, pids: () => [a.pid] }] : []),
+    { name: `agent${tag}`, pids: () => [node.pid!] },
+    { name: `runtime${tag}`, pids: () => runtimePids.flatMap(withDescendants) },
+    // The backends serving this setup's own database (their titles name it), not the server's others.
+    { name: `postgres${tag}`, pids: () => pidsByCommandLine((line) => line.startsWith('postgres: ') && line.includes(` ${dbName} `)) },
   ];
   return { b, a, runtimePorts, processes };
 }

@@ -4,6 +4,10 @@ import { percentile, type Sample } from './relay-load.js';
 export interface Row {
   profile: string;
   path: string;
+  /** How tables name the path. */
+  label: string;
+  /** The process group of the runtime this path reaches. */
+  runtime: string;
   concurrency: number;
   round: number | null;
   requests: number;
@@ -61,9 +65,9 @@ export function worstTable(rows: Row[]): string[] {
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
-    const around = `${num(r.cpuMsPerRequest.runtime ?? NaN, 3)}, ${num(r.cpuMsPerRequest.client ?? NaN, 3)}`;
+    const around = `${num(r.cpuMsPerRequest[r.runtime] ?? NaN, 3)}, ${num(r.cpuMsPerRequest.client ?? NaN, 3)}`;
     lines.push(
-      `| ${r.path} | ${r.concurrency} | ${r.requests} | ${num(r.ttftP50Ms)} | ${num(r.ttftP99Ms)} | ${num(r.itlP99Ms)} | ${num(r.tokensPerSecond, 0)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${perProcess(r, r.cpuMsPerRequest, 3)} | ${around} | ${range(r.loadAverage1m)} |`,
+      `| ${r.label} | ${r.concurrency} | ${r.requests} | ${num(r.ttftP50Ms)} | ${num(r.ttftP99Ms)} | ${num(r.itlP99Ms)} | ${num(r.tokensPerSecond, 0)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${perProcess(r, r.cpuMsPerRequest, 3)} | ${around} | ${range(r.loadAverage1m)} |`,
     );
   }
   return lines;
@@ -79,7 +83,7 @@ export function realisticTable(rows: Row[]): string[] {
   for (const r of rows) {
     const added = direct ? `${mark(r.itlP50Ms - direct.itlP50Ms)} / ${mark(r.itlP99Ms - direct.itlP99Ms)}` : 'n/a';
     lines.push(
-      `| ${r.path} | ${r.concurrency} | ${r.requests} | ${num(r.ttftP50Ms)} | ${num(r.itlP50Ms)} | ${num(r.itlP99Ms)} | ${added} | ${num(r.tokensPerSecond, 0)} | ${r.errors} | ${perProcess(r, r.cpuPercentOfCore, 0, ' %')} | ${num(r.pathCpuMsPerRequest, 3)} | ${range(r.loadAverage1m)} |`,
+      `| ${r.label} | ${r.concurrency} | ${r.requests} | ${num(r.ttftP50Ms)} | ${num(r.itlP50Ms)} | ${num(r.itlP99Ms)} | ${added} | ${num(r.tokensPerSecond, 0)} | ${r.errors} | ${perProcess(r, r.cpuPercentOfCore, 0, ' %')} | ${num(r.pathCpuMsPerRequest, 3)} | ${range(r.loadAverage1m)} |`,
     );
   }
   return lines;
@@ -89,7 +93,7 @@ export function realisticTable(rows: Row[]): string[] {
 export function roundsTable(rounds: Row[]): string[] {
   const lines = ['| profile | c | round | path | tokens/s | TTFT p50 ms | ITL p99 ms | errors | CPU ms/req on path | load 1 min |', '|---|---|---|---|---|---|---|---|---|---|'];
   for (const r of rounds) {
-    lines.push(`| ${r.profile} | ${r.concurrency} | ${r.round} | ${r.path} | ${num(r.tokensPerSecond, 0)} | ${num(r.ttftP50Ms)} | ${num(r.itlP99Ms)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${num(r.loadAverage1m[0]!)} |`);
+    lines.push(`| ${r.profile} | ${r.concurrency} | ${r.round} | ${r.label} | ${num(r.tokensPerSecond, 0)} | ${num(r.ttftP50Ms)} | ${num(r.itlP99Ms)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${num(r.loadAverage1m[0]!)} |`);
   }
   return lines;
 }
@@ -104,8 +108,16 @@ export interface Baseline {
   target: string;
 }
 
-/** The measures of issue 12's targets table, from this run. */
-export function baseline(rows: Row[], rounds: Row[]): Baseline[] {
+/** A LunaNexa setup's paths on one instance and on two, the end of its process groups' names and of its measures'. */
+export interface Variant {
+  one: string;
+  two: string;
+  tag: string;
+  label: string;
+}
+
+/** The measures of issue 12's targets table, from this run: those of LunaNexa once per setup (before and after). */
+export function baseline(rows: Row[], rounds: Row[], variants: Variant[]): Baseline[] {
   // Each measure is read off the direct row of a round (or of all rounds together) and the rows of the other
   // paths beside it: a ratio or a difference within one round, where the machine's load was the same.
   const measure = (name: string, unit: string, target: string, profile: string, c: number | undefined, of: (direct: Row) => number | null): Baseline => {
@@ -122,19 +134,22 @@ export function baseline(rows: Row[], rounds: Row[]): Baseline[] {
     const row = other(d, path);
     return !row ? null : only ? only.reduce((sum, name) => sum + (row.cpuMsPerRequest[name] ?? 0), 0) : row.pathCpuMsPerRequest;
   };
+  const each = (of: (v: Variant) => Baseline) => variants.map(of);
   return [
-    measure('CPU per request, control plane + agent, c=64', 'ms', '<= 0.7 ms', 'worst', 64, cpu('lunanexa1')),
+    ...each((v) => measure(`CPU per request, control plane + agent, c=64${v.label}`, 'ms', '<= 0.7 ms', 'worst', 64, cpu(v.one))),
     measure('CPU per request, sshd + ssh, c=64 (reference)', 'ms', '', 'worst', 64, cpu('ssh')),
     measure('CPU per request, nginx, c=64 (reference)', 'ms', '', 'worst', 64, cpu('nginx')),
-    measure('tokens/s vs ssh -R, c=64', '%', '>= 80 %', 'worst', 64, (d) => ratio(other(d, 'lunanexa1')?.tokensPerSecond, other(d, 'ssh')?.tokensPerSecond)),
-    measure('tokens/s vs direct, c=64 (reference)', '%', '', 'worst', 64, (d) => ratio(other(d, 'lunanexa1')?.tokensPerSecond, d.tokensPerSecond)),
-    measure('added TTFT p50 vs direct, c=1', 'ms', '<= 1 ms', 'worst', 1, (d) => diff(other(d, 'lunanexa1')?.ttftP50Ms, d.ttftP50Ms)),
+    ...each((v) => measure(`tokens/s vs ssh -R, c=64${v.label}`, '%', '>= 80 %', 'worst', 64, (d) => ratio(other(d, v.one)?.tokensPerSecond, other(d, 'ssh')?.tokensPerSecond))),
+    ...each((v) => measure(`tokens/s vs direct, c=64 (reference)${v.label}`, '%', '', 'worst', 64, (d) => ratio(other(d, v.one)?.tokensPerSecond, d.tokensPerSecond))),
+    ...each((v) => measure(`added TTFT p50 vs direct, c=1${v.label}`, 'ms', '<= 1 ms', 'worst', 1, (d) => diff(other(d, v.one)?.ttftP50Ms, d.ttftP50Ms))),
     measure('added TTFT p50 vs direct, c=1, ssh -R (reference)', 'ms', '', 'worst', 1, (d) => diff(other(d, 'ssh')?.ttftP50Ms, d.ttftP50Ms)),
-    measure('realistic profile: added ITL p99', 'ms', '<= +8 ms', 'realistic', undefined, (d) => diff(other(d, 'lunanexa1')?.itlP99Ms, d.itlP99Ms)),
+    ...each((v) => measure(`realistic profile: added ITL p99${v.label}`, 'ms', '<= +8 ms', 'realistic', undefined, (d) => diff(other(d, v.one)?.itlP99Ms, d.itlP99Ms))),
     measure('realistic profile: added ITL p99, ssh -R (reference)', 'ms', '', 'realistic', undefined, (d) => diff(other(d, 'ssh')?.itlP99Ms, d.itlP99Ms)),
-    measure('realistic profile: control-plane CPU', '% of a core', '<= 25 %', 'realistic', undefined, (d) => other(d, 'lunanexa1')?.cpuPercentOfCore['control plane'] ?? null),
-    measure('two instances: CPU per request, both planes + agent, c=64', 'ms', '<= 1.5 ms', 'worst', 64, cpu('lunanexa2', ['control plane A', 'control plane', 'agent'])),
-    measure('two instances: CPU per request, the same and the PostgreSQL backends, c=64 (reference)', 'ms', '', 'worst', 64, cpu('lunanexa2')),
+    ...each((v) => measure(`realistic profile: control-plane CPU${v.label}`, '% of a core', '<= 25 %', 'realistic', undefined, (d) => other(d, v.one)?.cpuPercentOfCore[`control plane${v.tag}`] ?? null)),
+    ...each((v) =>
+      measure(`two instances: CPU per request, both planes + agent, c=64${v.label}`, 'ms', '<= 1.5 ms', 'worst', 64, cpu(v.two, ['control plane A', 'control plane', 'agent'].map((g) => `${g}${v.tag}`))),
+    ),
+    ...each((v) => measure(`two instances: CPU per request, the same and the PostgreSQL backends, c=64 (reference)${v.label}`, 'ms', '', 'worst', 64, cpu(v.two))),
   ];
 }
 const ratio = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined ? null : (100 * x) / y);

@@ -12,6 +12,7 @@ import type { SimStats } from '../../agent/runtimes/sim-server.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { SseReader } from '../helpers/sse.js';
+import { startHttpRouter, type HttpRouter } from '../helpers/http-router.js';
 
 /**
  * The data plane end to end (docs/design.md section 5): real control planes, real agent processes and real
@@ -221,33 +222,70 @@ function parseMetrics(text: string) {
 // ---------------------------------------------------------------------------------------------------------
 // 1. Two control-plane instances on one PostgreSQL
 
-describePg('relay across two control-plane instances on one PostgreSQL', () => {
+/**
+ * How the node's answers travel (docs/design.md section 5, step 5): up one uplink, or per invocation (the agent's
+ * fallback, forced with `--uplink off`); and where they land behind a path-routing proxy: on B, which holds the
+ * node's stream, or on A, which pipes them to B over the peer channel.
+ */
+const CROSS_INSTANCE = [
+  { mode: 'auto', kind: 'uplink', landsOn: 'B' },
+  { mode: 'auto', kind: 'uplink', landsOn: 'A' },
+  { mode: 'off', kind: 'invocation', landsOn: 'A' },
+] as const;
+
+describePg.each(CROSS_INSTANCE)('relay across two instances on one PostgreSQL: client on A, stream on B, $kind uploads landing on $landsOn', ({ mode, kind, landsOn }) => {
   let db: { url: string; drop(): Promise<void> };
   let planeA: TestPlane;
   let planeB: TestPlane;
+  let router: HttpRouter;
   let node: SimNode;
   let machineId: string;
-  /** Invocation ids A sent to the node through the bus, seen by a test subscriber on A's bus. */
-  const invoked: string[] = [];
+  const uploads = async (plane: TestPlane, route: 'local' | 'piped') =>
+    parseMetrics(await plane.ports.metrics.registry.metrics()).find((m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === kind && m.labels.route === route)?.value ?? 0;
 
   beforeAll(async () => {
     db = await createTestDatabase();
     planeA = await startTestPlane({ store: 'pg', databaseUrl: db.url });
     planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url });
+    // The node dials B, except for its uploads of answers, which a balancer routing by path may send elsewhere.
+    const uploadPort = landsOn === 'A' ? planeA.port : planeB.port;
+    router = await startHttpRouter({ route: (_method, path) => (/^\/agent\/v1\/(uplink|invocations\/)/.test(path) ? uploadPort : planeB.port) });
     await seedDemoDeployment(planeB, 1, { loadMs: 100 });
-    node = await startSimNode(planeB, 'xnode-1', join(planeB.dataDir, 'nodes'));
+    node = await startSimNode(planeB, 'xnode-1', join(planeB.dataDir, 'nodes'), { url: router.url, env: { LUNANEXA_AGENT_UPLINK: mode } });
     // A must see the node as routable through the shared store, though the stream is attached to B.
     [{ id: machineId }] = await waitRoutable(planeA, ['xnode-1'], 'sim-chat') as [MachineView];
-    planeA.ports.bus.subscribe(`machine:${machineId}`, (message) => {
-      if (message.type === 'invoke') invoked.push(message.invocationId);
-    });
   }, 120_000);
 
   afterAll(async () => {
     if (node) await stopSimNodes([node]);
+    await router?.close();
     await planeA?.stop();
     await planeB?.stop();
     await db?.drop();
+  });
+
+  it(`the node's answers go by ${kind} upload, opened on ${landsOn}`, async () => {
+    const plain = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3 });
+    expect(plain.status).toBe(200);
+    const landing = landsOn === 'A' ? planeA : planeB;
+    expect(await uploads(landing, landsOn === 'A' ? 'piped' : 'local')).toBeGreaterThan(0);
+    if (landsOn === 'A') expect(await uploads(planeB, 'local')).toBe(0);
+    // The other kind never opened: an uplink that works is used, and `--uplink off` never opens one.
+    const other = kind === 'uplink' ? 'invocation' : 'uplink';
+    const opened = parseMetrics(await landing.ports.metrics.registry.metrics()).filter((m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === other);
+    expect(opened.reduce((n, m) => n + m.value, 0)).toBe(0);
+  });
+
+  it('never executes an Idempotency-Key twice across the instances', async () => {
+    const key = randomUUID();
+    const before = await runtimeStats([node]);
+    const first = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
+    expect(first.status).toBe(200);
+    const again = await chat(planeB.url, { token: planeB.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
+    expect(again.status).toBe(409);
+    const after = await runtimeStats([node]);
+    expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
+    expect(after.some((s) => s.lastIdempotencyKey === key)).toBe(true);
   });
 
   it('the two instances share the default workspace, and the node stream is held by B only', () => {
@@ -257,7 +295,7 @@ describePg('relay across two control-plane instances on one PostgreSQL', () => {
     expect(planeA.ports.relay.hub.hasLocalStream(machineId)).toBe(false);
   });
 
-  it('serves streaming and plain chat through A; the payload crosses the store and is deleted on pickup with a receipt', async () => {
+  it('serves streaming and plain chat through A, forwarded to B over the authenticated peer channel; nothing is stored in transit', async () => {
     const streamed = await readStream(await chat(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 30 }));
     expect(streamed.status).toBe(200);
     expect(streamed.error).toBeNull();
@@ -270,16 +308,26 @@ describePg('relay across two control-plane instances on one PostgreSQL', () => {
     expect(body.choices[0]!.message.content).toBe(expectedText(7));
     expect(body.model).toBe('sim-chat');
 
-    // Both went A -> store + bus -> B -> node.
-    expect(invoked).toHaveLength(2);
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
     try {
-      const payloads = await client.query('select count(*)::int as n from invocation_payloads');
-      expect(payloads.rows[0].n).toBe(0);
-      const receipts = await client.query('select invocation_id, reason from payload_receipts where invocation_id = any($1)', [invoked]);
-      expect(receipts.rows.map((r: { invocation_id: string }) => r.invocation_id).sort()).toEqual([...invoked].sort());
-      expect(receipts.rows.every((r: { reason: string }) => r.reason === 'pickup')).toBe(true);
+      // Each instance advertises its own peer listener with its lease: never its public port.
+      const rows = (await client.query('select id, peer_url from instances where expires_at > now()')).rows as Array<{ id: string; peer_url: string }>;
+      const peerOf = (plane: TestPlane) => rows.find((r) => r.id === plane.ports.instanceId)?.peer_url;
+      expect(peerOf(planeA)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(peerOf(planeB)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(peerOf(planeB)).not.toBe(planeB.url);
+      // The payload table of data plane v1 is gone: payloads cross in memory and over connections only.
+      const tables = await client.query(`select count(*)::int as n from information_schema.tables where table_name = 'invocation_payloads'`);
+      expect(tables.rows[0].n).toBe(0);
+      // B's peer channel answers only peer tokens of the cluster: an agent or a stranger gets 401 and nothing runs.
+      const stranger = await fetch(`${peerOf(planeB)}/peer/v1/invoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-lunanexa-machine': machineId, authorization: `Bearer ${planeB.adminToken}` },
+        body: '{}',
+      });
+      expect(stranger.status).toBe(401);
+      expect(((await stranger.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
     } finally {
       await client.end();
     }
@@ -317,12 +365,24 @@ describePg('relay across two control-plane instances on one PostgreSQL', () => {
     // Cancelling a finished workload is a conflict, on either instance.
     expect((await planeA.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' })).status).toBe(409);
   });
+
+  // Last: the node goes away for good.
+  it('a node lost mid-stream ends the stream on A with an explicit node_lost error, never a silent truncation', async () => {
+    const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
+    node.process.kill('SIGKILL');
+    await waitForExit(node.process);
+    const rest = await drain(reader, 30_000);
+    expect(rest.done).toBe(false);
+    expect(rest.error?.code).toBe('node_lost');
+    expect((await settledWorkload(planeA, workloadId)).state).toBe('failed');
+  });
 });
 
 // ---------------------------------------------------------------------------------------------------------
-// 2-4. One instance on PGlite with two nodes: cancellation, deadlines, idempotency, failover, metrics
+// 2-4. One instance on PGlite with two nodes: cancellation, deadlines, idempotency, failover, metrics; with the
+// answers up the uplink, and with the per-invocation fallback (`--uplink off`).
 
-describe('relay on one instance (PGlite) with two nodes', () => {
+describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two nodes, uplink %s', (uplinkMode) => {
   const DEPLOYMENT = 'relay-chat';
   const MODEL = 'sim-chat';
   const TTFT_MS = 700;
@@ -365,7 +425,7 @@ describe('relay on one instance (PGlite) with two nodes', () => {
         memoryMiB: 512,
       },
     });
-    nodes = await Promise.all(NAMES.map((name) => startSimNode(plane, name, join(plane.dataDir, 'nodes'))));
+    nodes = await Promise.all(NAMES.map((name) => startSimNode(plane, name, join(plane.dataDir, 'nodes'), { env: { LUNANEXA_AGENT_UPLINK: uplinkMode } })));
     await waitRoutable(plane, NAMES, DEPLOYMENT, { local: true });
   }, 120_000);
 

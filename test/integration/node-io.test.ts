@@ -20,10 +20,10 @@ function app(events: string[]) {
     const sink = openStream(c, 200, { 'content-type': 'text/event-stream' }, () => events.push('gone'));
     void (async () => {
       for (let i = 0; i < chunks; i += 1) {
-        await sink.write(`data: ${i}\n\n`);
+        await sink.write([`data: ${i}\n\n`]);
         await new Promise((r) => setTimeout(r, 20));
       }
-      sink.end('data: [DONE]\n\n');
+      sink.end(["data: [DONE]\n\n"]);
       events.push('ended');
     })();
     return sink.response;

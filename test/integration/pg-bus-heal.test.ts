@@ -56,15 +56,15 @@ describePg('the Postgres bus heals', () => {
     await waitFor(
       async () => {
         if (got.length > 0) return true;
-        await from.publish(channel, { type: 'cancel', invocationId: `probe-${(n += 1)}`, reason: 'probe' }).catch(() => {});
+        await from.publish(channel, { type: 'revoked', reason: `probe-${(n += 1)}` }).catch(() => {});
         return false;
       },
       { timeoutMs: 20_000, intervalMs: 200, what },
     );
   }
 
-  const invocationIds = (got: string[]) => (message: BusMessage) => {
-    if (message.type === 'cancel') got.push(message.invocationId);
+  const reasons = (got: string[]) => (message: BusMessage) => {
+    if (message.type === 'revoked') got.push(message.reason);
   };
 
   it('listens again after its listening connection is killed, calls onReconnect, and delivers what is published next', async () => {
@@ -74,7 +74,7 @@ describePg('the Postgres bus heals', () => {
     const a = await bus(db.url, { onReconnect: () => (reconnected += 1), onError: (error) => errors.push(error) });
     const b = await bus(db.url);
     const got: string[] = [];
-    a.subscribe('machine:heal', invocationIds(got));
+    a.subscribe('machine:heal', reasons(got));
     await deliveredAgain(b, 'machine:heal', got, 'delivery before the kill');
 
     expect(await db.killListeners()).toBeGreaterThanOrEqual(1);
@@ -99,22 +99,22 @@ describePg('the Postgres bus heals', () => {
     const a = await bus(db.url, { onReconnect: () => (reconnected += 1), onError: () => {} });
     const b = await bus(db.url, { onError: () => {} });
     const got: string[] = [];
-    a.subscribe('inv:outage', invocationIds(got));
-    await deliveredAgain(b, 'inv:outage', got, 'delivery before the outage');
+    a.subscribe('machine:outage', reasons(got));
+    await deliveredAgain(b, 'machine:outage', got, 'delivery before the outage');
 
     await db.drop();
     // Queued together: every one of them settles (rejected), none waits for ever behind a failed statement.
-    const during = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => b.publish('inv:outage', { type: 'cancel', invocationId: `lost-${i}`, reason: 'outage' })));
+    const during = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => b.publish('machine:outage', { type: 'revoked', reason: `lost-${i}` })));
     expect(during.map((r) => r.status)).toEqual(Array(5).fill('rejected'));
     await waitFor(async () => !a.stats().listening && a.stats().errors >= 2, { timeoutMs: 20_000, what: 'failed reconnect attempts while the database is gone' });
 
     await db.create();
     got.length = 0;
-    await deliveredAgain(b, 'inv:outage', got, 'delivery once the database is back');
+    await deliveredAgain(b, 'machine:outage', got, 'delivery once the database is back');
     expect(reconnected).toBeGreaterThanOrEqual(1);
     expect(a.stats().listening).toBe(true);
     // A publish after the outage resolves: the publisher's pool replaced its dead connection.
-    await expect(b.publish('inv:outage', { type: 'cancel', invocationId: 'after', reason: 'back' })).resolves.toBeUndefined();
+    await expect(b.publish('machine:outage', { type: 'revoked', reason: 'after' })).resolves.toBeUndefined();
   });
 
   it('stops reconnecting once closed', async () => {

@@ -20,15 +20,15 @@ describePg('the Postgres LISTEN/NOTIFY bus', () => {
     await database?.drop();
   });
 
-  const frames = (o: number, d: string): BusMessage => ({ type: 'frames', frames: [{ o, t: 'data', d }] });
+  const lines = (seq: number, text: string): BusMessage => ({ type: 'log-lines', lines: [String(seq), text] });
 
   it('delivers every message published at once, in the order published, to the other instance', async () => {
     const got: number[] = [];
-    const off = b.subscribe('inv:order', (m) => {
-      if (m.type === 'frames') got.push(m.frames[0]!.o);
+    const off = b.subscribe('logs:order', (m) => {
+      if (m.type === 'log-lines') got.push(Number(m.lines[0]));
     });
     // Not awaited one by one: they queue behind each other and go out in batches.
-    await Promise.all(Array.from({ length: 600 }, (_, i) => a.publish('inv:order', frames(i, `chunk ${i} `.repeat(20)))));
+    await Promise.all(Array.from({ length: 600 }, (_, i) => a.publish('logs:order', lines(i, `chunk ${i} `.repeat(20)))));
     await waitFor(async () => got.length === 600, { timeoutMs: 10_000, what: '600 messages' });
     expect(got).toEqual(Array.from({ length: 600 }, (_, i) => i));
     off();
@@ -36,8 +36,8 @@ describePg('the Postgres LISTEN/NOTIFY bus', () => {
 
   it('delivers identical messages as many times as they were published (PostgreSQL folds identical NOTIFYs in a transaction)', async () => {
     let got = 0;
-    const off = b.subscribe('inv:same', () => (got += 1));
-    await Promise.all(Array.from({ length: 5 }, () => a.publish('inv:same', frames(7, 'same bytes'))));
+    const off = b.subscribe('logs:same', () => (got += 1));
+    await Promise.all(Array.from({ length: 5 }, () => a.publish('logs:same', lines(7, 'same bytes'))));
     await waitFor(async () => got === 5, { timeoutMs: 5_000, what: 'five identical messages' });
     await new Promise((r) => setTimeout(r, 200));
     expect(got).toBe(5);
@@ -46,12 +46,11 @@ describePg('the Postgres LISTEN/NOTIFY bus', () => {
 
   it('refuses a message over the NOTIFY limit, and goes on delivering the next ones', async () => {
     const got: string[] = [];
-    const off = b.subscribe('inv:big', (m) => {
-      const frame = m.type === 'frames' ? m.frames[0] : undefined;
-      if (frame?.t === 'data') got.push(frame.d);
+    const off = b.subscribe('logs:big', (m) => {
+      if (m.type === 'log-lines') got.push(m.lines[1]!);
     });
-    await expect(a.publish('inv:big', frames(0, 'x'.repeat(9_000)))).rejects.toThrow(/NOTIFY limit/);
-    await a.publish('inv:big', frames(1, 'small'));
+    await expect(a.publish('logs:big', lines(0, 'x'.repeat(9_000)))).rejects.toThrow(/NOTIFY limit/);
+    await a.publish('logs:big', lines(1, 'small'));
     await waitFor(async () => got.length === 1, { timeoutMs: 5_000, what: 'the small message' });
     expect(got).toEqual(['small']);
     off();

@@ -22,6 +22,8 @@ import type { Assignment, StartupSpec } from '../../shared/contracts/desired.js'
 import type { Jwks } from '../../shared/contracts/enrollment.js';
 import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import { FrameDecoder } from '../../shared/frame-codec.js';
+import { createUplink } from '../../agent/link/uplink.js';
 
 /** Marks every process of this file: they are found (and cleaned up) by it. */
 const TOKEN = `lnx-fixture-${randomUUID()}`;
@@ -133,13 +135,8 @@ async function framesSink() {
     frames.set(id, list);
     res.setHeader('content-type', 'application/json');
     if (req.method === 'GET') return res.end(JSON.stringify({ nextOffset: list.length }));
-    let buffered = '';
-    req.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('utf8');
-      const lines = buffered.split('\n');
-      buffered = lines.pop()!;
-      for (const line of lines) if (line) list.push(JSON.parse(line) as Frame);
-    });
+    const decoder = new FrameDecoder({ frame: (_id, frame) => void list.push(frame), control: () => {} });
+    req.on('data', (chunk: Buffer) => decoder.push(new Uint8Array(chunk)));
     req.on('end', () => res.end(JSON.stringify({ nextOffset: list.length })));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -152,6 +149,9 @@ async function framesSink() {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/** An uplink never started (as with `--uplink off`): every invocation goes on an upload of its own, to the sink. */
+const idleUplink = () => createUplink({ baseUrl: 'http://127.0.0.1:9', dispatcher: new Agent(), signedHeaders: async () => ({}), confirmMs: 1_000, maxAgeMs: 60_000, log: () => {} });
 
 const invoke = (assignmentId: string, body: Record<string, number> = {}): Invoke => ({
   invocationId: `inv_${randomUUID()}`,
@@ -285,6 +285,7 @@ describe('supervisor with real runtimes', () => {
       baseUrl: sink.url,
       dispatcher: new Agent(),
       signedHeaders: async (_method, _path, _body, extra = {}) => ({ ...extra }),
+      uplink: idleUplink(),
       runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
       onLoadChange: () => {},
       log,
@@ -400,14 +401,14 @@ describe('supervisor with real runtimes', () => {
     const refused = invoke('asg_a');
     runner.run(refused);
     await waitFor(() => sink.finished(refused.invocationId), 'the refusal');
-    expect(sink.frames(refused.invocationId)).toEqual([{ o: 0, t: 'error', code: 'replica_draining', message: expect.any(String) }]);
+    expect(sink.frames(refused.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'replica_draining', message: expect.any(String) }]);
     expect(report('asg_a')?.state).toBe('draining');
 
     await waitFor(() => sink.finished(long.invocationId), 'the in-flight invocation to finish');
     const frames = sink.frames(long.invocationId);
     expect(frames[0]).toMatchObject({ t: 'head', status: 200 });
     expect(frames.at(-1)).toMatchObject({ t: 'end', tokens: 25 });
-    expect(frames.filter((f) => f.t === 'data').map((f) => (f.t === 'data' ? f.d : '')).join('')).toContain('data: [DONE]');
+    expect(frames.filter((f) => f.t === 'data').map((f) => (f.t === 'data' ? Buffer.from(f.d).toString('utf8') : '')).join('')).toContain('data: [DONE]');
     await waitFor(() => report('asg_a') === undefined, 'the drained runtime to be retired');
     expect(await tagsRunning()).toEqual([]);
   });
@@ -491,6 +492,7 @@ describe('invocation runner: per-runtime counts', () => {
       baseUrl: sink.url,
       dispatcher: new Agent(),
       signedHeaders: async (_method, _path, _body, extra = {}) => ({ ...extra }),
+      uplink: idleUplink(),
       runtime: () => ({ ok: true, handle: {} as RuntimeHandle, adapter: runtime.adapter }),
       onLoadChange: (assignmentId) => void crossings.push(assignmentId),
       log,
@@ -514,7 +516,7 @@ describe('invocation runner: per-runtime counts', () => {
     // A runtime call that fails before its head was never served.
     runtime.calls[1]!.fail(new Error('connection refused'));
     await waitFor(() => sink.finished(second.invocationId), 'the failed call to be reported');
-    expect(sink.frames(second.invocationId)).toEqual([{ o: 0, t: 'error', code: 'runtime_unreachable', message: expect.any(String) }]);
+    expect(sink.frames(second.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'runtime_unreachable', message: expect.any(String) }]);
     await waitFor(() => runner.load('asg_a').queued === 0, 'the failed call to be counted out');
     expect(runner.load('asg_a')).toEqual({ queued: 0, active: 1, lastServedAt: null, latestDeadline: first.deadline });
 
@@ -524,7 +526,7 @@ describe('invocation runner: per-runtime counts', () => {
     expect(idle).toMatchObject({ queued: 0, active: 0, latestDeadline: null });
     expect(Date.now() - idle.lastServedAt!).toBeLessThan(5_000);
     expect(crossings).toEqual(['asg_a', 'asg_a', 'asg_a', 'asg_a']);
-    expect(sink.frames(first.invocationId).map((f) => f.t)).toEqual(['head', 'data', 'end']);
+    expect(sink.frames(first.invocationId).map((f) => f.t)).toEqual(['accept', 'head', 'data', 'end']);
     expect(runner.load('asg_b')).toEqual({ queued: 0, active: 0, lastServedAt: null, latestDeadline: null });
   });
 
@@ -534,6 +536,7 @@ describe('invocation runner: per-runtime counts', () => {
       baseUrl: sink.url,
       dispatcher: new Agent(),
       signedHeaders: async (_method, _path, _body, extra = {}) => ({ ...extra }),
+      uplink: idleUplink(),
       runtime: () => ({ ok: false, code: 'replica_draining', message: 'draining' }),
       onLoadChange: (assignmentId) => void crossings.push(assignmentId),
       log,
@@ -542,7 +545,7 @@ describe('invocation runner: per-runtime counts', () => {
     runner.run(call);
     expect(runner.load('asg_a')).toMatchObject({ queued: 0, active: 0 });
     await waitFor(() => sink.finished(call.invocationId), 'the refusal');
-    expect(sink.frames(call.invocationId)).toEqual([{ o: 0, t: 'error', code: 'replica_draining', message: 'draining' }]);
+    expect(sink.frames(call.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'replica_draining', message: 'draining' }]);
     expect(crossings).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@ import { runtimeEvents } from '../../functions/services/heartbeats.js';
 import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import { runtimeReport } from '../helpers/machine.js';
 
-const machine = { machineId: 'mch_1', workspaceId: 'ws_1', credentialId: 'crd_1' };
+const machine = { machineId: 'mch_1', workspaceId: 'ws_1', credentialId: 'crd_1', credentialExpiresAt: new Date(Date.now() + 3_600_000) };
 const report = (assignmentId: string, state: RuntimeReport['state'], message: string | null = null) => runtimeReport(assignmentId, 'dep_a', { state, message });
 const before = (assignmentId: string, state: string) => ({ assignmentId, deploymentId: 'dep_a', state });
 

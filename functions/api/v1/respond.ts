@@ -14,15 +14,15 @@ export function inferenceResponse(c: Context<AppEnv>, result: InferenceResult): 
     'x-lunanexa-workload-id': result.workloadId,
     'server-timing': serverTiming(result.timing),
   };
-  if (result.kind === 'body') return new Response(result.body, { status: result.status, headers });
+  if (result.kind === 'body') return new Response(result.body as Uint8Array<ArrayBuffer>, { status: result.status, headers });
   // Streamed: the head goes out now, then the runtime's bytes as they come (see functions/http/node-io.ts).
   headers['cache-control'] = 'no-cache, no-transform';
   headers['x-accel-buffering'] = 'no';
   const sink = openStream(c, result.status, headers, () => result.clientGone());
   result.pipe({
-    write: (text) => sink.write(text),
-    end: (text) => sink.end(text),
-    fail: (text, code, message) => sink.end(text + errorEvent(code, message)),
+    write: (chunks) => sink.write(chunks),
+    end: (chunks) => sink.end(chunks),
+    fail: (chunks, code, message) => sink.end([...chunks, errorEvent(code, message)]),
   });
   return sink.response;
 }

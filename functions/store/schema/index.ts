@@ -12,7 +12,6 @@ export * from './audit-events.js';
 export * from './signing-keys.js';
 export * from './cluster-settings.js';
 export * from './workloads.js';
-export * from './invocation-payloads.js';
 export * from './deployment-events.js';
 export * from './runtime-templates.js';
 export * from './runtime-secrets.js';

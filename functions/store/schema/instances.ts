@@ -9,4 +9,6 @@ export const instances = pgTable('instances', {
   startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
   renewedAt: timestamp('renewed_at', { withTimezone: true }).notNull().defaultNow(),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  /** Where the other instances reach this one's peer channel (its own listener, never the public port); null on Workers. */
+  peerUrl: text('peer_url'),
 });
