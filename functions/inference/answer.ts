@@ -3,7 +3,6 @@ import { concat } from '../../shared/frame-codec.js';
 import type { Ports } from '../context.js';
 import type { WorkloadState } from '../services/workloads.js';
 import type { DeploymentRoute } from '../relay/routing.js';
-import { abortAfter } from './abort-after.js';
 import type { Started } from './attempt.js';
 import type { InferenceRequest } from './request.js';
 import type { InferenceError, InferenceResult, StreamTarget } from './result.js';
@@ -21,6 +20,8 @@ export interface AnswerInput {
   heldMs: number;
   /** Cancelled (client gone, cancel API). */
   cancelled: AbortController;
+  /** Cancelled or past the request's deadline: the request's one deadline timer. */
+  until: AbortSignal;
   finish: Finish;
 }
 
@@ -35,9 +36,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const { ports, route, request, workloadId, started, cancelled, finish } = input;
   const { relay, metrics } = ports;
   const { replica, invocationId, head } = started;
-  // One signal for the rest of the request: cancelled, or out of time.
-  const deadline = abortAfter(cancelled.signal, request.deadline - Date.now());
-  const until = deadline.signal;
+  const { until } = input;
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
   const queueMs = input.heldMs + started.queueMs;
   let firstDataAt = 0;
@@ -45,7 +44,6 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const release = () => {
     if (released) return;
     released = true;
-    deadline.clear();
     relay.admission.release(replica.assignmentId);
     relay.hub.release(invocationId);
   };

@@ -6,7 +6,6 @@ import { SlotWaitAborted } from '../policy/admission.js';
 import { pickReplica, routeCandidates } from '../scheduler/route.js';
 import { FrameQueue, type QueueItem } from '../relay/frame-queue.js';
 import type { DeploymentRoute, RoutableReplica } from '../relay/routing.js';
-import { abortAfter } from './abort-after.js';
 import type { InferenceRequest } from './request.js';
 import { REPLICA_DRAINING, type AttemptOutcome } from './retry.js';
 
@@ -21,6 +20,8 @@ export interface AttemptInput {
   tried: Set<string>;
   /** Cancelled (client gone, cancel API). */
   signal: AbortSignal;
+  /** Cancelled or past the request's deadline: the request's one deadline timer. */
+  until: AbortSignal;
   /** A replica was picked: running out of replicas is no attempt. */
   onPicked: () => void;
 }
@@ -94,27 +95,19 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
 
   // The node has until the ack timeout to show it got the invoke (its `accept` frame), then the runtime has until
   // the deadline.
-  let wait = abortAfter(signal, Math.min(config.invokeAckTimeoutMs, request.deadline - Date.now()));
+  const ackBy = Date.now() + config.invokeAckTimeoutMs;
   let acked = false;
   const frames: Frame[] = [];
-  try {
-    while (!bodyStarted(frames)) {
-      const item: QueueItem | null = await queue.next(wait.signal);
-      if (!item) {
-        if (signal.aborted) return giveUp({ kind: 'cancelled' }, 'cancelled');
-        if (acked || Date.now() >= request.deadline) return giveUp({ kind: 'deadline' }, 'deadline_exceeded');
-        return giveUp({ kind: 'node_timeout' }, 'node_timeout');
-      }
-      if (!acked) {
-        acked = true;
-        wait.clear();
-        wait = abortAfter(signal, request.deadline - Date.now());
-      }
-      if (item.kind === 'failed') return giveUp({ kind: 'error', code: item.code, message: item.message }, item.code);
-      for (const frame of item.frames) if (frame.t !== 'accept') frames.push(frame);
+  while (!bodyStarted(frames)) {
+    const item: QueueItem | null = await queue.next(input.until, acked ? undefined : ackBy);
+    if (!item) {
+      if (signal.aborted) return giveUp({ kind: 'cancelled' }, 'cancelled');
+      if (input.until.aborted) return giveUp({ kind: 'deadline' }, 'deadline_exceeded');
+      return giveUp({ kind: 'node_timeout' }, 'node_timeout');
     }
-  } finally {
-    wait.clear();
+    acked = true;
+    if (item.kind === 'failed') return giveUp({ kind: 'error', code: item.code, message: item.message }, item.code);
+    for (const frame of item.frames) if (frame.t !== 'accept') frames.push(frame);
   }
   const headIndex = frames.findIndex((f) => f.t === 'head');
   const head = frames[headIndex];

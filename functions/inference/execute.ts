@@ -67,9 +67,12 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   /** The machine name of the last attempt that failed, for the node label of retries and cancellations. */
   let lastNode: string | null = null;
   let unsubscribeCancel = () => {};
+  /** The request's one deadline timer, from the moment it runs. */
+  let deadline: { signal: AbortSignal; clear(): void } | null = null;
   const finish: Finish = (state, statusCode, errorCode) => {
     if (finished) return;
     finished = true;
+    deadline?.clear();
     relay.admission.leave(deploymentId);
     relay.live.delete(workloadId);
     unsubscribeCancel();
@@ -109,6 +112,9 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   // A cancel API call or a client disconnect both end up here.
   const cancelled = new AbortController();
   request.signal.addEventListener('abort', () => cancelled.abort('client disconnected'), { once: true });
+  // Cancelled, or out of time: every wait of the request (slot, replica, node, runtime) ends on this one signal.
+  deadline = abortAfter(cancelled.signal, request.deadline - Date.now());
+  const until = deadline.signal;
   relay.live.set(workloadId, { cancel: (reason) => cancelled.abort(reason) });
   // The cancel API may be answered by another instance: it reaches this one through the bus.
   unsubscribeCancel = ports.bus.subscribe(`workload:${workloadId}`, (message) => {
@@ -135,6 +141,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
         body,
         tried,
         signal: cancelled.signal,
+        until,
         onPicked: () => {
           attempts += 1;
           if (attempts > 1) metrics.retries.inc({ ...labels, node: lastNode ?? 'none' });
@@ -142,7 +149,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       });
       if (attempt.ok) {
         machineId = attempt.replica.machineId;
-        return await answer({ ports, route, request, workloadId, started: attempt, heldMs, cancelled, finish });
+        return await answer({ ports, route, request, workloadId, started: attempt, heldMs, cancelled, until, finish });
       }
       if (attempt.node) lastNode = attempt.node;
       const decision = decideRetry(attempt.outcome, { deployment: route.name, failures, maxAttempts: config.maxAttempts, startingReplicas: route.startingReplicas, lastFailure });
@@ -155,7 +162,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
         continue;
       }
       const heldAt = performance.now();
-      const held = await holdForReplica(ports, route, { deadline: request.deadline, signal: cancelled.signal, tried });
+      const held = await holdForReplica(ports, route, { until, tried });
       heldMs += performance.now() - heldAt;
       // The next attempt ends the request: it finds it cancelled or past its deadline.
       if (held === 'aborted') continue;
@@ -175,18 +182,11 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
  * Holds the request until routing has a replica of the deployment it has not tried (or the deployment is gone,
  * or asks for none), under the deadline and cancellable: the route as routing has it then, or `aborted`.
  */
-async function holdForReplica(
-  ports: Ports,
-  route: DeploymentRoute,
-  opts: { deadline: number; signal: AbortSignal; tried: ReadonlySet<string> },
-): Promise<DeploymentRoute | undefined | 'aborted'> {
-  const until = abortAfter(opts.signal, opts.deadline - Date.now());
+async function holdForReplica(ports: Ports, route: DeploymentRoute, opts: { until: AbortSignal; tried: ReadonlySet<string> }): Promise<DeploymentRoute | undefined | 'aborted'> {
   try {
-    return await ports.relay.routing.waitForReplica(route.workspaceId, route.name, { signal: until.signal, usable: (r) => !opts.tried.has(r.assignmentId) });
+    return await ports.relay.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: (r) => !opts.tried.has(r.assignmentId) });
   } catch (error) {
-    if (until.signal.aborted) return 'aborted';
+    if (opts.until.aborted) return 'aborted';
     throw error;
-  } finally {
-    until.clear();
   }
 }

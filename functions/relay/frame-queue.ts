@@ -25,8 +25,11 @@ export class FrameQueue implements FrameSink {
     this.wake?.();
   }
 
-  /** Everything that arrived since the last read (frames first, then a failure), or null once `signal` aborts. */
-  async next(signal?: AbortSignal): Promise<QueueItem | null> {
+  /**
+   * Everything that arrived since the last read (frames first, then a failure), or null once `signal` aborts or,
+   * with `untilMs`, once that time (epoch ms) has come with nothing to read.
+   */
+  async next(signal?: AbortSignal, untilMs?: number): Promise<QueueItem | null> {
     for (;;) {
       if (this.frames.length > 0) {
         const frames = this.frames;
@@ -35,11 +38,15 @@ export class FrameQueue implements FrameSink {
       }
       if (this.failure) return this.failure;
       if (signal?.aborted || this.closed) return null;
+      if (untilMs !== undefined && Date.now() >= untilMs) return null;
       let onAbort: (() => void) | undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       await new Promise<void>((resolve) => {
         this.wake = onAbort = resolve;
         signal?.addEventListener('abort', onAbort, { once: true });
+        if (untilMs !== undefined) timer = setTimeout(resolve, untilMs - Date.now());
       });
+      clearTimeout(timer);
       if (onAbort) signal?.removeEventListener('abort', onAbort);
       this.wake = null;
     }

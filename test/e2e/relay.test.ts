@@ -10,7 +10,7 @@ import { applyDeployment } from '../../functions/services/deployments.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import type { SimStats } from '../../agent/runtimes/sim-server.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
-import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { SseReader } from '../helpers/sse.js';
 import { startHttpRouter, type HttpRouter } from '../helpers/http-router.js';
 
@@ -245,8 +245,9 @@ describePg.each(CROSS_INSTANCE)('relay across two instances on one PostgreSQL: c
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    planeA = await startTestPlane({ store: 'pg', databaseUrl: db.url });
-    planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url });
+    // Steady liveness: these tests are about the relay, and a loaded machine must not turn the node stale between two.
+    planeA = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
+    planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
     // The node dials B, except for its uploads of answers, which a balancer routing by path may send elsewhere.
     const uploadPort = landsOn === 'A' ? planeA.port : planeB.port;
     router = await startHttpRouter({ route: (_method, path) => (/^\/agent\/v1\/(uplink|invocations\/)/.test(path) ? uploadPort : planeB.port) });
