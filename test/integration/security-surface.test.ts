@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq, isNull } from 'drizzle-orm';
-import type { Invoke } from '../../shared/contracts/relay.js';
+import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import { encodeFrame } from '../../shared/frame-codec.js';
 import { ErrorEnvelope } from '../../shared/contracts/common.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import { reconcileOnce } from '../../functions/controller/driver.js';
@@ -62,10 +63,11 @@ async function startScriptedNode(plane: TestPlane, name: string, labels: Record<
   const reader = new SseReader(stream.body!);
   const upload = async (invoke: Invoke) => {
     const path = `/agent/v1/invocations/${invoke.invocationId}/frames`;
-    const body = answer(invoke)
-      .map((frame, o) => JSON.stringify({ o, ...frame }))
-      .join('\n');
-    await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await machine.sign('POST', path, '')}` }, body: `${body}\n` }).catch(() => {});
+    // Binary frames as an agent sends them: `accept` first, the scripted ones after, offsets counted from 0.
+    const frames = [{ t: 'accept' }, ...answer(invoke)].map((frame, o) =>
+      encodeFrame(invoke.invocationId, { ...frame, o, ...(frame.t === 'data' ? { d: new TextEncoder().encode(String(frame.d)) } : {}) } as Frame),
+    );
+    await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await machine.sign('POST', path, '')}` }, body: Buffer.concat(frames) }).catch(() => {});
   };
   const pump = (async () => {
     while (!stopped) {

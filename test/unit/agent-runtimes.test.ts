@@ -406,7 +406,8 @@ describe('supervisor with real runtimes', () => {
 
     await waitFor(() => sink.finished(long.invocationId), 'the in-flight invocation to finish');
     const frames = sink.frames(long.invocationId);
-    expect(frames[0]).toMatchObject({ t: 'head', status: 200 });
+    expect(frames[0]).toEqual({ o: 0, t: 'accept' });
+    expect(frames[1]).toMatchObject({ t: 'head', status: 200 });
     expect(frames.at(-1)).toMatchObject({ t: 'end', tokens: 25 });
     expect(frames.filter((f) => f.t === 'data').map((f) => (f.t === 'data' ? Buffer.from(f.d).toString('utf8') : '')).join('')).toContain('data: [DONE]');
     await waitFor(() => report('asg_a') === undefined, 'the drained runtime to be retired');
