@@ -109,33 +109,41 @@ export class FrameDecoder {
   }
 
   push(chunk: Uint8Array): void {
-    let bytes = chunk;
+    let at = 0;
     if (this.pendingBytes > 0) {
-      this.pending.push(chunk);
-      this.pendingBytes += chunk.length;
-      const needed = this.pendingBytes >= 4 ? this.lengthOfPending() + 4 : Infinity;
-      if (this.pendingBytes < needed) return;
-      bytes = concat(this.pending, this.pendingBytes);
+      // Only the frame left open by earlier chunks is assembled; the frames after it are read in place.
+      if (this.pendingBytes < 4) {
+        at = Math.min(4 - this.pendingBytes, chunk.length);
+        this.keep(chunk.subarray(0, at));
+        if (this.pendingBytes < 4) return;
+      }
+      const length = this.lengthOfPending();
+      if (length > this.maxFrameBytes) throw new FrameError(`a frame of ${length} bytes exceeds ${this.maxFrameBytes}`);
+      const missing = 4 + length - this.pendingBytes;
+      const take = Math.min(missing, chunk.length - at);
+      this.keep(chunk.subarray(at, at + take));
+      at += take;
+      if (take < missing) return;
+      const frame = concat(this.pending, this.pendingBytes);
       this.pending = [];
       this.pendingBytes = 0;
+      this.read(frame.subarray(4), new DataView(frame.buffer, frame.byteOffset, frame.byteLength), 4);
     }
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    let at = 0;
-    while (bytes.length - at >= 4) {
+    const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    while (chunk.length - at >= 4) {
       const length = view.getUint32(at);
       if (length > this.maxFrameBytes) throw new FrameError(`a frame of ${length} bytes exceeds ${this.maxFrameBytes}`);
-      if (bytes.length - at - 4 < length) break;
-      this.read(bytes.subarray(at + 4, at + 4 + length), view, at + 4);
+      if (chunk.length - at - 4 < length) break;
+      this.read(chunk.subarray(at + 4, at + 4 + length), view, at + 4);
       at += 4 + length;
     }
-    if (at < bytes.length) {
-      this.pending.push(bytes.subarray(at));
-      this.pendingBytes = bytes.length - at;
-      if (this.pendingBytes >= 4) {
-        const length = this.lengthOfPending();
-        if (length > this.maxFrameBytes) throw new FrameError(`a frame of ${length} bytes exceeds ${this.maxFrameBytes}`);
-      }
-    }
+    if (at < chunk.length) this.keep(chunk.subarray(at));
+  }
+
+  private keep(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    this.pending.push(bytes);
+    this.pendingBytes += bytes.length;
   }
 
   private lengthOfPending(): number {

@@ -67,13 +67,6 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     const local = ports.relay.hub.hasLocalStream(machineId);
     ports.metrics.agentUploads.inc({ kind: 'invocation', route: local ? 'local' : 'piped' });
     if (!local) return pipe(c, 'POST', path, chunks);
-    try {
-      return c.json(await receiveFrames(ports, machineId, c.req.param('id'), chunks));
-    } catch (error) {
-      // A node that dies mid-upload breaks the body: that is the node's failure (the hub fails the invocation
-      // when its stream closes), not a server error.
-      if (error instanceof ApiError) throw error;
-      throw new ApiError('bad_request', 'frames upload interrupted');
-    }
+    return c.json(await receiveFrames(ports, machineId, c.req.param('id'), chunks));
   });
 }

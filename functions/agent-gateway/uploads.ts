@@ -19,6 +19,7 @@ export const NO_STREAM = () => new ApiError('no_stream', 'no live instance holds
 
 function refused(refusal: IngestRefusal): ApiError {
   if (refusal.kind === 'malformed') return new ApiError('invalid_frames', refusal.message);
+  if (refusal.kind === 'interrupted') return new ApiError('bad_request', 'the upload broke off: frames up to the break were taken');
   if (refusal.kind === 'not_yours') return new ApiError('forbidden_machine', 'a machine may upload frames only of its own invocations');
   return new ApiError('not_found', 'unknown or finished invocation: abort the runtime call');
 }

@@ -1,12 +1,15 @@
 import { FrameDecoder, FrameError } from '../../shared/frame-codec.js';
+import { ApiError } from '../errors.js';
 import type { FrameAcceptance, InvocationHub } from './hub.js';
 
 /** How often, at most, an uplink's progress is acknowledged down the stream. */
 const ACK_EVERY_MS = 50;
 
 export type IngestRefusal =
-  /** Not frames of this protocol (or a frame over the limit): the upload ends. */
+  /** Not frames of this protocol (or a frame over the limit, or a body ending inside a frame): the upload ends. */
   | { kind: 'malformed'; message: string }
+  /** The body broke off (the agent's connection): frames read so far count, the agent resends the rest. */
+  | { kind: 'interrupted' }
   /** Frames of another machine's invocation: the upload ends. */
   | { kind: 'not_yours'; invocationId: string }
   /** Per-invocation upload: its invocation is unknown here (finished, cancelled) or its frames are not its own. */
@@ -64,8 +67,8 @@ export async function ingestFrames(hub: InvocationHub, machineId: string, chunks
         }
         if (accepted.reason === 'not_yours') refuse({ kind: 'not_yours', invocationId });
         if (opts.only !== undefined) refuse({ kind: 'unknown', invocationId });
-        // Nobody waits for it any more: forget it on both sides.
-        acks.set(invocationId, frame.o + 1);
+        // Nobody waits for it any more: forget it on both sides (never acknowledging less than already said).
+        acks.set(invocationId, Math.max(acks.get(invocationId) ?? 0, frame.o + 1));
         ackTimer ??= setTimeout(flushAcks, ACK_EVERY_MS);
         if (!stopped.has(invocationId)) {
           stopped.add(invocationId);
@@ -87,10 +90,13 @@ export async function ingestFrames(hub: InvocationHub, machineId: string, chunks
     }
   } catch (error) {
     if (error instanceof FrameError) refuse({ kind: 'malformed', message: error.message });
-    throw error;
+    // Refusals (ours, or the body's own limit) stand; anything else is the body breaking off.
+    if (error instanceof IngestRefused || error instanceof ApiError) throw error;
+    refuse({ kind: 'interrupted' });
   } finally {
     clearTimeout(ackTimer);
     flushAcks();
   }
+  if (decoder.buffered > 0 && !opts.signal?.aborted) refuse({ kind: 'malformed', message: `the upload ended inside a frame (${decoder.buffered} bytes of it)` });
   return nextOffset;
 }
