@@ -12,6 +12,8 @@ export class FrameQueue implements FrameSink {
   private failure: QueueItem | null = null;
   private wake: (() => void) | null = null;
   private closed = false;
+  /** The signals that wake this queue when they abort: listened to once each, not once per wait. */
+  private readonly watched = new WeakSet<AbortSignal>();
 
   frame(frame: Frame): void {
     if (this.closed) return;
@@ -39,15 +41,18 @@ export class FrameQueue implements FrameSink {
       if (this.failure) return this.failure;
       if (signal?.aborted || this.closed) return null;
       if (untilMs !== undefined && Date.now() >= untilMs) return null;
-      let onAbort: (() => void) | undefined;
+      // A streamed answer waits here once per batch: adding and removing an abort listener each time (EventTarget)
+      // cost more than the wait itself.
+      if (signal && !this.watched.has(signal)) {
+        this.watched.add(signal);
+        signal.addEventListener('abort', () => this.wake?.(), { once: true });
+      }
       let timer: ReturnType<typeof setTimeout> | undefined;
       await new Promise<void>((resolve) => {
-        this.wake = onAbort = resolve;
-        signal?.addEventListener('abort', onAbort, { once: true });
+        this.wake = resolve;
         if (untilMs !== undefined) timer = setTimeout(resolve, untilMs - Date.now());
       });
       clearTimeout(timer);
-      if (onAbort) signal?.removeEventListener('abort', onAbort);
       this.wake = null;
     }
   }

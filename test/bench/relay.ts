@@ -26,6 +26,8 @@ import { stopSpawned } from './spawned.js';
  */
 const PG_URL = process.env.LUNANEXA_TEST_PG_URL ?? 'postgres://lunanexa:lunanexa@127.0.0.1:5432/postgres';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Unmeasured requests per path at c=64 before the worst-case rounds. */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 2_000);
 /** Requests per round, for a quick try; by default they scale with the concurrency. */
 const REQUESTS = process.env.BENCH_REQUESTS ? Number(process.env.BENCH_REQUESTS) : null;
 
@@ -193,8 +195,11 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
   const rounds: Row[] = [];
   const tables: string[] = [];
   for (const profile of profiles) {
-    // Warm every path (JIT, connection pools) before measuring.
-    for (const path of paths) await window(`${path.key} (warm-up)`, path.target(profile), 8, REQUESTS ?? 16);
+    // Warm every path before measuring: connection pools, and the JIT, which optimises a hot function only after
+    // thousands of calls; a long-running control plane is measured in its steady state, not its first minute.
+    // The worst case warms with WARMUP requests (its rounds are short); the realistic one with a few.
+    const warmup = profile.key === 'worst' ? { concurrency: 64, requests: REQUESTS ?? WARMUP } : { concurrency: 8, requests: REQUESTS ?? 16 };
+    for (const path of paths) await window(`${path.key} (warm-up)`, path.target(profile), warmup.concurrency, warmup.requests);
     for (const concurrency of profile.concurrency) {
       const totals = new Map<PathKey, { sample: Sample; cpuMs: Record<string, number>; loads: number[] }>();
       for (let round = 0; round < ROUNDS; round += 1) {
