@@ -422,7 +422,7 @@ export async function runAgent(opts: {
     if (revoked) {
       closed = true;
       link.close();
-      uplink.close();
+      uplink.stop();
     }
     const supervised = supervisor.shutdown({ stopRuntimes: revoked || (opts.stopRuntimesOnExit ?? false), drain: !revoked });
     if (!revoked) await report();
@@ -433,7 +433,7 @@ export async function runAgent(opts: {
     clearTimeout(reportTimer);
     clearTimeout(refetchTimer);
     link.close();
-    uplink.close();
+    uplink.stop();
     await reporting;
     finish(reason);
   }

@@ -3,6 +3,7 @@ import { request, type Dispatcher } from 'undici';
 import type { Frame } from '../../shared/contracts/relay.js';
 import { encodeControl, encodeFrame } from '../../shared/frame-codec.js';
 import { newId } from '../../shared/ids.js';
+import { turnBatch } from '../../shared/turn-batch.js';
 import type { SignedClient } from './http.js';
 
 const PATH = '/agent/v1/uplink';
@@ -30,7 +31,9 @@ class Connection {
   readonly id = newId('uplink');
   readonly openedAt = Date.now();
   private readonly body = new PassThrough();
-  private batch: Uint8Array[] = [];
+  private readonly batch = turnBatch<Uint8Array>((chunks) => {
+    if (!this.body.destroyed && !this.body.writableEnded) this.body.write(Buffer.concat(chunks));
+  });
   /** Settles when the request ends, whichever way: the status, or 0 when the connection broke. */
   readonly ended: Promise<number>;
 
@@ -49,15 +52,8 @@ class Connection {
 
   /** Queues bytes; false while the body is over its high-water mark (wait for `drained`). */
   write(bytes: Uint8Array): boolean {
-    if (this.batch.length === 0) setImmediate(() => this.flush());
     this.batch.push(bytes);
     return this.body.writableLength < this.body.writableHighWaterMark;
-  }
-
-  private flush(): void {
-    const chunks = this.batch;
-    this.batch = [];
-    if (chunks.length > 0 && !this.body.destroyed && !this.body.writableEnded) this.body.write(Buffer.concat(chunks));
   }
 
   drained(): Promise<void> {
@@ -75,7 +71,7 @@ class Connection {
 
   /** Ends the body after what is queued: the control plane answers once it has read it all. */
   end(): void {
-    this.flush();
+    this.batch.flush();
     this.body.end();
   }
 
@@ -196,13 +192,6 @@ export function createUplink(opts: UplinkOptions) {
       if (state !== 'up' || !current) return false;
       current.write(encodeControl({ t: 'pong', seq }));
       return true;
-    },
-    /** Invocations with frames not yet acknowledged, for tests and diagnostics. */
-    pending(): number {
-      return unacked.size;
-    },
-    close(): void {
-      this.stop();
     },
   };
 }

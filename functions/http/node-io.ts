@@ -68,7 +68,15 @@ async function* limit(chunks: AsyncIterable<Uint8Array>, maxBytes: number, tooLa
 /** The whole body as text, limited as `limitedBody` limits it. */
 export async function bodyText(c: Context<AppEnv>, maxBytes: number, tooLarge: () => Error): Promise<string> {
   const chunks = limitedBody(c, maxBytes, tooLarge);
-  if (!chunks) return '';
+  return chunks ? await textOf(chunks) : '';
+}
+
+/** A Node request's whole body as text, refused with `tooLarge()` once the bytes read pass `maxBytes`. */
+export function incomingText(incoming: IncomingMessage, maxBytes: number, tooLarge: () => Error): Promise<string> {
+  return textOf(limit(nodeChunks(incoming), maxBytes, tooLarge));
+}
+
+async function textOf(chunks: AsyncIterable<Uint8Array>): Promise<string> {
   const parts: Uint8Array[] = [];
   for await (const chunk of chunks) parts.push(chunk);
   return Buffer.concat(parts).toString('utf8');

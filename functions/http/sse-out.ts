@@ -1,9 +1,7 @@
 import type { Context } from 'hono';
 import type { AppEnv } from '../context.js';
 import { openStream } from './node-io.js';
-
-/** After the I/O of this turn of the event loop (Node), or as soon as possible (elsewhere). */
-const afterThisTurn: (fn: () => void) => void = typeof setImmediate === 'function' ? (fn) => setImmediate(fn) : (fn) => setTimeout(fn, 0);
+import { afterThisTurn } from '../../shared/turn-batch.js';
 
 /** An SSE response of our own: events are queued without waiting and written together once per event-loop turn. */
 export interface SseOut {

@@ -6,7 +6,8 @@ import type { Ports } from '../context.js';
 import { framesOffset, receiveFrames, runUplink } from '../agent-gateway/uploads.js';
 import { PEER_FAILED_OFFSET, PEER_MACHINE_HEADER } from '../relay/peers.js';
 import type { PeerAuth } from '../relay/peer-auth.js';
-import { writeAll } from '../http/node-io.js';
+import { incomingText, writeAll } from '../http/node-io.js';
+import { turnBatch } from '../../shared/turn-batch.js';
 import { errorFields } from '../telemetry/error-fields.js';
 
 const FRAMES_TYPE = 'application/vnd.lunanexa.frames';
@@ -29,17 +30,6 @@ function answer(res: ServerResponse, status: number, body: unknown): void {
 
 function answerError(res: ServerResponse, error: ApiError): void {
   answer(res, error.status, { error: { code: error.code, message: error.message } });
-}
-
-async function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`);
-    parts.push(chunk);
-  }
-  return Buffer.concat(parts).toString('utf8');
 }
 
 /**
@@ -71,7 +61,9 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
   const invoke = async (req: IncomingMessage, res: ServerResponse, machineId: string) => {
     let parsed;
     try {
-      parsed = Invoke.safeParse(JSON.parse(await readBody(req, ports.config.inferenceMaxBodyBytes * 2)));
+      const maxBytes = ports.config.inferenceMaxBodyBytes * 2;
+      const text = await incomingText(req, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));
+      parsed = Invoke.safeParse(JSON.parse(text));
     } catch (error) {
       if (error instanceof ApiError) throw error;
       throw new ApiError('invalid_json', 'the forwarded invocation is not JSON');
@@ -84,17 +76,11 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
     res.writeHead(200, { 'content-type': FRAMES_TYPE });
     let done = false;
     // Frames arriving in one turn of the event loop go out in one write.
-    let batch: Uint8Array[] = [];
-    const flush = () => {
-      const chunks = batch;
-      batch = [];
+    const out = turnBatch<Uint8Array>((chunks) => {
       if (!res.destroyed) writeAll(res, chunks);
       if (done) res.end();
-    };
-    const send = (frame: Frame) => {
-      if (batch.length === 0) setImmediate(flush);
-      batch.push(encodeFrame(invocationId, frame));
-    };
+    });
+    const send = (frame: Frame) => out.push(encodeFrame(invocationId, frame));
     res.once('close', () => {
       if (done) return;
       done = true;

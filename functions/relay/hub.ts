@@ -23,7 +23,7 @@ export interface StreamSink {
 export interface RemoteLinks {
   /** Sends `invoke` through the instance holding `machineId`'s link; frames come back into `sink`. Rejects if no one holds it. */
   forward(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void>;
-  /** Stops a forwarded invocation: its holder cancels it on the node. */
+  /** Stops a forwarded invocation: its holder cancels it on the node. An id it did not forward is ignored. */
   cancel(invocationId: string): void;
   /**
    * Pipes an agent upload that landed here (its uplink, or one invocation's frames; `path` under `/agent/v1`) to
@@ -56,7 +56,6 @@ export type FrameAcceptance = { ok: true; nextOffset: number; duplicate: boolean
 export class InvocationHub {
   private readonly streams = new Map<string, StreamSink>();
   private readonly dispatched = new Map<string, Dispatched>();
-  private readonly forwarded = new Set<string>();
   private readonly detachHooks = new Map<string, Set<() => void>>();
 
   constructor(private readonly remote: RemoteLinks | null) {}
@@ -103,20 +102,21 @@ export class InvocationHub {
       return;
     }
     if (!this.remote) throw new Error('no instance holds the node stream');
-    this.forwarded.add(invoke.invocationId);
     await this.remote.forward(invoke, machineId, sink);
   }
 
   /** Asks the node to abort the runtime call (best effort: a node that is gone has dropped it already). */
   cancel(invocationId: string, machineId: string, reason: string): void {
-    if (this.forwarded.has(invocationId)) this.remote?.cancel(invocationId);
-    else this.streams.get(machineId)?.cancel(invocationId, reason);
+    // Down the machine's stream if it is held here, else through the holder it was forwarded to (a no-op when it
+    // was not).
+    this.streams.get(machineId)?.cancel(invocationId, reason);
+    this.remote?.cancel(invocationId);
   }
 
   /** The request is over: later frames of the invocation are unknown here (the agent is told to stop). */
   release(invocationId: string): void {
     this.dispatched.delete(invocationId);
-    if (this.forwarded.delete(invocationId)) this.remote?.cancel(invocationId);
+    this.remote?.cancel(invocationId);
   }
 
   /** See `RemoteLinks.pipe`; null also where there is no peer channel (Workers). */

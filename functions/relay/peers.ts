@@ -52,6 +52,11 @@ export class PeerLinks implements RemoteLinks {
     if (!target) throw new Error('no instance holds the node stream');
     const controller = new AbortController();
     this.running.set(invoke.invocationId, controller);
+    // Refused or unreachable: the holder may have changed, so it is looked up again next time.
+    const forget = () => {
+      this.running.delete(invoke.invocationId);
+      this.holders.delete(machineId);
+    };
     let response: Awaited<ReturnType<typeof request>>;
     try {
       response = await request(`${target.url}/peer/v1/invoke`, {
@@ -62,14 +67,12 @@ export class PeerLinks implements RemoteLinks {
         dispatcher: this.dispatcher,
       });
     } catch (error) {
-      this.running.delete(invoke.invocationId);
-      this.holders.delete(machineId);
+      forget();
       throw error;
     }
     if (response.statusCode !== 200) {
       await response.body.dump().catch(() => {});
-      this.running.delete(invoke.invocationId);
-      this.holders.delete(machineId);
+      forget();
       throw new Error(`the link holder refused the invocation (HTTP ${response.statusCode})`);
     }
     let finished = false;
