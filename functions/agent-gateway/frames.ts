@@ -1,4 +1,4 @@
-import type { Context, Hono } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { ApiError } from '../errors.js';
 import { machineAuth, machineAuthStreamed } from '../http/machine-auth.js';
 import { bodyChunks, cutConnection, limitedBody } from '../http/node-io.js';
@@ -15,7 +15,7 @@ function piped(c: Context<AppEnv>, answer: PipedAnswer | null): Response {
 /** The holder went away while the upload was piped to it: the agent's upload broke, as if its own connection had. */
 async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<Response> {
   try {
-    return piped(c, await c.get('ports').relay.hub.pipe(c.get('machine').machineId, method, path, body));
+    return piped(c, await c.get('ports').relay.hub.pipe(c.get('machine'), method, path, body));
   } catch (error) {
     if (error instanceof ApiError) throw error;
     cutConnection(c);
@@ -34,8 +34,8 @@ async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, bo
  * Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every frame
  * back until the end. Limits are enforced while streaming instead, per frame from its length field.
  */
-export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
-  app.post('/uplink', machineAuthStreamed, async (c) => {
+export function registerFrames(app: Hono<AppEnv>, maxBytes: number, auth: { buffered: MiddlewareHandler<AppEnv>; streamed: MiddlewareHandler<AppEnv> } = { buffered: machineAuth, streamed: machineAuthStreamed }) {
+  app.post('/uplink', auth.streamed, async (c) => {
     const ports = c.get('ports');
     const { machineId, credentialExpiresAt } = c.get('machine');
     const chunks = bodyChunks(c);
@@ -51,7 +51,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     }
   });
 
-  app.get('/invocations/:id/frames', machineAuth, async (c) => {
+  app.get('/invocations/:id/frames', auth.buffered, async (c) => {
     const ports = c.get('ports');
     const { machineId } = c.get('machine');
     const path = `/invocations/${encodeURIComponent(c.req.param('id'))}/frames`;
@@ -59,7 +59,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number) {
     return c.json(framesOffset(ports, machineId, c.req.param('id')));
   });
 
-  app.post('/invocations/:id/frames', machineAuthStreamed, async (c) => {
+  app.post('/invocations/:id/frames', auth.streamed, async (c) => {
     const ports = c.get('ports');
     const { machineId } = c.get('machine');
     const chunks = limitedBody(c, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));

@@ -1,4 +1,4 @@
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
 import { eq } from 'drizzle-orm';
 import { machines } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
@@ -22,12 +22,15 @@ const LAST_EVENT_ID = /^desired-\d{1,12}$/;
  * relay's events ride it too (`invoke`, `cancel`, uplink `ack`s and confirmation, `ping`), written straight to
  * the response and coalesced per event-loop turn.
  */
-export function registerStream(app: Hono<AppEnv>) {
-  app.get('/stream', machineAuth, async (c) => {
+export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv> = machineAuth) {
+  app.get('/stream', auth, async (c) => {
     const ports = c.get('ports');
     const { machineId } = c.get('machine');
     const lastEventId = c.req.header('last-event-id');
     if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
+    // Workers: the machine's Durable Object holds its stream; this request only authenticated it.
+    const held = ports.relay.hub.holdStream(c.get('machine'), c.req.raw);
+    if (held) return await held;
     const ctx = serviceCtx(ports, machineId);
     const connectionId = newId('connection');
     // The lease counts only while this instance's own lease does (a no-op on Node, whose timer renews it).

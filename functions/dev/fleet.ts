@@ -39,7 +39,7 @@ export async function waitForExit(child: ChildProcess, timeoutMs = 15_000): Prom
  * the memory its runtime reports; `overrides` replace whole fields of the input.
  */
 export async function seedDemoDeployment(
-  plane: RunningControlPlane,
+  plane: Pick<RunningControlPlane, 'systemCtx' | 'workspaceId'>,
   replicas: number,
   runtime: { loadMs?: number; memoryMiB?: number; tokensPerSecond?: number } = {},
   overrides: Partial<DeploymentInput> = {},

@@ -31,8 +31,13 @@ async function* nodeChunks(incoming: IncomingMessage): AsyncGenerator<Uint8Array
   }
 }
 
-async function* readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const reader = body.getReader();
+/** A web stream read chunk by chunk (workerd's streams need not be async iterable). */
+export function readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  return readerChunks(body.getReader());
+}
+
+/** What `reader` reads, chunk by chunk; whoever holds the reader may still cancel it. */
+export async function* readerChunks(reader: ReadableStreamDefaultReader<Uint8Array>): AsyncGenerator<Uint8Array> {
   try {
     for (;;) {
       const { done, value } = await reader.read();

@@ -88,6 +88,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
       { invocationId, workloadId: input.workloadId, assignmentId: replica.assignmentId, path: request.path, body: input.body, deadline: request.deadline, idempotencyKey: request.idempotencyKey, stream: request.stream },
       replica.machineId,
       queue,
+      { concurrency: route.maxConcurrency },
     );
   } catch (error) {
     return giveUp({ kind: 'dispatch_failed', message: error instanceof Error ? error.message : String(error) }, 'dispatch_failed');

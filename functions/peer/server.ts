@@ -1,16 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Invoke, type Frame } from '../../shared/contracts/relay.js';
-import { encodeFrame } from '../../shared/frame-codec.js';
+import { Invoke } from '../../shared/contracts/relay.js';
 import { ApiError } from '../errors.js';
 import type { Ports } from '../context.js';
 import { framesOffset, receiveFrames, runUplink } from '../agent-gateway/uploads.js';
-import { PEER_FAILED_OFFSET, PEER_MACHINE_HEADER } from '../relay/peers.js';
+import { FORWARDED_FAILED_OFFSET, FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../relay/forwarded.js';
 import type { PeerAuth } from '../relay/peer-auth.js';
 import { incomingText, writeAll } from '../http/node-io.js';
-import { turnBatch } from '../../shared/turn-batch.js';
 import { errorFields } from '../telemetry/error-fields.js';
 
-const FRAMES_TYPE = 'application/vnd.lunanexa.frames';
 const FRAMES_PATH = /^\/peer\/v1\/agent\/invocations\/([^/]{1,255})\/frames$/;
 
 export interface PeerServer {
@@ -36,7 +33,7 @@ function answerError(res: ServerResponse, error: ApiError): void {
  * The server half of the peer channel (docs/design.md section 5, step 3): its own listener, never the public port,
  * answering only other instances of the cluster (`PeerAuth`). Routes:
  * - POST /peer/v1/invoke: runs a forwarded invocation on a machine whose link this instance holds, and streams its
- *   frames back as the answer (binary, as on the uplink; a failure is an `error` frame at `PEER_FAILED_OFFSET`).
+ *   frames back as the answer (binary, as on the uplink; a failure is an `error` frame at `FORWARDED_FAILED_OFFSET`).
  *   The caller closing the request cancels the invocation.
  * - /peer/v1/agent/uplink and /peer/v1/agent/invocations/{id}/frames: an agent upload that landed on the calling
  *   instance, piped here; answered as `/agent/v1` would.
@@ -45,8 +42,8 @@ function answerError(res: ServerResponse, error: ApiError): void {
 export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host: string; port: number; advertise?: string }): Promise<PeerServer> {
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (!(await auth.verify(req.headers.authorization))) throw new ApiError('unauthorized', 'peer requests need a peer token of this cluster');
-    const machineId = req.headers[PEER_MACHINE_HEADER];
-    if (typeof machineId !== 'string' || machineId.length === 0) throw new ApiError('bad_request', `${PEER_MACHINE_HEADER} is missing`);
+    const machineId = req.headers[MACHINE_HEADER];
+    if (typeof machineId !== 'string' || machineId.length === 0) throw new ApiError('bad_request', `${MACHINE_HEADER} is missing`);
     const path = (req.url ?? '').split('?')[0]!;
     if (path === '/peer/v1/invoke' && req.method === 'POST') return invoke(req, res, machineId);
     if (path === '/peer/v1/agent/uplink' && req.method === 'POST') {
@@ -72,33 +69,15 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
     const hub = ports.relay.hub;
     // Held elsewhere now (or nowhere): the caller retries on another replica, before any byte reached its client.
     if (!hub.hasLocalStream(machineId)) throw new ApiError('no_stream', 'this instance does not hold the machine\'s link');
-    const { invocationId } = parsed.data;
     res.writeHead(200, { 'content-type': FRAMES_TYPE });
-    let done = false;
-    // Frames arriving in one turn of the event loop go out in one write.
-    const out = turnBatch<Uint8Array>((chunks) => {
-      if (!res.destroyed) writeAll(res, chunks);
-      if (done) res.end();
-    });
-    const send = (frame: Frame) => out.push(encodeFrame(invocationId, frame));
-    res.once('close', () => {
-      if (done) return;
-      done = true;
-      hub.cancel(invocationId, machineId, 'cancelled');
-      hub.release(invocationId);
-    });
-    await hub.dispatch(parsed.data, machineId, {
-      frame(frame) {
-        if (done) return;
-        if (frame.t === 'end' || frame.t === 'error') done = true;
-        send(frame);
+    const run = serveForwarded(hub, parsed.data, machineId, {
+      write: (chunks) => {
+        if (!res.destroyed) writeAll(res, chunks);
       },
-      fail(code, message) {
-        if (done) return;
-        done = true;
-        send({ o: PEER_FAILED_OFFSET, t: 'error', code, message });
-      },
+      end: () => res.end(),
     });
+    res.once('close', () => run.gone());
+    await run.dispatched;
   };
 
   const server: Server = createServer((req, res) => {

@@ -1,4 +1,5 @@
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import type { MachinePrincipal } from '../services/principals.js';
 
 /** Where the frames of one invocation go, in order: the waiting request, or the peer it was forwarded from. */
 export interface FrameSink {
@@ -21,15 +22,29 @@ export interface StreamSink {
 
 /** A machine's link held by another instance: the whole invocation is forwarded there (docs/design.md section 5). */
 export interface RemoteLinks {
-  /** Sends `invoke` through the instance holding `machineId`'s link; frames come back into `sink`. Rejects if no one holds it. */
-  forward(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void>;
+  /**
+   * Sends `invoke` through the holder of `machineId`'s link; frames come back into `sink`. Rejects if no one holds
+   * it, or (Workers) when the replica's `concurrency` slots stay full until the invocation's deadline.
+   */
+  forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void>;
   /** Stops a forwarded invocation: its holder cancels it on the node. An id it did not forward is ignored. */
   cancel(invocationId: string): void;
   /**
    * Pipes an agent upload that landed here (its uplink, or one invocation's frames; `path` under `/agent/v1`) to
    * the instance holding the machine's link, and answers what the holder answered. Null when no other one holds it.
    */
-  pipe(machineId: string, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null>;
+  pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null>;
+  /**
+   * Where streams are always held elsewhere (Workers: the machine's Durable Object), hands the authenticated
+   * stream request of `machine` there and answers with what the holder streams. Absent on Node, where the
+   * instance the agent reached holds its stream.
+   */
+  holdStream?(machine: MachinePrincipal, request: Request): Promise<Response>;
+}
+
+/** What the holder of a link enforces for the invocation: the replica's concurrency (Workers). */
+export interface DispatchOptions {
+  concurrency: number;
 }
 
 /** What a piped agent upload was answered by the link holder: relayed to the agent as it is. */
@@ -94,7 +109,7 @@ export class InvocationHub {
   }
 
   /** Sends `invoke` to the machine: down its stream here, or through the instance holding its link. */
-  async dispatch(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void> {
+  async dispatch(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
     const local = this.streams.get(machineId);
     if (local) {
       this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0, sink });
@@ -102,7 +117,7 @@ export class InvocationHub {
       return;
     }
     if (!this.remote) throw new Error('no instance holds the node stream');
-    await this.remote.forward(invoke, machineId, sink);
+    await this.remote.forward(invoke, machineId, sink, opts);
   }
 
   /** Asks the node to abort the runtime call (best effort: a node that is gone has dropped it already). */
@@ -119,9 +134,14 @@ export class InvocationHub {
     this.remote?.cancel(invocationId);
   }
 
-  /** See `RemoteLinks.pipe`; null also where there is no peer channel (Workers). */
-  pipe(machineId: string, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
-    return this.remote ? this.remote.pipe(machineId, method, path, body) : Promise.resolve(null);
+  /** See `RemoteLinks.holdStream`: null where the stream is held by the instance it reached. */
+  holdStream(machine: MachinePrincipal, request: Request): Promise<Response> | null {
+    return this.remote?.holdStream ? this.remote.holdStream(machine, request) : null;
+  }
+
+  /** See `RemoteLinks.pipe`; null also where there is no other holder (one instance, or the link's own object). */
+  pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+    return this.remote ? this.remote.pipe(machine, method, path, body) : Promise.resolve(null);
   }
 
   /** The next frame offset this instance expects, for resuming an upload. */

@@ -1,15 +1,11 @@
 import { Agent, request } from 'undici';
 import type { Invoke } from '../../shared/contracts/relay.js';
-import { FrameDecoder } from '../../shared/frame-codec.js';
 import type { Db } from '../store/db.js';
 import { linkHolderOf } from '../services/instances.js';
 import type { FrameSink, PipedAnswer, RemoteLinks } from './hub.js';
 import type { PeerAuth } from './peer-auth.js';
-
-/** The offset of an `error` frame that carries a `FrameSink.fail` across the peer channel, not a frame of the node. */
-export const PEER_FAILED_OFFSET = 0xffffffff;
-/** The header naming the machine a peer request is for. */
-export const PEER_MACHINE_HEADER = 'x-lunanexa-machine';
+import type { MachinePrincipal } from '../services/principals.js';
+import { MACHINE_HEADER, readForwarded } from './forwarded.js';
 /** How long who holds a machine's link is remembered; a refused forward forgets it at once. */
 const HOLDER_TTL_MS = 1_000;
 
@@ -61,7 +57,7 @@ export class PeerLinks implements RemoteLinks {
     try {
       response = await request(`${target.url}/peer/v1/invoke`, {
         method: 'POST',
-        headers: { authorization: await this.deps.auth.header(target.instanceId), 'content-type': 'application/json', [PEER_MACHINE_HEADER]: machineId },
+        headers: { authorization: await this.deps.auth.header(target.instanceId), 'content-type': 'application/json', [MACHINE_HEADER]: machineId },
         body: JSON.stringify(invoke),
         signal: controller.signal,
         dispatcher: this.dispatcher,
@@ -75,25 +71,7 @@ export class PeerLinks implements RemoteLinks {
       forget();
       throw new Error(`the link holder refused the invocation (HTTP ${response.statusCode})`);
     }
-    let finished = false;
-    const decoder = new FrameDecoder({
-      frame: (_id, frame) => {
-        if (frame.t === 'end' || frame.t === 'error') finished = true;
-        if (frame.t === 'error' && frame.o === PEER_FAILED_OFFSET) sink.fail(frame.code, frame.message);
-        else sink.frame(frame);
-      },
-      control: () => {},
-    });
-    void (async () => {
-      try {
-        for await (const chunk of response.body) decoder.push(chunk as Uint8Array);
-      } catch {
-        // Aborted by `cancel`, or the holder went away: told below unless the request is over.
-      } finally {
-        this.running.delete(invoke.invocationId);
-      }
-      if (!finished && !controller.signal.aborted) sink.fail('holder_lost', 'the instance holding the node link went away');
-    })();
+    void readForwarded(response.body as AsyncIterable<Uint8Array>, sink, () => controller.signal.aborted).finally(() => this.running.delete(invoke.invocationId));
   }
 
   cancel(invocationId: string): void {
@@ -105,13 +83,14 @@ export class PeerLinks implements RemoteLinks {
    * Pipes an agent upload for `machineId` (its uplink, or one invocation's frames) to the instance holding the
    * machine's link; `path` is the agent path under `/agent/v1`. Null when no other live instance holds it.
    */
-  async pipe(machineId: string, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+  async pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+    const { machineId } = machine;
     const target = await this.target(machineId);
     if (!target) return null;
     try {
       const response = await request(`${target.url}/peer/v1/agent${path}`, {
         method,
-        headers: { authorization: await this.deps.auth.header(target.instanceId), [PEER_MACHINE_HEADER]: machineId, 'content-type': 'application/octet-stream' },
+        headers: { authorization: await this.deps.auth.header(target.instanceId), [MACHINE_HEADER]: machineId, 'content-type': 'application/octet-stream' },
         // undici streams an async iterable as a chunked body; its typings only name Readable.
         body: body as unknown as string | null,
         dispatcher: this.dispatcher,

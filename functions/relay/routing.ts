@@ -115,6 +115,12 @@ export class RoutingTable {
    * runtimes, a deployment was applied): refresh now rather than at the next period.
    */
   invalidate(): void {
+    // Without a background refresh (Workers), a refresh started here would outlive the request that asked for it,
+    // on the connections that close with that request: the next request that routes reloads instead (`fresh`).
+    if (!this.timer) {
+      this.refreshedAt = -Infinity;
+      return;
+    }
     this.stale = this.refreshing !== null;
     if (!this.stale) void this.refresh();
   }

@@ -25,6 +25,16 @@ export async function createApiToken({
   return { id, token };
 }
 
+/** Whether any workspace has an API token of `role` that is neither revoked nor expired. */
+export async function hasActiveApiToken({ ctx, input }: { ctx: ServiceCtx; input: { role: Role } }): Promise<boolean> {
+  const rows = await ctx.db
+    .select({ id: apiTokens.id })
+    .from(apiTokens)
+    .where(and(eq(apiTokens.role, input.role), isNull(apiTokens.revokedAt), or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`))))
+    .limit(1);
+  return rows.length > 0;
+}
+
 /**
  * Resolves a bearer secret to its holder, or throws 401. With `cache` (the inference hot path), successful
  * lookups are reused for the cache's lifetime: a revoked or expired token stops working within it. Keyed by

@@ -1,11 +1,8 @@
-import { openPgStore } from './pg.js';
+import { databaseUrlFrom, openMigratedStore, runCli } from './cli.js';
 
 // `npm run db:migrate`: applies the committed migrations to DATABASE_URL (the Workers deployment's database).
-const url = process.env.DATABASE_URL;
-if (!url) {
-  console.error('DATABASE_URL is required');
-  process.exit(2);
-}
-const store = await openPgStore(url);
-await store.close();
-console.log('migrations applied');
+await runCli(async () => {
+  const store = await openMigratedStore(databaseUrlFrom(process.env, 'db:migrate'));
+  await store.close();
+  console.log('migrations applied');
+});

@@ -352,6 +352,8 @@ describePg.each(CROSS_INSTANCE)('relay across two instances on one PostgreSQL: c
   it('POST /api/v1/workloads/{id}/cancel on B cancels a workload running through A', async () => {
     const before = await runtimeStats([node]);
     const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
+    // The record is written behind the request (group commit): B sees it a moment later.
+    await waitFor(async () => (await planeB.admin(`/api/v1/workloads/${workloadId}`)).status === 200, { timeoutMs: 5_000, what: 'B to see the workload' });
     const cancel = await planeB.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' });
     expect(cancel.status).toBe(202);
     expect(await cancel.json()).toEqual({ id: workloadId, cancelled: true });

@@ -1,100 +1,37 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
-import pino from 'pino';
 import { WebSocket } from 'ws';
 import { Miniflare } from 'miniflare';
-import { build } from '../../scripts/build.mjs';
-import { ControlPlaneConfig } from '../../functions/config.js';
-import { InstanceLease } from '../../functions/services/instances.js';
-import { createRelay } from '../../functions/relay/index.js';
-import { createMemoryBus } from '../../functions/relay/bus.js';
-import { createMetrics } from '../../functions/telemetry/metrics.js';
-import { createIdentityLoader } from '../../functions/services/identity.js';
-import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
-import { openPgStore } from '../../functions/store/pg.js';
 import { clusterSettings, machines } from '../../functions/store/schema/index.js';
 import { generateMachineKey } from '../../agent/state.js';
-import { newId } from '../../shared/ids.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
 import type { CryptoKey } from 'jose';
-import { serviceCtx, type Ports } from '../../functions/context.js';
-import type { Store } from '../../functions/store/db.js';
-import type { ServiceCtx } from '../../functions/services/service-context.js';
-import { describePg, createTestDatabase } from '../helpers/pg.js';
-import { startNeonWsProxy, type NeonWsProxy } from '../helpers/neon-ws-proxy.js';
+import { describePg } from '../helpers/pg.js';
+import { startEdgeFixture, workerOptions, type EdgeFixture } from '../helpers/edge.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 import { waitFor } from '../helpers/plane.js';
 
-const COMPATIBILITY_DATE = '2025-09-01';
 const BASE = 'http://lunanexa.test';
 
 type ScheduledFetcher = { scheduled(opts: { cron?: string; scheduledTime?: Date }): Promise<{ outcome: string; noRetry: boolean }> };
 type ErrorEnvelope = { error: { code: string; message: string; requestId: string; details?: unknown } };
 
 describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver over a WebSocket proxy)', () => {
-  let database: { url: string; drop(): Promise<void> };
-  let store: Store;
-  let ctx: ServiceCtx;
-  let proxy: NeonWsProxy;
+  let fixture: EdgeFixture;
   let mf: Miniflare;
-  let adminToken: string;
-  let workerPath: string;
-  let outDir: string | undefined;
   let machine: (EnrollResponse & { key: CryptoKey }) | undefined;
 
   beforeAll(async () => {
-    // A private output folder: the build suite may be writing dist/ at the same time.
-    outDir = await mkdtemp(join(tmpdir(), 'lnx-worker-'));
-    const [outputs, db] = await Promise.all([build({ outDir, only: ['worker'] }), createTestDatabase()]);
-    workerPath = outputs.worker!.path;
-    database = db;
-    // The worker never migrates (npm run db:migrate does); the pg store migrates on open, like that command.
-    store = await openPgStore(database.url, { max: 2 });
-    const bus = createMemoryBus();
-    const instanceId = newId('instance');
-    const ports: Ports = {
-      store,
-      bus,
-      config: ControlPlaneConfig.parse({}),
-      logger: pino({ level: 'silent' }),
-      metrics: createMetrics(),
-      instanceId,
-      instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
-      identity: createIdentityLoader(store.db),
-      relay: createRelay({ bus, deps: () => ({ db: store.db, config: ports.config, logger: ports.logger }) }),
-    };
-    ctx = serviceCtx(ports, 'system');
-    const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });
-    adminToken = (await createApiToken({ ctx, input: { workspaceId, name: 'workers test admin', role: 'admin' } })).token;
-    proxy = await startNeonWsProxy();
-    mf = new Miniflare({
-      modules: true,
-      scriptPath: workerPath,
-      // Module names are relative to this root; the default (the cwd) would put the bundle behind a "..".
-      modulesRoot: outDir,
-      compatibilityDate: COMPATIBILITY_DATE,
-      compatibilityFlags: ['nodejs_compat'],
-      bindings: { DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, LUNANEXA_LOG_LEVEL: 'warn', LUNANEXA_STREAM_KEEPALIVE_MS: '200' },
-    });
+    fixture = await startEdgeFixture();
+    mf = new Miniflare(workerOptions(fixture, 'lunanexa', fixture.bindings({ LUNANEXA_STREAM_KEEPALIVE_MS: '200' })));
     await mf.ready;
   });
 
   afterAll(async () => {
     // Each step runs even when an earlier one fails (a Miniflare that never started refuses to dispose).
-    const steps = [
-      () => mf?.dispose(),
-      () => proxy?.close(),
-      () => store?.close(),
-      () => database?.drop(),
-      () => (outDir ? rm(outDir, { recursive: true, force: true }) : undefined),
-    ];
-    const failures: unknown[] = [];
-    for (const step of steps) await Promise.resolve().then(step).catch((error: unknown) => failures.push(error));
-    if (failures.length > 0) throw failures[0];
+    await mf?.dispose().catch(() => {});
+    await fixture?.stop();
   });
 
   const call = (path: string, init: RequestInit & { token?: string } = {}) => {
@@ -105,12 +42,12 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   };
 
   it('answers /healthz without touching the store', async () => {
-    const before = proxy.acceptedConnections();
+    const before = fixture.proxy.acceptedConnections();
     const response = await call('/healthz');
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: 'ok' });
     // Neon's Pool connects lazily, so a liveness probe costs no database connection.
-    expect(proxy.acceptedConnections()).toBe(before);
+    expect(fixture.proxy.acceptedConnections()).toBe(before);
   });
 
   it('reads the real PostgreSQL through the Neon driver for /readyz', async () => {
@@ -120,7 +57,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   });
 
   it('mints an enrollment token, enrolls a machine and lists it, all through the Worker', async () => {
-    const minted = await call('/api/v1/enrollment-tokens', { method: 'POST', token: adminToken, body: JSON.stringify({ name: 'edge-node', labels: { via: 'worker' } }) });
+    const minted = await call('/api/v1/enrollment-tokens', { method: 'POST', token: fixture.adminToken, body: JSON.stringify({ name: 'edge-node', labels: { via: 'worker' } }) });
     expect(minted.status).toBe(201);
     const { token } = (await minted.json()) as { token: string };
 
@@ -136,22 +73,22 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     expect(body.jwks.keys.length).toBeGreaterThan(0);
     machine = { ...body, key: key.privateKey };
     // The row is really in PostgreSQL, not in some Worker-local state.
-    const [row] = await store.db.select().from(machines).where(eq(machines.id, machineId));
+    const [row] = await fixture.store.db.select().from(machines).where(eq(machines.id, machineId));
     expect(row?.labels).toEqual({ via: 'worker' });
 
-    const listed = await call('/api/v1/machines', { token: adminToken });
+    const listed = await call('/api/v1/machines', { token: fixture.adminToken });
     expect(listed.status).toBe(200);
     const { data } = (await listed.json()) as { data: { id: string; name: string }[] };
     expect(data.map((m) => m.id)).toContain(machineId);
   });
 
   it('closes its Neon connections once each request is answered', async () => {
-    const before = proxy.acceptedConnections();
+    const before = fixture.proxy.acceptedConnections();
     expect((await call('/readyz')).status).toBe(200);
-    expect(proxy.acceptedConnections()).toBeGreaterThan(before);
+    expect(fixture.proxy.acceptedConnections()).toBeGreaterThan(before);
     // Closing is handed to ctx.waitUntil, so it may finish just after the response.
-    await waitFor(async () => proxy.openConnections() === 0, { timeoutMs: 5_000, what: 'the worker to close its connection' });
-    expect(proxy.openConnections()).toBe(0);
+    await waitFor(async () => fixture.proxy.openConnections() === 0, { timeoutMs: 5_000, what: 'the worker to close its connection' });
+    expect(fixture.proxy.openConnections()).toBe(0);
   });
 
   it('keeps the Neon connection for a live SSE stream and lets it go when the stream ends', async () => {
@@ -176,9 +113,9 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     expect(text).toContain('event: hello');
     expect(text).toContain('event: desired');
     expect((text.match(/: keep-alive/g) ?? []).length).toBeGreaterThanOrEqual(2);
-    expect(proxy.openConnections()).toBeGreaterThan(0);
+    expect(fixture.proxy.openConnections()).toBeGreaterThan(0);
     await reader.cancel();
-    await waitFor(async () => proxy.openConnections() === 0, { timeoutMs: 10_000, what: 'the stream to release its connection' });
+    await waitFor(async () => fixture.proxy.openConnections() === 0, { timeoutMs: 10_000, what: 'the stream to release its connection' });
   });
 
   it('rejects an unknown API token with the 401 envelope', async () => {
@@ -197,34 +134,26 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
 
   it('serves prom-client metrics from inside workerd, to a viewer token only', async () => {
     expect((await call('/metrics')).status).toBe(401);
-    const response = await call('/metrics', { token: adminToken });
+    const response = await call('/metrics', { token: fixture.adminToken });
     expect(response.status).toBe(200);
     expect(await response.text()).toContain('lunanexa_enrollments_total{result="ok"}');
   });
 
   it('runs the controller tick from the cron trigger', async () => {
-    const before = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
+    const before = await fixture.store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
     expect(before).toEqual([]);
     // Miniflare types its Fetcher through @cloudflare/workers-types, which this project does not install.
     const worker = (await mf.getWorker()) as unknown as ScheduledFetcher;
     const result = await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() });
     expect(result.outcome).toBe('ok');
-    const [after] = await store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
+    const [after] = await fixture.store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
     const lastTickAt = new Date((after?.value as { lastTickAt: string }).lastTickAt);
     expect(Math.abs(Date.now() - lastTickAt.getTime())).toBeLessThan(60_000);
   });
 
   it('answers a bad environment with a 500 that names the variable but not its value', async () => {
     const secret = 'hunter2-should-never-leak';
-    const broken = new Miniflare({
-      modules: true,
-      scriptPath: workerPath,
-      // Module names are relative to this root; the default (the cwd) would put the bundle behind a "..".
-      modulesRoot: outDir,
-      compatibilityDate: COMPATIBILITY_DATE,
-      compatibilityFlags: ['nodejs_compat'],
-      bindings: { DATABASE_URL: `not a url ${secret}`, LUNANEXA_RUNTIME_TTL_MS: 'soon' },
-    });
+    const broken = new Miniflare(workerOptions(fixture, 'broken', { DATABASE_URL: `not a url ${secret}`, LUNANEXA_RUNTIME_TTL_MS: 'soon' }));
     try {
       const response = await broken.dispatchFetch(`${BASE}/healthz`);
       expect(response.status).toBe(500);
@@ -239,14 +168,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   });
 
   it('refuses to serve without DATABASE_URL, with a 500 envelope that names the missing binding and how to set it', async () => {
-    const bare = new Miniflare({
-      modules: true,
-      scriptPath: workerPath,
-      modulesRoot: outDir,
-      compatibilityDate: COMPATIBILITY_DATE,
-      compatibilityFlags: ['nodejs_compat'],
-      bindings: { LUNANEXA_LOG_LEVEL: 'silent' },
-    });
+    const bare = new Miniflare(workerOptions(fixture, 'bare', { LUNANEXA_LOG_LEVEL: 'silent' }));
     try {
       for (const path of ['/healthz', '/api/v1/machines', '/v1/models', '/agent/v1/jwks']) {
         const response = await bare.dispatchFetch(`${BASE}${path}`);
@@ -265,7 +187,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   });
 
   it('has a test proxy that refuses non-loopback targets', async () => {
-    const ws = new WebSocket(`ws://${proxy.address}?address=10.1.2.3:5432`);
+    const ws = new WebSocket(`ws://${fixture.proxy.address}?address=10.1.2.3:5432`);
     const status = await new Promise<number>((resolve) => {
       ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
       ws.on('open', () => resolve(101));
@@ -273,6 +195,6 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     });
     ws.terminate();
     expect(status).toBe(403);
-    expect(proxy.refused).toContain('10.1.2.3:5432');
+    expect(fixture.proxy.refused).toContain('10.1.2.3:5432');
   });
 });

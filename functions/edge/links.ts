@@ -1,0 +1,114 @@
+import type { Invoke } from '../../shared/contracts/relay.js';
+import type { MachinePrincipal } from '../services/principals.js';
+import type { DispatchOptions, FrameSink, PipedAnswer, RemoteLinks } from '../relay/hub.js';
+import { MACHINE_HEADER, readForwarded } from '../relay/forwarded.js';
+import { readerChunks } from '../http/node-io.js';
+
+/** A Durable Object stub: what the Worker calls a machine's object through. */
+export interface LinkStub {
+  fetch(input: string, init?: RequestInit): Promise<Response>;
+}
+
+/** The `MACHINE_LINKS` binding (no @cloudflare/workers-types dependency). */
+export interface LinkNamespace {
+  idFromName(name: string): unknown;
+  get(id: unknown): LinkStub;
+}
+
+/** The origin of requests to a machine's object; it is never resolved, only routed by the stub. */
+export const LINK_ORIGIN = 'https://machine-link.internal';
+/** The authenticated machine, for the object: the Worker verified it before handing the request over. */
+export const PRINCIPAL_HEADER = 'x-lunanexa-principal';
+/** The replica's concurrency, which the object enforces for all isolates together. */
+export const CONCURRENCY_HEADER = 'x-lunanexa-concurrency';
+
+export function linkStub(namespace: LinkNamespace, machineId: string): LinkStub {
+  return namespace.get(namespace.idFromName(machineId));
+}
+
+function principalHeaders(machine: MachinePrincipal): Record<string, string> {
+  return {
+    [MACHINE_HEADER]: machine.machineId,
+    [PRINCIPAL_HEADER]: JSON.stringify({ ...machine, credentialExpiresAt: machine.credentialExpiresAt.toISOString() }),
+  };
+}
+
+/** An async iterable as a request body a stub accepts. */
+function streamOf(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const iterator = chunks[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await iterator.next();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    async cancel() {
+      await iterator.return?.();
+    },
+  });
+}
+
+/**
+ * The link holder on Workers (docs/design.md section 5; docs/workers.md): one Durable Object per machine
+ * (`idFromName(machineId)`) holds its stream and uplink. A Worker request never holds either: it authenticates
+ * the agent and hands the stream and uploads to the object, and forwards each invocation there whole, reading the
+ * answer's frames as the object streams them back.
+ */
+export class DurableLinks implements RemoteLinks {
+  /** Stops each running forwarded invocation: its answer's stream is cancelled, which the object sees. */
+  private readonly running = new Map<string, () => void>();
+
+  constructor(private readonly namespace: LinkNamespace) {}
+
+  async forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
+    const controller = new AbortController();
+    this.running.set(invoke.invocationId, () => controller.abort());
+    let response: Response;
+    try {
+      response = await linkStub(this.namespace, machineId).fetch(`${LINK_ORIGIN}/link/v1/invoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', [MACHINE_HEADER]: machineId, [CONCURRENCY_HEADER]: String(opts?.concurrency ?? 0) },
+        body: JSON.stringify(invoke),
+        signal: controller.signal,
+      });
+    } catch (error) {
+      this.running.delete(invoke.invocationId);
+      throw error;
+    }
+    if (response.status !== 200 || !response.body) {
+      const text = await response.text().catch(() => '');
+      this.running.delete(invoke.invocationId);
+      throw new Error(`the machine's link refused the invocation (HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''})`);
+    }
+    const reader = response.body.getReader();
+    this.running.set(invoke.invocationId, () => {
+      controller.abort();
+      // Aborting the request does not reach an answer already streaming: cancelling its body does.
+      void reader.cancel('cancelled').catch(() => {});
+    });
+    void readForwarded(readerChunks(reader), sink, () => controller.signal.aborted).finally(() => this.running.delete(invoke.invocationId));
+  }
+
+  cancel(invocationId: string): void {
+    // Cancelling the answer's stream reaches the object, which cancels the invocation on the node.
+    this.running.get(invocationId)?.();
+    this.running.delete(invocationId);
+  }
+
+  async pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+    const response = await linkStub(this.namespace, machine.machineId).fetch(`${LINK_ORIGIN}/agent/v1${path}`, {
+      method,
+      headers: { ...principalHeaders(machine), 'content-type': 'application/octet-stream' },
+      body: body ? streamOf(body) : null,
+      ...(body ? { duplex: 'half' } : {}),
+    } as RequestInit);
+    return { status: response.status, body: await response.text() };
+  }
+
+  holdStream(machine: MachinePrincipal, request: Request): Promise<Response> {
+    const lastEventId = request.headers.get('last-event-id');
+    return linkStub(this.namespace, machine.machineId).fetch(`${LINK_ORIGIN}/agent/v1/stream`, {
+      headers: { ...principalHeaders(machine), ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    });
+  }
+}

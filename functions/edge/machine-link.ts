@@ -1,0 +1,167 @@
+import { Hono } from 'hono';
+import { createMiddleware } from 'hono/factory';
+import { requestId } from 'hono/request-id';
+import { Invoke } from '../../shared/contracts/relay.js';
+import { ApiError } from '../errors.js';
+import { handleError, notFound } from '../http/errors.js';
+import { createMemoryBus, type BusMessage } from '../relay/bus.js';
+import { FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../relay/forwarded.js';
+import { SlotWaitAborted } from '../policy/admission.js';
+import { registerStream } from '../agent-gateway/stream.js';
+import { registerFrames } from '../agent-gateway/frames.js';
+import { NO_STREAM } from '../agent-gateway/uploads.js';
+import { openNeonStore } from '../store/neon.js';
+import type { AppEnv, Ports } from '../context.js';
+import { invalidEnvResponse, parseWorkerEnv } from './env.js';
+import { edgeConfig, edgePorts } from './ports.js';
+import { CONCURRENCY_HEADER, PRINCIPAL_HEADER } from './links.js';
+import { Mailbox } from './mailbox.js';
+
+/** Longest a channel wait may be asked for. */
+const MAX_CHANNEL_WAIT_MS = 30_000;
+
+/** The machine the Worker authenticated, handed over with the request: the object is reachable only from the Worker. */
+const trusted = createMiddleware<AppEnv>(async (c, next) => {
+  const raw = c.req.header(PRINCIPAL_HEADER);
+  if (!raw) throw new ApiError('unauthorized', 'a machine link serves only requests its Worker authenticated');
+  const principal = JSON.parse(raw) as { machineId: string; workspaceId: string; credentialId: string; credentialExpiresAt: string };
+  c.set('machine', { ...principal, credentialExpiresAt: new Date(principal.credentialExpiresAt) });
+  c.set('rawBody', '');
+  await next();
+});
+
+function machineOf(c: { req: { header(name: string): string | undefined } }): string {
+  const machineId = c.req.header(MACHINE_HEADER);
+  if (!machineId) throw new ApiError('bad_request', `${MACHINE_HEADER} is missing`);
+  return machineId;
+}
+
+/** The routes of a machine's object: the agent's stream and uploads, and what the Worker forwards to them. */
+function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use('*', requestId({ headerName: 'X-Request-Id', generator: () => crypto.randomUUID() }));
+  app.use('*', async (c, next) => {
+    c.set('ports', ports);
+    await next();
+  });
+  app.onError(handleError);
+  app.notFound(notFound);
+
+  const gateway = new Hono<AppEnv>();
+  registerStream(gateway, trusted);
+  registerFrames(gateway, ports.config.framesMaxBytes, { buffered: trusted, streamed: trusted });
+  app.route('/agent/v1', gateway);
+
+  const { hub, admission } = ports.relay;
+  // An invocation forwarded by a Worker request: queued for a slot of its replica (the object is the one place
+  // that sees every isolate's invocations for this machine), then sent down the stream; its frames stream back.
+  app.post('/link/v1/invoke', async (c) => {
+    const machineId = machineOf(c);
+    const parsed = Invoke.safeParse(await c.req.json());
+    if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
+    const invoke = parsed.data;
+    if (!hub.hasLocalStream(machineId)) throw NO_STREAM();
+    const concurrency = Number(c.req.header(CONCURRENCY_HEADER)) || Number.POSITIVE_INFINITY;
+    try {
+      await admission.acquire(invoke.assignmentId, concurrency, invoke.deadline, new AbortController().signal);
+    } catch (error) {
+      if (error instanceof SlotWaitAborted) throw new ApiError('unavailable', 'the replica stayed busy until the deadline');
+      throw error;
+    }
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      admission.release(invoke.assignmentId);
+    };
+    // The stream may have gone while the invocation waited for its slot.
+    if (!hub.hasLocalStream(machineId)) {
+      release();
+      throw NO_STREAM();
+    }
+    let out!: ReadableStreamDefaultController<Uint8Array>;
+    let run: ReturnType<typeof serveForwarded> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        out = controller;
+      },
+      // The Worker request went away (its client, or its cancel): the node stops the call.
+      cancel() {
+        run?.gone();
+        release();
+      },
+    });
+    run = serveForwarded(hub, invoke, machineId, {
+      write(chunks) {
+        for (const chunk of chunks) out.enqueue(chunk);
+      },
+      end() {
+        out.close();
+        release();
+      },
+    });
+    await run.dispatched;
+    return new Response(body, { headers: { 'content-type': FRAMES_TYPE } });
+  });
+
+  // A signal for the machine's stream (desired state, revocation, log request): delivered as the bus would.
+  app.post('/link/v1/signal', async (c) => {
+    const machineId = machineOf(c);
+    const message = (await c.req.json()) as BusMessage;
+    ports.bus.deliverLocal(`machine:${machineId}`, message);
+    return c.json({ delivered: hub.hasLocalStream(machineId) }, 202);
+  });
+
+  app.post('/link/v1/channel', async (c) => {
+    mailbox.put(channelOf(c.req.query('channel'), machineOf(c)), (await c.req.json()) as BusMessage);
+    return c.json({ accepted: true }, 202);
+  });
+  app.get('/link/v1/channel', async (c) => {
+    const waitMs = Math.min(Number(c.req.query('waitMs')) || 0, MAX_CHANNEL_WAIT_MS);
+    const message = await mailbox.take(channelOf(c.req.query('channel'), machineOf(c)), waitMs);
+    return message ? c.json(message) : c.body(null, 204);
+  });
+  return app;
+}
+
+/** Only this machine's log answers meet here. */
+function channelOf(channel: string | undefined, machineId: string): string {
+  if (!channel?.startsWith(`logs:${machineId}:`)) throw new ApiError('bad_request', 'not a channel of this machine');
+  return channel;
+}
+
+/**
+ * The Durable Object of one machine (`MACHINE_LINKS.idFromName(machineId)`): its link holder on Workers
+ * (docs/workers.md). Its stream, its uplink and every invocation for it meet here, whichever isolate or data
+ * centre the requests reached, because all requests to one object share its I/O: a write into the stream from
+ * an invocation's request is allowed here, where it is not between two Worker requests. It keeps one database
+ * connection (pool of one, idle longer than a keep-alive) for the stream's lease, pings and desired state.
+ */
+export class MachineLink {
+  private readonly serve: (request: Request) => Response | Promise<Response>;
+
+  constructor(_state: unknown, rawEnv: unknown) {
+    const parsed = parseWorkerEnv(rawEnv);
+    if (!parsed.ok) {
+      this.serve = () => invalidEnvResponse(parsed);
+      return;
+    }
+    const { env } = parsed;
+    const base = edgeConfig(env);
+    const config = {
+      ...base,
+      // Renewed by the stream's keep-alives (an object runs no timers of its own when idle): it must outlive their gap.
+      instanceLeaseTtlMs: 3 * base.streamKeepAliveMs,
+      // Ping answers are recorded for routing at most once a second, on the object's one connection.
+      writeBehindMs: 1_000,
+    };
+    const store = openNeonStore(env.DATABASE_URL, { wsProxy: env.NEON_WS_PROXY, max: 1, idleTimeoutMs: 3 * config.streamKeepAliveMs });
+    const ports = edgePorts({ env, config, store, bus: createMemoryBus(), remote: null });
+    const app = linkApp(ports, new Mailbox());
+    this.serve = (request) => app.fetch(request);
+  }
+
+  fetch(request: Request): Response | Promise<Response> {
+    return this.serve(request);
+  }
+}

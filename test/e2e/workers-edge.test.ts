@@ -1,0 +1,190 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { and, eq, isNull } from 'drizzle-orm';
+import OpenAI from 'openai';
+import { Miniflare } from 'miniflare';
+import { seedDemoDeployment, spawnAgent, waitForExit, writeSimPolicy } from '../../functions/dev/fleet.js';
+import { assignments, workloads } from '../../functions/store/schema/index.js';
+import { describePg } from '../helpers/pg.js';
+import { startEdgeFixture, workerOptions, type EdgeFixture } from '../helpers/edge.js';
+import { waitFor } from '../helpers/plane.js';
+
+/** Fast protocol timings, so that reports and liveness move in a test's time. */
+const TIMINGS = {
+  LUNANEXA_HEARTBEAT_INTERVAL_MS: '500',
+  LUNANEXA_MACHINE_LIFETIME_MS: '5000',
+  LUNANEXA_RUNTIME_TTL_MS: '5000',
+  LUNANEXA_RUNTIME_GRACE_MS: '1000',
+  LUNANEXA_STREAM_KEEPALIVE_MS: '1000',
+};
+
+type ScheduledFetcher = { scheduled(opts: { cron?: string; scheduledTime?: Date }): Promise<{ outcome: string }> };
+
+/**
+ * The Workers edge end to end (docs/workers.md): the built Worker in workerd (Miniflare), one Durable Object per
+ * machine holding its link, a real PostgreSQL through the Neon driver, and a real agent process dialling out.
+ * Two Worker scripts share the objects: the agent's stream and uploads land on one, clients on the other, so
+ * nothing can pass between them but through the machine's object (separate isolates; one workerd process, see
+ * the last test for what that cannot show).
+ */
+describePg('the Workers edge with a Durable Object per machine link (Miniflare, real agent)', () => {
+  let fixture: EdgeFixture;
+  let mf: Miniflare;
+  let agentUrl: string;
+  let clientUrl: string;
+  let root: string;
+  let agent: ChildProcess | undefined;
+  let machineId: string;
+
+  const api = async (base: string, path: string, init: RequestInit = {}) =>
+    await fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${fixture.adminToken}`, 'content-type': 'application/json', ...init.headers } });
+
+  const tick = async () => {
+    const worker = (await mf.getWorker('edge-client')) as unknown as ScheduledFetcher;
+    expect((await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() })).outcome).toBe('ok');
+  };
+
+  beforeAll(async () => {
+    fixture = await startEdgeFixture();
+    const bindings = fixture.bindings(TIMINGS);
+    mf = new Miniflare({
+      host: '127.0.0.1',
+      port: 0,
+      workers: [
+        // The agent's door: it holds the objects.
+        { ...workerOptions(fixture, 'edge-agent', bindings), unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }] },
+        // The clients' door: another script, its own isolate, the same objects.
+        {
+          ...workerOptions(fixture, 'edge-client', bindings),
+          durableObjects: { MACHINE_LINKS: { className: 'MachineLink', scriptName: 'edge-agent' } },
+          unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
+        },
+      ],
+    });
+    await mf.ready;
+    // Each script on a socket of its own.
+    agentUrl = (await mf.unsafeGetDirectURL('edge-agent')).toString().replace(/\/$/, '');
+    clientUrl = (await mf.unsafeGetDirectURL('edge-client')).toString().replace(/\/$/, '');
+    root = await mkdtemp(join(tmpdir(), 'lnx-edge-nodes-'));
+
+    const minted = await api(agentUrl, '/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'edge-node', labels: { sim: 'true' } }) });
+    expect(minted.status).toBe(201);
+    const { token } = (await minted.json()) as { token: string };
+    const stateDir = join(root, 'edge-node');
+    const logFile = join(root, 'edge-node.log');
+    const enroll = spawnAgent(['enroll', '--url', agentUrl, '--token', '-', '--name', 'edge-node', '--state-dir', stateDir], { logFile, env: { LUNANEXA_ENROLLMENT_TOKEN: token } });
+    expect(await waitForExit(enroll, 60_000)).toBe(0);
+    agent = spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile });
+    machineId = await waitFor(
+      async () => {
+        const { data } = (await (await api(clientUrl, '/api/v1/machines')).json()) as { data: { id: string; state: string }[] };
+        return data.find((m) => m.state === 'ready')?.id;
+      },
+      { timeoutMs: 60_000, what: 'the agent to be ready through the Worker' },
+    );
+    await seedDemoDeployment({ systemCtx: fixture.ctx, workspaceId: fixture.workspaceId }, 1, { loadMs: 100, memoryMiB: 64, tokensPerSecond: 100 }, { maxConcurrency: 4 });
+    // Placement runs on the cron trigger; its desired-state signal reaches the agent through the machine's object.
+    await tick();
+    await waitFor(
+      async () => {
+        const response = await api(clientUrl, '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2 }) });
+        return response.status === 200;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: 'sim-chat to answer through the Worker' },
+    );
+  }, 180_000);
+
+  afterAll(async () => {
+    if (agent && agent.exitCode === null) {
+      agent.kill('SIGTERM');
+      await waitForExit(agent).catch(() => agent!.kill('SIGKILL'));
+    }
+    await mf?.dispose();
+    await fixture?.stop();
+    if (root) await rm(root, { recursive: true, force: true });
+  }, 60_000);
+
+  it('streams a chat completion to the official openai client through the machine\'s object, and records the workload', async () => {
+    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0 });
+    const stream = await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello edge' }], max_tokens: 16, stream: true });
+    let text = '';
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks += 1;
+      text += chunk.choices[0]?.delta?.content ?? '';
+    }
+    expect(chunks).toBeGreaterThan(2);
+    expect(text.length).toBeGreaterThan(0);
+    // The record was written before the request let its connections go (never behind a closed pool).
+    await waitFor(async () => {
+      const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
+      return rows.length > 0 && rows.every((row) => row.state !== 'running');
+    }, { timeoutMs: 10_000, what: 'every workload record to be finished' });
+    const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
+    expect(rows.filter((row) => row.state === 'succeeded').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('cancels the runtime call on the node when the client goes away mid-stream', async () => {
+    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0 });
+    const controller = new AbortController();
+    // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
+    const stream = await client.chat.completions.create(
+      { model: 'sim-chat', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 2000, stream: true },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    const reading = (async () => {
+      for await (const _chunk of stream) chunks += 1;
+    })().catch(() => {});
+    const active = async () => {
+      const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: { activeInvocations: number }[] };
+      return machine.runtimes.reduce((sum, r) => sum + r.activeInvocations, 0);
+    };
+    await waitFor(async () => (await active()) === 1, { timeoutMs: 10_000, what: 'the node to report the invocation streaming' });
+    controller.abort();
+    await reading;
+    expect(chunks).toBeGreaterThan(0);
+    await waitFor(async () => (await active()) === 0, { timeoutMs: 8_000, what: 'the node to stop the runtime call' });
+    const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
+    await waitFor(async () => (await fixture.store.db.select({ state: workloads.state }).from(workloads)).some((r) => r.state === 'cancelled'), {
+      timeoutMs: 5_000,
+      what: `the workload to be recorded cancelled (${JSON.stringify(rows)})`,
+    });
+  });
+
+  it('fetches a runtime\'s log lines from the agent through the machine\'s object', async () => {
+    const [assignment] = await fixture.store.db
+      .select({ id: assignments.id })
+      .from(assignments)
+      .where(and(eq(assignments.machineId, machineId), isNull(assignments.removedAt)));
+    const response = await api(clientUrl, `/api/v1/machines/${machineId}/runtimes/${assignment!.id}/logs?lines=20`);
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { lines: string[] };
+    expect(Array.isArray(body.lines)).toBe(true);
+  });
+
+  it('delivers a desired-state change to the agent: scaled to 0, its runtime stops', async () => {
+    const spec = await (await api(clientUrl, '/api/v1/deployments/sim-chat')).json() as Record<string, unknown>;
+    const applied = await api(clientUrl, '/api/v1/deployments/sim-chat', { method: 'PUT', body: JSON.stringify({ ...pick(spec), replicas: 0 }) });
+    expect(applied.status).toBe(200);
+    await waitFor(async () => {
+      const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: unknown[] };
+      return machine.runtimes.length === 0;
+    }, { timeoutMs: 30_000, what: 'the agent to stop its runtime' });
+  });
+
+  it('revokes the machine: the agent is told over its stream and stops', async () => {
+    const response = await api(clientUrl, `/api/v1/machines/${machineId}/revoke`, { method: 'POST', body: JSON.stringify({ reason: 'edge test' }) });
+    expect(response.status).toBe(200);
+    expect(await waitForExit(agent!, 30_000)).not.toBeNull();
+  });
+});
+
+/** The spec fields of a deployment view, for a PUT. */
+function pick(view: Record<string, unknown>): Record<string, unknown> {
+  const { id: _id, name: _name, generation: _generation, createdAt: _createdAt, updatedAt: _updatedAt, status: _status, events: _events, ...spec } = view;
+  return spec;
+}
