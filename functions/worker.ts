@@ -11,6 +11,7 @@ import { invalidEnvResponse, parseWorkerEnv, type ParsedEnv, type WorkerEnv } fr
 import { edgeConfig, edgePorts } from './edge/ports.js';
 import { DurableLinks, type LinkNamespace } from './edge/links.js';
 import { createEdgeBus } from './edge/bus.js';
+import { linkedMachines } from './services/streams.js';
 
 // The Durable Object class named in wrangler.toml: Workers find it among the bundle's exports.
 export { MachineLink } from './edge/machine-link.js';
@@ -39,6 +40,7 @@ const LinkBinding = z.object({
 /** What one request or cron run owns: its Neon connections, which no other invocation may touch. */
 interface Invocation {
   store: Store;
+  waitUntil(work: Promise<unknown>): void;
 }
 
 /**
@@ -65,7 +67,7 @@ function currentInvocation(): Invocation {
   return invocation;
 }
 
-function isolatePorts(env: WorkerEnv, links: LinkNamespace): Ports {
+function isolatePorts(env: WorkerEnv, namespace: LinkNamespace): Ports {
   const store: Store = {
     get db() {
       return currentInvocation().store.db;
@@ -73,17 +75,29 @@ function isolatePorts(env: WorkerEnv, links: LinkNamespace): Ports {
     kind: 'neon',
     close: () => currentInvocation().store.close(),
   };
-  return edgePorts({
+  const base = edgeConfig(env);
+  const links = new DurableLinks(namespace, {
+    keepAlive: () => currentInvocation().waitUntil,
+    workloadCancelled: (workloadId) => ports.bus.deliverLocal(`workload:${workloadId}`, { type: 'cancel-workload' }),
+  });
+  const ports = edgePorts({
     env,
-    // The store lives only as long as a request here, so nothing is written behind (writeBehindMs 0): each record
-    // is written at once, and the request waits for its writes before it closes its connections.
-    config: edgeConfig(env, { writeBehindMs: 0 }),
+    config: {
+      ...base,
+      // The store lives only as long as a request here, so nothing is written behind (writeBehindMs 0): each
+      // record is written at once, and the request waits for its writes before it closes its connections.
+      writeBehindMs: 0,
+      // An isolate runs no timer to renew its lease, and its longest request may run to the longest deadline:
+      // the workloads it holds count as held until then (requests renew the lease as they start).
+      instanceLeaseTtlMs: base.maxDeadlineMs,
+    },
     store,
     // Streams, uplinks and signals live in the machines' objects: another isolate, or data centre, may serve the
     // request that needs them.
-    bus: createEdgeBus(links),
-    remote: new DurableLinks(links),
+    bus: createEdgeBus(namespace, links, () => linkedMachines(store.db)),
+    remote: links,
   });
+  return ports;
 }
 
 /** Parses the bindings once per isolate; Workers hand the requests of an isolate the same `env`. */
@@ -111,8 +125,11 @@ function isolateState(raw: unknown): EnvResult {
  * Runs `fn` with a fresh Neon store as the current invocation's. `finish` ends the invocation: it waits for the
  * records written on its behalf, then closes its connections; no query of it runs after that.
  */
-async function withInvocation<T>(state: IsolateState, fn: () => Promise<T>): Promise<{ value: T; finish: () => Promise<void> }> {
-  const invocation: Invocation = { store: openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY, max: CONNECTIONS_PER_REQUEST }) };
+async function withInvocation<T>(state: IsolateState, ctx: WorkerExecutionContext, fn: () => Promise<T>): Promise<{ value: T; finish: () => Promise<void> }> {
+  const invocation: Invocation = {
+    store: openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY, max: CONNECTIONS_PER_REQUEST }),
+    waitUntil: (work) => ctx.waitUntil(work),
+  };
   const { relay, logger } = state.ports;
   const finish = () =>
     invocations
@@ -148,7 +165,7 @@ async function handleFetch(request: Request, rawEnv: unknown, ctx: WorkerExecuti
   const result = isolateState(rawEnv);
   if (!result.ok) return invalidEnvResponse(result);
   const { state } = result;
-  const { value: response, finish } = await withInvocation(state, async () => await state.app.fetch(request));
+  const { value: response, finish } = await withInvocation(state, ctx, async () => await state.app.fetch(request));
   return finishAfterBody(response, finish, ctx);
 }
 
@@ -159,7 +176,7 @@ async function handleScheduled(event: WorkerScheduledEvent, rawEnv: unknown, ctx
   const { ports } = result.state;
   const logger: Logger = ports.logger;
   try {
-    const { finish } = await withInvocation(result.state, () => controllerTick({ ctx: serviceCtx(ports, 'system') }));
+    const { finish } = await withInvocation(result.state, ctx, () => controllerTick({ ctx: serviceCtx(ports, 'system') }));
     ctx.waitUntil(finish());
   } catch (error) {
     logger.error({ err: error instanceof Error ? error.message : String(error), cron: event.cron }, 'controller tick failed');

@@ -1,43 +1,45 @@
 import { createSubscriberRegistry, type Bus, type BusMessage } from '../relay/bus.js';
 import { MACHINE_HEADER } from '../relay/forwarded.js';
-import { LINK_ORIGIN, linkStub, type LinkNamespace } from './links.js';
+import { LINK_ORIGIN, linkStub, type DurableLinks, type LinkNamespace } from './links.js';
 
 /** How long one wait for a channel's message lasts inside the object before it is asked again. */
 const CHANNEL_WAIT_MS = 20_000;
 
-/** Where a channel lives on Workers: the object of the machine it names, or (workload channels) this isolate. */
-function linkChannel(channel: string): { kind: 'signal' | 'channel'; machineId: string } | null {
-  const [prefix, machineId] = channel.split(':');
-  if (!machineId) return null;
-  if (prefix === 'machine') return { kind: 'signal', machineId };
-  if (prefix === 'logs') return { kind: 'channel', machineId };
+type Target = { kind: 'signal' | 'channel'; machineId: string } | { kind: 'workload'; workloadId: string };
+
+/** Where a channel lives on Workers: the object of the machine it names, or (a workload's) wherever it runs. */
+function targetOf(channel: string): Target | null {
+  const [prefix, id] = channel.split(':');
+  if (!id) return null;
+  if (prefix === 'machine') return { kind: 'signal', machineId: id };
+  if (prefix === 'logs') return { kind: 'channel', machineId: id };
+  if (prefix === 'workload') return { kind: 'workload', workloadId: id };
   return null;
 }
 
 /**
- * The relay bus on Workers (docs/workers.md). There is no process that outlives a request, so a signal to a
- * machine (`machine:<id>`: desired state, revocation, log request) is a request to the machine's Durable Object,
- * which holds its stream; a log answer (`logs:<machine>:…`) meets the request waiting for it in that same object.
- * `workload:<id>` cancels stay within the isolate: a workload running in another isolate is cancelled when its
- * client goes away or its deadline passes, not by the cancel API (a documented limit).
+ * The relay bus on Workers (docs/workers.md). No process outlives a request, so a signal to a machine
+ * (`machine:<id>`: desired state, revocation, log request) is a request to the machine's Durable Object, which
+ * holds its stream; a log answer (`logs:<machine>:…`) meets the request waiting for it in that same object; a
+ * workload's cancel (`workload:<id>`) goes to this isolate's subscribers and to every object holding a link
+ * (`linkedMachines`), since the machine running it is recorded only when it finishes: the object running it tells
+ * its request, which cancels it as a cancel on its own instance would.
  */
-export function createEdgeBus(namespace: LinkNamespace): Bus {
+export function createEdgeBus(namespace: LinkNamespace, links: DurableLinks, linkedMachines: () => Promise<string[]>): Bus {
   const local = createSubscriberRegistry();
   return {
     async publish(channel, message) {
-      const target = linkChannel(channel);
+      const target = targetOf(channel);
       if (!target) return local.deliver(channel, message);
+      if (target.kind === 'workload') {
+        local.deliver(channel, message);
+        return await links.cancelWorkload(await linkedMachines(), target.workloadId);
+      }
       const path = target.kind === 'signal' ? '/link/v1/signal' : `/link/v1/channel?channel=${encodeURIComponent(channel)}`;
-      const response = await linkStub(namespace, target.machineId).fetch(`${LINK_ORIGIN}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', [MACHINE_HEADER]: target.machineId },
-        body: JSON.stringify(message),
-      });
-      await response.body?.cancel();
-      if (!response.ok) throw new Error(`the machine's link refused the signal (HTTP ${response.status})`);
+      await links.post(target.machineId, path, message);
     },
     subscribe(channel, handler) {
-      const target = linkChannel(channel);
+      const target = targetOf(channel);
       if (target?.kind !== 'channel') return local.subscribe(channel, handler);
       const stop = new AbortController();
       const url = `${LINK_ORIGIN}/link/v1/channel?channel=${encodeURIComponent(channel)}&waitMs=${CHANNEL_WAIT_MS}`;

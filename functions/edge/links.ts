@@ -19,6 +19,8 @@ export interface LinkNamespace {
 export const LINK_ORIGIN = 'https://machine-link.internal';
 /** The authenticated machine, for the object: the Worker verified it before handing the request over. */
 export const PRINCIPAL_HEADER = 'x-lunanexa-principal';
+/** The failure code an object answers a forwarded invocation with when the cancel API cancelled its workload. */
+export const WORKLOAD_CANCELLED = 'workload_cancelled';
 /** The replica's concurrency, which the object enforces for all isolates together. */
 export const CONCURRENCY_HEADER = 'x-lunanexa-concurrency';
 
@@ -58,7 +60,15 @@ export class DurableLinks implements RemoteLinks {
   /** Stops each running forwarded invocation: its answer's stream is cancelled, which the object sees. */
   private readonly running = new Map<string, () => void>();
 
-  constructor(private readonly namespace: LinkNamespace) {}
+  constructor(
+    private readonly namespace: LinkNamespace,
+    private readonly hooks: {
+      /** The current request's `ctx.waitUntil`: keeps it alive until a cancel has reached the object. */
+      keepAlive(): (work: Promise<unknown>) => void;
+      /** The object says the cancel API cancelled this workload: the request running it cancels it. */
+      workloadCancelled(workloadId: string): void;
+    },
+  ) {}
 
   async forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
     const controller = new AbortController();
@@ -81,18 +91,51 @@ export class DurableLinks implements RemoteLinks {
       throw new Error(`the machine's link refused the invocation (HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''})`);
     }
     const reader = response.body.getReader();
+    // Taken now: a cancel comes from an abort listener or a timer, outside the request's own context.
+    const keepAlive = this.hooks.keepAlive();
     this.running.set(invoke.invocationId, () => {
       controller.abort();
-      // Aborting the request does not reach an answer already streaming: cancelling its body does.
+      // Aborting the request does not reach an answer already streaming: cancelling its body does, and the
+      // explicit cancel reaches the object through any proxy in between.
       void reader.cancel('cancelled').catch(() => {});
+      keepAlive(this.post(machineId, '/link/v1/cancel', { invocationId: invoke.invocationId }).catch(() => {}));
     });
-    void readForwarded(readerChunks(reader), sink, () => controller.signal.aborted).finally(() => this.running.delete(invoke.invocationId));
+    // Once its last frame is here the invocation is over, and the hub's release must not post a cancel for it.
+    const ended = () => this.running.delete(invoke.invocationId);
+    const relayed: FrameSink = {
+      frame: (frame) => {
+        if (frame.t === 'end' || frame.t === 'error') ended();
+        sink.frame(frame);
+      },
+      fail: (code, message) => {
+        ended();
+        if (code === WORKLOAD_CANCELLED) this.hooks.workloadCancelled(invoke.workloadId);
+        else sink.fail(code, message);
+      },
+    };
+    void readForwarded(readerChunks(reader), relayed, () => controller.signal.aborted).finally(() => this.running.delete(invoke.invocationId));
   }
 
   cancel(invocationId: string): void {
     // Cancelling the answer's stream reaches the object, which cancels the invocation on the node.
     this.running.get(invocationId)?.();
     this.running.delete(invocationId);
+  }
+
+  /** Asks every object holding a link to cancel `workloadId` (its machine is not recorded until it finishes). */
+  async cancelWorkload(machineIds: readonly string[], workloadId: string): Promise<void> {
+    await Promise.all(machineIds.map((machineId) => this.post(machineId, '/link/v1/cancel-workload', { workloadId })));
+  }
+
+  /** One request to the machine's object (a signal, a cancel): JSON in, refused unless 2xx. */
+  async post(machineId: string, path: string, body: unknown): Promise<void> {
+    const response = await linkStub(this.namespace, machineId).fetch(`${LINK_ORIGIN}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [MACHINE_HEADER]: machineId },
+      body: JSON.stringify(body),
+    });
+    await response.body?.cancel();
+    if (!response.ok) throw new Error(`the machine's link refused ${path} (HTTP ${response.status})`);
   }
 
   async pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {

@@ -14,7 +14,7 @@ import { openNeonStore } from '../store/neon.js';
 import type { AppEnv, Ports } from '../context.js';
 import { invalidEnvResponse, parseWorkerEnv } from './env.js';
 import { edgeConfig, edgePorts } from './ports.js';
-import { CONCURRENCY_HEADER, PRINCIPAL_HEADER } from './links.js';
+import { CONCURRENCY_HEADER, PRINCIPAL_HEADER, WORKLOAD_CANCELLED } from './links.js';
 import { Mailbox } from './mailbox.js';
 
 /** Longest a channel wait may be asked for. */
@@ -53,6 +53,8 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
   app.route('/agent/v1', gateway);
 
   const { hub, admission } = ports.relay;
+  /** The invocations forwarded here and still running, by invocation id, with their workload. */
+  const forwarded = new Map<string, { workloadId: string; run: ReturnType<typeof serveForwarded>; abandon(): void }>();
   // An invocation forwarded by a Worker request: queued for a slot of its replica (the object is the one place
   // that sees every isolate's invocations for this machine), then sent down the stream; its frames stream back.
   app.post('/link/v1/invoke', async (c) => {
@@ -81,27 +83,64 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     }
     let out!: ReadableStreamDefaultController<Uint8Array>;
     let run: ReturnType<typeof serveForwarded> | undefined;
+    const finished = () => {
+      forwarded.delete(invoke.invocationId);
+      release();
+    };
+    // The Worker request went away: the node stops the call and the slot is free at once, whether the object
+    // learns it from the answer's stream being cancelled or from the explicit cancel.
+    let open = true;
+    const abandon = () => {
+      run?.gone();
+      finished();
+      // Nobody reads the answer any more (or its stream is cancelled already): it ends, and so does this request.
+      if (open) out.close();
+      open = false;
+    };
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
         out = controller;
       },
-      // The Worker request went away (its client, or its cancel): the node stops the call.
       cancel() {
-        run?.gone();
-        release();
+        open = false;
+        abandon();
       },
     });
     run = serveForwarded(hub, invoke, machineId, {
       write(chunks) {
+        if (!open) return;
         for (const chunk of chunks) out.enqueue(chunk);
       },
       end() {
-        out.close();
-        release();
+        if (open) out.close();
+        open = false;
+        finished();
       },
     });
+    forwarded.set(invoke.invocationId, { workloadId: invoke.workloadId, run, abandon });
     await run.dispatched;
     return new Response(body, { headers: { 'content-type': FRAMES_TYPE } });
+  });
+
+  // The Worker request stopped the invocation (its client went away, its deadline passed). Said explicitly as well
+  // as by cancelling the answer's stream, which does not cross every proxy between the Worker and the object.
+  app.post('/link/v1/cancel', async (c) => {
+    const { invocationId } = (await c.req.json()) as { invocationId?: string };
+    const entry = invocationId ? forwarded.get(invocationId) : undefined;
+    entry?.abandon();
+    return c.json({ cancelled: entry !== undefined }, 202);
+  });
+
+  // The cancel API, from whichever isolate answered it: the request running the workload is told to cancel it.
+  app.post('/link/v1/cancel-workload', async (c) => {
+    const { workloadId } = (await c.req.json()) as { workloadId?: string };
+    let found = false;
+    for (const entry of forwarded.values()) {
+      if (entry.workloadId !== workloadId) continue;
+      found = true;
+      entry.run.stop(WORKLOAD_CANCELLED, 'cancelled by API');
+    }
+    return c.json({ cancelled: found }, 202);
   });
 
   // A signal for the machine's stream (desired state, revocation, log request): delivered as the bus would.

@@ -24,9 +24,15 @@ export interface ForwardedOut {
 /**
  * The holder's half: dispatches `invoke` to the machine whose link is held here and writes its frames to `out`,
  * those of one event-loop turn in one write. `gone` is what the caller going away calls: the invocation is
- * cancelled on the node. `done` tells whether the last frame was written (or the caller went).
+ * cancelled on the node; `stop` ends it from the holder's side. `done` tells whether the last frame was written
+ * (or the caller went).
  */
-export function serveForwarded(hub: InvocationHub, invoke: Invoke, machineId: string, out: ForwardedOut): { dispatched: Promise<void>; gone(): void; done(): boolean } {
+export function serveForwarded(
+  hub: InvocationHub,
+  invoke: Invoke,
+  machineId: string,
+  out: ForwardedOut,
+): { dispatched: Promise<void>; gone(): void; stop(code: string, message: string): void; done(): boolean } {
   let done = false;
   const batch = turnBatch<Uint8Array>((chunks) => {
     out.write(chunks);
@@ -50,6 +56,13 @@ export function serveForwarded(hub: InvocationHub, invoke: Invoke, machineId: st
     gone() {
       if (done) return;
       done = true;
+      hub.cancel(invoke.invocationId, machineId, 'cancelled');
+      hub.release(invoke.invocationId);
+    },
+    /** Ends the invocation here with a failure the caller is told (`code`), and cancels it on the node. */
+    stop(code, message) {
+      if (done) return;
+      sink.fail(code, message);
       hub.cancel(invoke.invocationId, machineId, 'cancelled');
       hub.release(invoke.invocationId);
     },

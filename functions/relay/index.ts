@@ -49,7 +49,7 @@ export interface RelayDeps {
 }
 
 /** The relay of the instance whose store, config and logger `deps()` gives. */
-export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: RemoteLinks }): Relay {
+export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: RemoteLinks; requestScoped?: boolean }): Relay {
   const deps = input.deps;
   const writeBehind = <T>(what: string, write: (items: T[]) => Promise<void>) =>
     new WriteBehind<T>(write, {
@@ -73,6 +73,7 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: R
         deps().metrics?.backgroundErrors.inc({ task: 'routing-refresh' });
         deps().logger.warn({ err: errorFields(error) }, 'routing refresh failed');
       },
+      input.requestScoped,
     ),
     admission: new Admission(),
     live: new Map(),

@@ -81,6 +81,12 @@ export class RoutingTable {
     private readonly load: () => Promise<DeploymentRoute[]>,
     private readonly refreshMsOf: () => number,
     private readonly onError: (error: unknown) => void = () => {},
+    /**
+     * Each refresh must belong to a request (Workers: I/O lives only within the request that started it, on
+     * connections that close with it), so a change marks the snapshot stale and the next request that routes
+     * reloads it (`fresh`), instead of a refresh started here outliving its request.
+     */
+    private readonly requestScoped = false,
   ) {}
 
   async start(): Promise<void> {
@@ -115,9 +121,7 @@ export class RoutingTable {
    * runtimes, a deployment was applied): refresh now rather than at the next period.
    */
   invalidate(): void {
-    // Without a background refresh (Workers), a refresh started here would outlive the request that asked for it,
-    // on the connections that close with that request: the next request that routes reloads instead (`fresh`).
-    if (!this.timer) {
+    if (this.requestScoped) {
       this.refreshedAt = -Infinity;
       return;
     }

@@ -70,6 +70,12 @@ export async function pingAnswered({ ctx, input }: { ctx: ServiceCtx & Pick<Serv
   return row?.fresh ?? false;
 }
 
+/** The machines whose stream some holder has a live lease on: where a running workload can be. */
+export async function linkedMachines(db: Db): Promise<string[]> {
+  const rows = await db.select({ machineId: streamLeases.machineId }).from(streamLeases).where(sql`${streamLeases.expiresAt} > now()`);
+  return rows.map((row) => row.machineId);
+}
+
 /** Drops the lease if this connection still holds it. */
 export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string; connectionId: string } }): Promise<void> {
   await ctx.db.delete(streamLeases).where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));

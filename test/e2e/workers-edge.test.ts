@@ -33,6 +33,8 @@ type ScheduledFetcher = { scheduled(opts: { cron?: string; scheduledTime?: Date 
 describePg('the Workers edge with a Durable Object per machine link (Miniflare, real agent)', () => {
   let fixture: EdgeFixture;
   let mf: Miniflare;
+  let clientMf: Miniflare;
+  let registry: string | undefined;
   let agentUrl: string;
   let clientUrl: string;
   let root: string;
@@ -42,32 +44,38 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
   const api = async (base: string, path: string, init: RequestInit = {}) =>
     await fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${fixture.adminToken}`, 'content-type': 'application/json', ...init.headers } });
 
+  const applyConcurrency = async (maxConcurrency: number) => {
+    const spec = (await (await api(clientUrl, '/api/v1/deployments/sim-chat')).json()) as Record<string, unknown>;
+    expect((await api(clientUrl, '/api/v1/deployments/sim-chat', { method: 'PUT', body: JSON.stringify({ ...pick(spec), maxConcurrency }) })).status).toBe(200);
+  };
+
   const tick = async () => {
-    const worker = (await mf.getWorker('edge-client')) as unknown as ScheduledFetcher;
+    const worker = (await clientMf.getWorker()) as unknown as ScheduledFetcher;
     expect((await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() })).outcome).toBe('ok');
   };
 
   beforeAll(async () => {
     fixture = await startEdgeFixture();
     const bindings = fixture.bindings(TIMINGS);
+    // Two workerd processes, as two data centres would be: the agent's door holds the objects; the clients' door
+    // (another Miniflare, another workerd) reaches them through Miniflare's dev registry, by script name.
+    registry = await mkdtemp(join(tmpdir(), 'lnx-edge-registry-'));
     mf = new Miniflare({
+      ...workerOptions(fixture, 'edge-agent', bindings),
       host: '127.0.0.1',
       port: 0,
-      workers: [
-        // The agent's door: it holds the objects.
-        { ...workerOptions(fixture, 'edge-agent', bindings), unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }] },
-        // The clients' door: another script, its own isolate, the same objects.
-        {
-          ...workerOptions(fixture, 'edge-client', bindings),
-          durableObjects: { MACHINE_LINKS: { className: 'MachineLink', scriptName: 'edge-agent' } },
-          unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
-        },
-      ],
+      unsafeDevRegistryPath: registry,
+      unsafeDevRegistryDurableObjectProxy: true,
     });
-    await mf.ready;
-    // Each script on a socket of its own.
-    agentUrl = (await mf.unsafeGetDirectURL('edge-agent')).toString().replace(/\/$/, '');
-    clientUrl = (await mf.unsafeGetDirectURL('edge-client')).toString().replace(/\/$/, '');
+    agentUrl = (await mf.ready).toString().replace(/\/$/, '');
+    clientMf = new Miniflare({
+      ...workerOptions(fixture, 'edge-client', bindings),
+      durableObjects: { MACHINE_LINKS: { className: 'MachineLink', scriptName: 'edge-agent' } },
+      host: '127.0.0.1',
+      port: 0,
+      unsafeDevRegistryPath: registry,
+    });
+    clientUrl = (await clientMf.ready).toString().replace(/\/$/, '');
     root = await mkdtemp(join(tmpdir(), 'lnx-edge-nodes-'));
 
     const minted = await api(agentUrl, '/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'edge-node', labels: { sim: 'true' } }) });
@@ -102,7 +110,9 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
       agent.kill('SIGTERM');
       await waitForExit(agent).catch(() => agent!.kill('SIGKILL'));
     }
+    await clientMf?.dispose();
     await mf?.dispose();
+    if (registry) await rm(registry, { recursive: true, force: true });
     await fixture?.stop();
     if (root) await rm(root, { recursive: true, force: true });
   }, 60_000);
@@ -153,6 +163,54 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
       timeoutMs: 5_000,
       what: `the workload to be recorded cancelled (${JSON.stringify(rows)})`,
     });
+  });
+
+  /** Starts a streamed completion of `maxTokens` through `base`; its workload id and a reader of its body. */
+  const startStream = async (base: string, maxTokens: number) => {
+    const response = await api(base, '/v1/chat/completions', {
+      method: 'POST',
+      body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'go on' }], max_tokens: maxTokens, stream: true }),
+    });
+    expect(response.status).toBe(200);
+    return { workloadId: response.headers.get('x-lunanexa-workload-id')!, body: response.body!.getReader() };
+  };
+  const readToEnd = async (reader: ReadableStreamDefaultReader<Uint8Array>) => {
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return text;
+      text += new TextDecoder().decode(value);
+    }
+  };
+  const workloadState = async (id: string) => (await fixture.store.db.select({ state: workloads.state }).from(workloads).where(eq(workloads.id, id)))[0]?.state;
+
+  it('cancels through the cancel API on the other workerd a workload streaming through this one', async () => {
+    const { workloadId, body } = await startStream(clientUrl, 2_000);
+    expect(workloadId).toMatch(/^wkl_/);
+    await waitFor(async () => (await workloadState(workloadId)) === 'running', { timeoutMs: 5_000, what: 'the workload record' });
+    const cancel = await api(agentUrl, `/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' });
+    expect(cancel.status).toBe(202);
+    const text = await readToEnd(body);
+    expect(text).not.toContain('[DONE]');
+    await waitFor(async () => (await workloadState(workloadId)) === 'cancelled', { timeoutMs: 10_000, what: 'the workload to be recorded cancelled' });
+  });
+
+  it('holds the replica to its concurrency across both workerd processes: the machine\'s object queues the second call', async () => {
+    // maxConcurrency is 1 here: one streaming call from each process, the second waits for the first's slot.
+    await applyConcurrency(1);
+    const first = await startStream(clientUrl, 200);
+    const secondAnswer = api(agentUrl, '/v1/chat/completions', {
+      method: 'POST',
+      body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'me too' }], max_tokens: 2, stream: false }),
+    }).then(async (response) => ({ status: response.status, at: Date.now() }));
+    const firstText = await readToEnd(first.body);
+    const firstEnded = Date.now();
+    expect(firstText).toContain('[DONE]');
+    const second = await secondAnswer;
+    expect(second.status).toBe(200);
+    // Queued, not run beside it: the second answer came after the first stream ended.
+    expect(second.at).toBeGreaterThanOrEqual(firstEnded);
+    await applyConcurrency(4);
   });
 
   it('fetches a runtime\'s log lines from the agent through the machine\'s object', async () => {

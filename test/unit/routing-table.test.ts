@@ -64,6 +64,26 @@ describe('RoutingTable.invalidate', () => {
   });
 });
 
+describe('RoutingTable.invalidate, request-scoped (Workers)', () => {
+  it('starts no load of its own: the next request that routes reloads (fresh)', async () => {
+    const s = store();
+    const table = new RoutingTable(s.load, () => 60_000, () => {}, true);
+    s.set(['a']);
+    const first = table.fresh();
+    await s.finishAll();
+    await first;
+    expect(s.loads()).toBe(1);
+    s.set(['a', 'b']);
+    table.invalidate();
+    expect(s.loads()).toBe(1);
+    const second = table.fresh();
+    await s.finishAll();
+    await second;
+    expect(s.loads()).toBe(2);
+    expect(table.resolve('wsp_1', 'b')?.name).toBe('b');
+  });
+});
+
 /** A loader that answers at once with what the test last set (or fails, when it is an Error). */
 function fleet(initial: DeploymentRoute[] = []) {
   let routes: DeploymentRoute[] | Error = initial;
