@@ -72,7 +72,15 @@ export class DurableLinks implements RemoteLinks {
 
   async forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
     const controller = new AbortController();
-    this.running.set(invoke.invocationId, () => controller.abort());
+    // Taken now: a cancel comes from an abort listener or a timer, outside the request's own context. Said
+    // explicitly as well as by aborting: neither an aborted request nor a cancelled answer crosses every proxy
+    // between the isolate and the object, and the object may not have answered yet.
+    const keepAlive = this.hooks.keepAlive();
+    const tellObject = () => keepAlive(this.post(machineId, '/link/v1/cancel', { invocationId: invoke.invocationId }).catch(() => {}));
+    this.running.set(invoke.invocationId, () => {
+      controller.abort();
+      tellObject();
+    });
     let response: Response;
     try {
       response = await linkStub(this.namespace, machineId).fetch(`${LINK_ORIGIN}/link/v1/invoke`, {
@@ -91,14 +99,11 @@ export class DurableLinks implements RemoteLinks {
       throw new Error(`the machine's link refused the invocation (HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''})`);
     }
     const reader = response.body.getReader();
-    // Taken now: a cancel comes from an abort listener or a timer, outside the request's own context.
-    const keepAlive = this.hooks.keepAlive();
     this.running.set(invoke.invocationId, () => {
       controller.abort();
-      // Aborting the request does not reach an answer already streaming: cancelling its body does, and the
-      // explicit cancel reaches the object through any proxy in between.
+      // Aborting the request does not reach an answer already streaming: cancelling its body does.
       void reader.cancel('cancelled').catch(() => {});
-      keepAlive(this.post(machineId, '/link/v1/cancel', { invocationId: invoke.invocationId }).catch(() => {}));
+      tellObject();
     });
     // Once its last frame is here the invocation is over, and the hub's release must not post a cancel for it.
     const ended = () => this.running.delete(invoke.invocationId);

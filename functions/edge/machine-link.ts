@@ -5,7 +5,8 @@ import { Invoke } from '../../shared/contracts/relay.js';
 import { ApiError } from '../errors.js';
 import { handleError, notFound } from '../http/errors.js';
 import { createMemoryBus, type BusMessage } from '../relay/bus.js';
-import { FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../relay/forwarded.js';
+import { FORWARDED_FAILED_OFFSET, FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../relay/forwarded.js';
+import { encodeFrame } from '../../shared/frame-codec.js';
 import { SlotWaitAborted } from '../policy/admission.js';
 import { registerStream } from '../agent-gateway/stream.js';
 import { registerFrames } from '../agent-gateway/frames.js';
@@ -16,6 +17,12 @@ import { invalidEnvResponse, parseWorkerEnv } from './env.js';
 import { edgeConfig, edgePorts } from './ports.js';
 import { CONCURRENCY_HEADER, PRINCIPAL_HEADER, WORKLOAD_CANCELLED } from './links.js';
 import { Mailbox } from './mailbox.js';
+
+/** How many cancels of invocations not (yet) known here the object remembers. */
+const MAX_EARLY_CANCELS = 1_024;
+/** Why a queued invocation's wait was ended by the cancel API rather than by its caller leaving. */
+const BY_API = 'cancelled by API';
+const CANCELLED_EARLY = () => new ApiError('conflict', 'the invocation was cancelled before it reached the machine');
 
 /** Longest a channel wait may be asked for. */
 const MAX_CHANNEL_WAIT_MS = 30_000;
@@ -55,6 +62,14 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
   const { hub, admission } = ports.relay;
   /** The invocations forwarded here and still running, by invocation id, with their workload. */
   const forwarded = new Map<string, { workloadId: string; run: ReturnType<typeof serveForwarded>; abandon(): void }>();
+  /**
+   * Invocations cancelled before they were known here (the cancel overtook its invocation, still waiting for a
+   * slot or in flight): refused when they arrive. Bounded: the oldest are forgotten first.
+   */
+  const cancelledEarly = new Set<string>();
+  const isCancelledEarly = (invocationId: string) => cancelledEarly.delete(invocationId);
+  /** Invocations waiting here for a slot of their replica, with their workload: a cancel ends the wait. */
+  const queued = new Map<string, { workloadId: string; wait: AbortController }>();
   // An invocation forwarded by a Worker request: queued for a slot of its replica (the object is the one place
   // that sees every isolate's invocations for this machine), then sent down the stream; its frames stream back.
   app.post('/link/v1/invoke', async (c) => {
@@ -63,12 +78,23 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
     const invoke = parsed.data;
     if (!hub.hasLocalStream(machineId)) throw NO_STREAM();
+    if (isCancelledEarly(invoke.invocationId)) throw CANCELLED_EARLY();
     const concurrency = Number(c.req.header(CONCURRENCY_HEADER)) || Number.POSITIVE_INFINITY;
+    const wait = new AbortController();
+    queued.set(invoke.invocationId, { workloadId: invoke.workloadId, wait });
     try {
-      await admission.acquire(invoke.assignmentId, concurrency, invoke.deadline, new AbortController().signal);
+      await admission.acquire(invoke.assignmentId, concurrency, invoke.deadline, wait.signal);
     } catch (error) {
-      if (error instanceof SlotWaitAborted) throw new ApiError('unavailable', 'the replica stayed busy until the deadline');
-      throw error;
+      if (!(error instanceof SlotWaitAborted)) throw error;
+      if (error.reason === 'deadline') throw new ApiError('unavailable', 'the replica stayed busy until the deadline');
+      // Cancelled by the API: the request waiting for this answer is told so, as a running one would be.
+      if (wait.signal.reason === BY_API) {
+        const frame = encodeFrame(invoke.invocationId, { o: FORWARDED_FAILED_OFFSET, t: 'error', code: WORKLOAD_CANCELLED, message: BY_API });
+        return new Response(new Blob([frame as Uint8Array<ArrayBuffer>]), { headers: { 'content-type': FRAMES_TYPE } });
+      }
+      throw CANCELLED_EARLY();
+    } finally {
+      queued.delete(invoke.invocationId);
     }
     let released = false;
     const release = () => {
@@ -76,10 +102,10 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
       released = true;
       admission.release(invoke.assignmentId);
     };
-    // The stream may have gone while the invocation waited for its slot.
-    if (!hub.hasLocalStream(machineId)) {
+    // The stream may have gone, or the caller cancelled, while the invocation waited for its slot.
+    if (!hub.hasLocalStream(machineId) || isCancelledEarly(invoke.invocationId)) {
       release();
-      throw NO_STREAM();
+      throw hub.hasLocalStream(machineId) ? CANCELLED_EARLY() : NO_STREAM();
     }
     let out!: ReadableStreamDefaultController<Uint8Array>;
     let run: ReturnType<typeof serveForwarded> | undefined;
@@ -128,6 +154,12 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     const { invocationId } = (await c.req.json()) as { invocationId?: string };
     const entry = invocationId ? forwarded.get(invocationId) : undefined;
     entry?.abandon();
+    const waiting = invocationId ? queued.get(invocationId) : undefined;
+    waiting?.wait.abort();
+    if (!entry && !waiting && invocationId) {
+      cancelledEarly.add(invocationId);
+      if (cancelledEarly.size > MAX_EARLY_CANCELS) cancelledEarly.delete(cancelledEarly.values().next().value!);
+    }
     return c.json({ cancelled: entry !== undefined }, 202);
   });
 
@@ -139,6 +171,11 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
       if (entry.workloadId !== workloadId) continue;
       found = true;
       entry.run.stop(WORKLOAD_CANCELLED, 'cancelled by API');
+    }
+    for (const entry of queued.values()) {
+      if (entry.workloadId !== workloadId) continue;
+      found = true;
+      entry.wait.abort(BY_API);
     }
     return c.json({ cancelled: found }, 202);
   });

@@ -164,17 +164,23 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
     wanted?.();
     wanted = null;
   };
+  const leave = () => {
+    if (gone) return;
+    gone = true;
+    wake();
+    onGone();
+  };
   const body = new ReadableStream<Uint8Array>({
     start(c) {
       controller = c;
     },
     pull: wake,
-    cancel() {
-      gone = true;
-      wake();
-      onGone();
-    },
+    cancel: leave,
   });
+  // Workers tell a client's disconnect on the request's signal (enable_request_signal) as well as by cancelling the
+  // body, and the cancel does not cross every stream the body is piped through: either one ends the answer, so that
+  // a write waiting for the client never waits for one that left.
+  c.req.raw.signal.addEventListener('abort', leave, { once: true });
   return {
     response: new Response(body, { status, headers: { ...headers, [REQUEST_ID]: c.get('requestId') } }),
     async write(chunks) {
@@ -186,6 +192,8 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
       if (gone) return;
       for (const chunk of chunks) controller.enqueue(bytes(chunk));
       controller.close();
+      // Over: a disconnect from now on is no client leaving early.
+      gone = true;
     },
   };
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { and, eq, isNull } from 'drizzle-orm';
 import OpenAI from 'openai';
+import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
 import { Miniflare } from 'miniflare';
 import { seedDemoDeployment, spawnAgent, waitForExit, writeSimPolicy } from '../../functions/dev/fleet.js';
 import { assignments, workloads } from '../../functions/store/schema/index.js';
@@ -138,7 +139,8 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
   });
 
   it('cancels the runtime call on the node when the client goes away mid-stream', async () => {
-    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0 });
+    const connection = freshConnection();
+    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0, fetch: connection.fetch });
     const controller = new AbortController();
     // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
     const stream = await client.chat.completions.create(
@@ -167,6 +169,7 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
       timeoutMs: 5_000,
       what: 'the workload to be recorded cancelled',
     });
+    await connection.close();
   });
 
   /** Starts a streamed completion of `maxTokens` through `base`; its workload id and a reader of its body. */
@@ -217,6 +220,41 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     await applyConcurrency(4);
   });
 
+  it('cancels through the API a call waiting in the machine\'s object for a slot: it gives up its place', async () => {
+    await applyConcurrency(1);
+    try {
+      // The first call holds the only slot; the second, from the other process, waits for it in the object.
+      const first = await startStream(clientUrl, 200);
+      const firstText = readToEnd(first.body);
+      // Long enough that, had it kept its place, the call behind it would not be answered within the test.
+      const waiting = api(agentUrl, '/v1/chat/completions', {
+        method: 'POST',
+        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'never mind' }], max_tokens: 100_000, stream: true }),
+      }).then(async (response) => ({ status: response.status, text: await response.text() }));
+      const waitingId = await waitFor(
+        async () => {
+          const rows = await fixture.store.db.select({ id: workloads.id }).from(workloads).where(eq(workloads.state, 'running'));
+          return rows.find((row) => row.id !== first.workloadId)?.id;
+        },
+        { timeoutMs: 10_000, what: 'the second call to be running' },
+      );
+      // Answered by the process that does not run it: the cancel reaches the call through the machine's object.
+      expect((await api(clientUrl, `/api/v1/workloads/${waitingId}/cancel`, { method: 'POST' })).status).toBe(202);
+      const answer = await waiting;
+      expect(answer.text).not.toContain('[DONE]');
+      await waitFor(async () => (await workloadState(waitingId)) === 'cancelled', { timeoutMs: 10_000, what: 'the waiting call to be recorded cancelled' });
+      // A third call queues behind the first in its own process, then in the object: it is served.
+      const third = await api(clientUrl, '/v1/chat/completions', {
+        method: 'POST',
+        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'my turn' }], max_tokens: 2, stream: false }),
+      });
+      expect(await firstText).toContain('[DONE]');
+      expect(third.status).toBe(200);
+    } finally {
+      await applyConcurrency(4);
+    }
+  });
+
   it('fetches a runtime\'s log lines from the agent through the machine\'s object', async () => {
     const [assignment] = await fixture.store.db
       .select({ id: assignments.id })
@@ -244,6 +282,21 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     expect(await waitForExit(agent!, 30_000)).not.toBeNull();
   });
 });
+
+/**
+ * A client on a connection of its own. A client that aborts a streamed answer on a kept-alive connection it had
+ * used before is not noticed by workerd as Miniflare runs it (neither the request's signal nor a failed write:
+ * the Worker streams on for as long as the answer lasts), while the same abort on a fresh connection is noticed
+ * at once; Cloudflare's edge, which terminates clients' connections in front of the Worker, is not this server.
+ * The tests that show what a client leaving does make sure it leaves on a connection workerd watches.
+ */
+function freshConnection(): { fetch: typeof fetch; close(): Promise<void> } {
+  const dispatcher = new UndiciAgent();
+  return {
+    fetch: ((url: string | URL, init?: RequestInit) => undiciFetch(url, { ...init, dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch,
+    close: () => dispatcher.close(),
+  };
+}
 
 /** The spec fields of a deployment view, for a PUT. */
 function pick(view: Record<string, unknown>): Record<string, unknown> {
