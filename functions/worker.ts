@@ -72,6 +72,9 @@ function isolatePorts(env: WorkerEnv, namespace: LinkNamespace): Ports {
     get db() {
       return currentInvocation().store.db;
     },
+    get statements() {
+      return currentInvocation().store.statements;
+    },
     kind: 'neon',
     close: () => currentInvocation().store.close(),
   };
@@ -127,7 +130,7 @@ function isolateState(raw: unknown): EnvResult {
  */
 async function withInvocation<T>(state: IsolateState, ctx: WorkerExecutionContext, fn: () => Promise<T>): Promise<{ value: T; finish: () => Promise<void> }> {
   const invocation: Invocation = {
-    store: openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY, max: CONNECTIONS_PER_REQUEST }),
+    store: openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY, sqlEndpoint: state.env.NEON_SQL_ENDPOINT, max: CONNECTIONS_PER_REQUEST }),
     waitUntil: (work) => ctx.waitUntil(work),
   };
   const { relay, logger } = state.ports;

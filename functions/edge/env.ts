@@ -11,6 +11,8 @@ export const WorkerEnv = z.object({
   DATABASE_URL: z.string().url(),
   /** `host:port/path` of a WebSocket-to-TCP proxy in front of a plain PostgreSQL; tests only. */
   NEON_WS_PROXY: z.string().min(1).optional(),
+  /** URL of a stand-in for Neon's SQL-over-HTTP endpoint in front of a plain PostgreSQL; tests only. */
+  NEON_SQL_ENDPOINT: z.string().url().optional(),
   LUNANEXA_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   ...NodeEnv.pick({
     LUNANEXA_HEARTBEAT_INTERVAL_MS: true,

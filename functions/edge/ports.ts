@@ -52,7 +52,7 @@ export function edgePorts(input: { env: WorkerEnv; config: ControlPlaneConfig; s
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
     // Only the resolved value is kept: a pending load belongs to the request whose connection runs it.
     identity: async () => (identity ??= await createIdentityLoader(store.db)()),
-    relay: createRelay({ bus, remote: input.remote ?? undefined, requestScoped: true, deps: () => ({ db: store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    relay: createRelay({ bus, remote: input.remote ?? undefined, requestScoped: true, deps: () => ({ db: store.db, writes: store.statements, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
   };
   return ports;
 }

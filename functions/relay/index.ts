@@ -46,7 +46,14 @@ export interface RelayDeps {
   logger: Logger;
   /** Where dropped rows are counted; absent in tests that build a relay alone. */
   metrics?: Metrics;
+  /**
+   * Where the batched records (each batch one statement) are written, when not on `db`: on Workers, Neon's HTTP
+   * driver, one HTTPS request per statement instead of a connection of the request's own.
+   */
+  writes?: Db;
 }
+
+const writesOf = (deps: RelayDeps): Db => deps.writes ?? deps.db;
 
 /** The relay of the instance whose store, config and logger `deps()` gives. */
 export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: RemoteLinks; requestScoped?: boolean }): Relay {
@@ -79,8 +86,8 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: R
     live: new Map(),
     pingAnswers: new Map(),
     authCache: new MachineAuthCache(),
-    workloads: writeBehind('workload records', (rows) => writeWorkloads(deps().db, rows)),
-    jtis: writeBehind('replay-fence entries', (rows) => writeJtis(deps().db, rows)),
-    pongs: writeBehind('ping answers', (rows) => writePongs(deps().db, rows)),
+    workloads: writeBehind('workload records', (rows) => writeWorkloads(writesOf(deps()), rows)),
+    jtis: writeBehind('replay-fence entries', (rows) => writeJtis(writesOf(deps()), rows)),
+    pongs: writeBehind('ping answers', (rows) => writePongs(writesOf(deps()), rows)),
   };
 }

@@ -7,6 +7,11 @@ export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 /** The store port: a database plus how to release it. */
 export interface Store {
   db: Db;
+  /**
+   * Single statements that need no connection of their own (Workers: Neon's HTTP driver, one HTTPS request per
+   * statement); absent where `db` serves them as cheaply.
+   */
+  statements?: Db;
   kind: 'pglite' | 'pg' | 'neon';
   close(): Promise<void>;
 }

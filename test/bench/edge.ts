@@ -143,6 +143,8 @@ interface ConnectionRow {
   samples: number;
   /** Connections opened through the proxy per request, with the idle background taken out. */
   perRequest: number;
+  /** Statements sent over the SQL-over-HTTP endpoint per request (batched records), idle background taken out. */
+  httpStatementsPerRequest: number;
   /** The most open at once while the requests ran (the machine's object keeps one of its own). */
   peakOpen: number;
 }
@@ -164,12 +166,15 @@ async function connections(edge: Edge): Promise<{ rows: ConnectionRow[]; idlePer
   // The agent's stream, uplink and heartbeats run all along: their rate while idle is taken out of each count.
   const idleMs = 20_000;
   const idleStart = proxy.acceptedConnections();
+  const idleStatements = proxy.sqlRequests();
   await new Promise((r) => setTimeout(r, idleMs));
   const idlePerMs = (proxy.acceptedConnections() - idleStart) / idleMs;
+  const idleStatementsPerMs = (proxy.sqlRequests() - idleStatements) / idleMs;
   const rows: ConnectionRow[] = [];
   for (const [request, send] of types) {
     const started = performance.now();
     const before = proxy.acceptedConnections();
+    const statementsBefore = proxy.sqlRequests();
     let peakOpen = 0;
     for (let i = 0; i < CONNECTION_SAMPLES; i += 1) {
       const response = await send();
@@ -177,8 +182,15 @@ async function connections(edge: Edge): Promise<{ rows: ConnectionRow[]; idlePer
       await response.text();
       peakOpen = Math.max(peakOpen, proxy.openConnections());
     }
-    const background = idlePerMs * (performance.now() - started);
-    rows.push({ request, samples: CONNECTION_SAMPLES, perRequest: round2(Math.max(0, proxy.acceptedConnections() - before - background) / CONNECTION_SAMPLES), peakOpen });
+    const elapsed = performance.now() - started;
+    const perRequest = (delta: number, idleRate: number) => round2(Math.max(0, delta - idleRate * elapsed) / CONNECTION_SAMPLES);
+    rows.push({
+      request,
+      samples: CONNECTION_SAMPLES,
+      perRequest: perRequest(proxy.acceptedConnections() - before, idlePerMs),
+      httpStatementsPerRequest: perRequest(proxy.sqlRequests() - statementsBefore, idleStatementsPerMs),
+      peakOpen,
+    });
   }
   return { rows, idlePerMinute: round1(idlePerMs * 60_000) };
 }
@@ -228,9 +240,9 @@ async function main(): Promise<void> {
       '',
       `## Workers edge: PostgreSQL connections per request (Neon proxy stand-in; idle background ${conns.idlePerMinute}/min taken out)`,
       '',
-      '| request | samples | connections per request | peak open |',
-      '|---|---|---|---|',
-      ...conns.rows.map((r) => `| ${r.request} | ${r.samples} | ${r.perRequest} | ${r.peakOpen} |`),
+      '| request | samples | connections per request | SQL-over-HTTP statements per request | peak open |',
+      '|---|---|---|---|---|',
+      ...conns.rows.map((r) => `| ${r.request} | ${r.samples} | ${r.perRequest} | ${r.httpStatementsPerRequest} | ${r.peakOpen} |`),
     ];
     for (const [path, byKind] of failures) for (const [kind, { count, example }] of byKind) lines.push('', `${path}: ${count} × ${kind}: ${example}`);
     console.log(lines.join('\n'));

@@ -120,6 +120,7 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
 
   it('streams a chat completion to the official openai client through the machine\'s object, and records the workload', async () => {
     const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0 });
+    const statementsBefore = fixture.proxy.sqlRequests();
     const stream = await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello edge' }], max_tokens: 16, stream: true });
     let text = '';
     let chunks = 0;
@@ -136,6 +137,8 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     }, { timeoutMs: 10_000, what: 'every workload record to be finished' });
     const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
     expect(rows.filter((row) => row.state === 'succeeded').length).toBeGreaterThanOrEqual(2);
+    // Written as single statements over Neon's SQL-over-HTTP endpoint, not on a connection of the request's own.
+    expect(fixture.proxy.sqlRequests()).toBeGreaterThan(statementsBefore);
   });
 
   it('cancels the runtime call on the node when the client goes away mid-stream', async () => {

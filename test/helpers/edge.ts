@@ -70,7 +70,7 @@ export async function startEdgeFixture(): Promise<EdgeFixture> {
     workspaceId,
     proxy,
     adminToken,
-    bindings: (extra = {}) => ({ DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, LUNANEXA_LOG_LEVEL: 'warn', ...extra }),
+    bindings: (extra = {}) => ({ DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, NEON_SQL_ENDPOINT: proxy.sqlEndpoint, LUNANEXA_LOG_LEVEL: 'warn', ...extra }),
     async stop() {
       // Each step runs even when an earlier one fails.
       const steps = [() => proxy.close(), () => store.close(), () => database.drop(), () => rm(outDir, { recursive: true, force: true })];
