@@ -61,29 +61,49 @@ function rejection(machine: CandidateMachine, request: PlacementRequest): string
   return null;
 }
 
+/** What scoring compares of an eligible machine, computed once per decision rather than once per comparison. */
+interface Scored {
+  machine: CandidateMachine;
+  warm: number;
+  freeMemoryMiB: number;
+}
+
+/** Negative when `a` is the better home: fewer assignments, warm model, more free memory, lighter load, lower id. */
+function compareScored(a: Scored, b: Scored): number {
+  return (
+    a.machine.reserved.assignments - b.machine.reserved.assignments ||
+    a.warm - b.warm ||
+    b.freeMemoryMiB - a.freeMemoryMiB ||
+    a.machine.load - b.machine.load ||
+    (a.machine.id < b.machine.id ? -1 : a.machine.id > b.machine.id ? 1 : 0)
+  );
+}
+
 /**
  * Filter then score (docs/design.md section 6): hard requirements first, then the machine with the fewest
  * assignments, then one where the model is already warm, then the most free memory, then the lightest
- * reported load, ties broken by id. The same inputs always give the same decision.
+ * reported load, ties broken by id. The same inputs always give the same decision. One pass: the best is kept
+ * as the machines are read (the order is total, so this is the first of a full sort), and every other eligible
+ * machine is explained as scored lower, in the machines' order.
  */
 export function placeReplica(machines: readonly CandidateMachine[], request: PlacementRequest): PlacementDecision {
   const rejected: PlacementDecision['rejected'] = [];
   const eligible: CandidateMachine[] = [];
+  let best: Scored | null = null;
   for (const machine of machines) {
     const reason = rejection(machine, request);
-    if (reason) rejected.push({ machineId: machine.id, reason });
-    else eligible.push(machine);
+    if (reason) {
+      rejected.push({ machineId: machine.id, reason });
+      continue;
+    }
+    eligible.push(machine);
+    const scored: Scored = {
+      machine,
+      warm: machine.warmModels.includes(request.model) ? 0 : 1,
+      freeMemoryMiB: machineMemoryMiB(machine.inventory) - machine.reserved.memoryMiB,
+    };
+    if (!best || compareScored(scored, best) < 0) best = scored;
   }
-  const warm = (m: CandidateMachine) => (m.warmModels.includes(request.model) ? 0 : 1);
-  eligible.sort(
-    (a, b) =>
-      a.reserved.assignments - b.reserved.assignments ||
-      warm(a) - warm(b) ||
-      machineMemoryMiB(b.inventory) - b.reserved.memoryMiB - (machineMemoryMiB(a.inventory) - a.reserved.memoryMiB) ||
-      a.load - b.load ||
-      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-  );
-  const [best, ...others] = eligible;
-  for (const other of others) rejected.push({ machineId: other.id, reason: 'scored lower' });
-  return { machineId: best?.id ?? null, rejected };
+  for (const other of eligible) if (other !== best?.machine) rejected.push({ machineId: other.id, reason: 'scored lower' });
+  return { machineId: best?.machine.id ?? null, rejected };
 }
