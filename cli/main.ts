@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import type { z } from 'zod';
 import { MachineView } from '../shared/contracts/machine.js';
 import { DeploymentView } from '../shared/contracts/deployment.js';
 import { apiClient, CliError, type ApiClient } from './client.js';
@@ -27,35 +28,33 @@ function client(): ApiClient {
 const print = (json: boolean, value: unknown, human: () => string) => console.log(json ? JSON.stringify(value, null, 2) : human());
 const age = (ms: number | null) => (ms === null ? '-' : ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
 
-const machines = program.command('machines').description('the fleet');
-machines
-  .command('ls')
-  .description('list machines: state, heartbeat age, runtimes')
-  .option('--json', 'machine-readable output')
-  .action(async (opts: { json?: boolean }) => {
-    const list = await client().all('/api/v1/machines', MachineView);
-    print(opts.json ?? false, list, () =>
-      table(
-        ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'RUNTIMES', 'ID'],
-        list.map((m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', String(m.runtimes.length), m.id]),
-      ),
-    );
-  });
+/** `<noun> ls`: every item of a management list, as a table of `columns` or as JSON. */
+function listCommand<T>(parent: Command, what: { description: string; path: string; item: z.ZodType<T>; header: string[]; row(item: T): string[] }): void {
+  parent
+    .command('ls')
+    .description(what.description)
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await client().all(what.path, what.item);
+      print(opts.json ?? false, list, () => table(what.header, list.map(what.row)));
+    });
+}
 
-const deployments = program.command('deployments').description('what runs on the fleet');
-deployments
-  .command('ls')
-  .description('list deployments')
-  .option('--json', 'machine-readable output')
-  .action(async (opts: { json?: boolean }) => {
-    const list = await client().all('/api/v1/deployments', DeploymentView);
-    print(opts.json ?? false, list, () =>
-      table(
-        ['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'],
-        list.map((d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id]),
-      ),
-    );
-  });
+listCommand(program.command('machines').description('the fleet'), {
+  description: 'list machines: state, heartbeat age, runtimes',
+  path: '/api/v1/machines',
+  item: MachineView,
+  header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'RUNTIMES', 'ID'],
+  row: (m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', String(m.runtimes.length), m.id],
+});
+
+listCommand(program.command('deployments').description('what runs on the fleet'), {
+  description: 'list deployments',
+  path: '/api/v1/deployments',
+  item: DeploymentView,
+  header: ['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'],
+  row: (d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id],
+});
 
 program
   .command('status')
