@@ -141,40 +141,6 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     expect(fixture.proxy.sqlRequests()).toBeGreaterThan(statementsBefore);
   });
 
-  it('cancels the runtime call on the node when the client goes away mid-stream', async () => {
-    const connection = freshConnection();
-    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0, fetch: connection.fetch });
-    const controller = new AbortController();
-    // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
-    const stream = await client.chat.completions.create(
-      { model: 'sim-chat', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 2000, stream: true },
-      { signal: controller.signal },
-    );
-    let chunks = 0;
-    const reading = (async () => {
-      for await (const _chunk of stream) chunks += 1;
-    })().catch(() => {});
-    const active = async () => {
-      const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: { activeInvocations: number }[] };
-      return machine.runtimes.reduce((sum, r) => sum + r.activeInvocations, 0);
-    };
-    await waitFor(async () => (await active()) === 1, { timeoutMs: 10_000, what: 'the node to report the invocation streaming' });
-    controller.abort();
-    await reading;
-    expect(chunks).toBeGreaterThan(0);
-    // The workload's record says whether the Worker's request learned that its client left (it records the
-    // workload cancelled when it does), which tells a lost disconnect apart from a lost cancel to the node.
-    const states = async () => JSON.stringify(await fixture.store.db.select({ state: workloads.state }).from(workloads));
-    await waitFor(async () => (await active()) === 0, { timeoutMs: 8_000, what: 'the node to stop the runtime call' }).catch(async (error: Error) => {
-      throw new Error(`${error.message}; workloads: ${await states()}`);
-    });
-    await waitFor(async () => (await fixture.store.db.select({ state: workloads.state }).from(workloads)).some((r) => r.state === 'cancelled'), {
-      timeoutMs: 5_000,
-      what: 'the workload to be recorded cancelled',
-    });
-    await connection.close();
-  });
-
   /** Starts a streamed completion of `maxTokens` through `base`; its workload id and a reader of its body. */
   const startStream = async (base: string, maxTokens: number) => {
     const response = await api(base, '/v1/chat/completions', {
@@ -256,6 +222,47 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     } finally {
       await applyConcurrency(4);
     }
+  });
+
+  // Last of the inference tests, and retried: under a loaded CI machine workerd (as Miniflare runs it) has been seen
+  // not to notice a client leaving even on a fresh connection (docs/workers.md, "What Miniflare cannot show"); a
+  // request it keeps serving holds its slot until its answer ends, which must not reach the tests above.
+  it('cancels the runtime call on the node when the client goes away mid-stream', { retry: 2 }, async () => {
+    const connection = freshConnection();
+    const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0, fetch: connection.fetch });
+    const active = async () => {
+      const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: { activeInvocations: number }[] };
+      return machine.runtimes.reduce((sum, r) => sum + r.activeInvocations, 0);
+    };
+    const cancelled = async () => (await fixture.store.db.select({ id: workloads.id }).from(workloads).where(eq(workloads.state, 'cancelled'))).length;
+    // Relative to what runs and what was cancelled already (earlier tests, or an earlier try of this one).
+    const before = await active();
+    const cancelledBefore = await cancelled();
+    const controller = new AbortController();
+    // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
+    const stream = await client.chat.completions.create(
+      { model: 'sim-chat', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 2000, stream: true },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    const reading = (async () => {
+      for await (const _chunk of stream) chunks += 1;
+    })().catch(() => {});
+    await waitFor(async () => (await active()) > before, { timeoutMs: 10_000, what: 'the node to report the invocation streaming' });
+    controller.abort();
+    await reading;
+    expect(chunks).toBeGreaterThan(0);
+    // The workload's record says whether the Worker's request learned that its client left (it records the
+    // workload cancelled when it does), which tells a lost disconnect apart from a lost cancel to the node.
+    const states = async () => JSON.stringify(await fixture.store.db.select({ state: workloads.state }).from(workloads));
+    await waitFor(async () => (await active()) <= before, { timeoutMs: 8_000, what: 'the node to stop the runtime call' }).catch(async (error: Error) => {
+      throw new Error(`${error.message}; workloads: ${await states()}`);
+    });
+    await waitFor(async () => (await cancelled()) > cancelledBefore, {
+      timeoutMs: 5_000,
+      what: 'the workload to be recorded cancelled',
+    });
+    await connection.close();
   });
 
   it('fetches a runtime\'s log lines from the agent through the machine\'s object', async () => {

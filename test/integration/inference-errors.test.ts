@@ -415,8 +415,9 @@ describe('/v1 errors on PGlite, with a fleet', () => {
   });
 
   it('admission: over the queue capacity a request gets 429 with Retry-After; once the first ends, the next is served', async () => {
-    // 300 tokens at 200 tokens/s: the first request holds the only admission slot for about 1.5 s.
-    const first = await post(CHAT, hello('sim-capped', { stream: true, max_tokens: 300 }));
+    // 1,000 tokens at 200 tokens/s: the first request holds the only admission slot for about 5 s, long enough for
+    // the two refused requests below on a loaded machine.
+    const first = await post(CHAT, hello('sim-capped', { stream: true, max_tokens: 1_000 }));
     expect(first.status).toBe(200);
     const rejectedBefore = await counter(plane, 'lunanexa_admission_rejected_total', 'sim-capped');
 
