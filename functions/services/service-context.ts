@@ -6,6 +6,8 @@ import type { WriteBehind } from '../store/write-behind.js';
 import type { ControlPlaneIdentity } from './identity.js';
 import { auditEvents, type machineJtis } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
+import { desc, eq, sql } from 'drizzle-orm';
+import { auditHash, CHAIN_START, LEGACY_HASH } from '../../shared/audit-chain.js';
 
 /**
  * What every service verb receives: the database (or the caller's transaction) and who acts. A verb that needs
@@ -37,17 +39,37 @@ export async function withTransaction<C extends ServiceCtx, T>(ctx: C, fn: (tx: 
   return await ctx.db.transaction(async (tx) => await fn({ ...ctx, db: tx as unknown as Db, inTransaction: true }));
 }
 
-/** Writes an audit row; call inside the transaction of the change it records. Never pass secrets in `details`. */
+/**
+ * Appends an audit entry to its workspace's hash chain (`shared/audit-chain.ts`); call inside the transaction of
+ * the change it records, so that both land or neither does. Entries of one workspace are serialised by a
+ * transaction-scoped advisory lock; the unique (workspace, seq) index refuses a fork even without it. Never pass
+ * secrets or payloads in `details`.
+ */
 export async function audit(
   ctx: ServiceCtx,
-  input: { workspaceId: string; action: string; target: string; details?: Record<string, unknown> },
+  input: { workspaceId: string; action: string; target: string; outcome?: 'succeeded' | 'denied' | 'failed'; details?: Record<string, unknown> },
 ): Promise<void> {
-  await ctx.db.insert(auditEvents).values({
-    id: newId('audit'),
-    workspaceId: input.workspaceId,
-    actor: ctx.actor,
-    action: input.action,
-    target: input.target,
-    details: input.details ?? {},
+  await withTransaction(ctx, async (tx) => {
+    await tx.db.execute(sql`select pg_advisory_xact_lock(hashtext(${`audit:${input.workspaceId}`}))`);
+    const [last] = await tx.db
+      .select({ seq: auditEvents.seq, hash: auditEvents.hash })
+      .from(auditEvents)
+      .where(eq(auditEvents.workspaceId, input.workspaceId))
+      .orderBy(desc(auditEvents.seq))
+      .limit(1);
+    const fields = {
+      id: newId('audit'),
+      workspaceId: input.workspaceId,
+      seq: (last?.seq ?? 0) + 1,
+      at: new Date().toISOString(),
+      actor: ctx.actor,
+      action: input.action,
+      target: input.target,
+      outcome: input.outcome ?? 'succeeded',
+      // Through JSON once, so the hash covers exactly what jsonb stores (no undefined members).
+      details: JSON.parse(JSON.stringify(input.details ?? {})) as Record<string, unknown>,
+      prevHash: !last || last.hash === LEGACY_HASH ? CHAIN_START : last.hash,
+    };
+    await tx.db.insert(auditEvents).values({ ...fields, at: new Date(fields.at), hash: await auditHash(fields) });
   });
 }

@@ -1,4 +1,5 @@
 export * from './workspaces.js';
+export * from './workspace-members.js';
 export * from './api-tokens.js';
 export * from './enrollment-tokens.js';
 export * from './machines.js';
@@ -17,3 +18,4 @@ export * from './runtime-templates.js';
 export * from './runtime-secrets.js';
 export * from './instances.js';
 export * from './replica-failures.js';
+export * from './console-sessions.js';

@@ -23,9 +23,20 @@ export const workloads = pgTable(
     deadline: timestamp('deadline', { withTimezone: true }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** The API token that asked: usage per token. */
+    tokenId: text('token_id'),
+    /** The model name the client asked for (the deployment's served name). */
+    model: text('model'),
+    /** From the runtime's `usage` when it sent one; null when unknown. */
+    promptTokens: integer('prompt_tokens'),
+    /** From the runtime's `usage`, else the agent's count of streamed events. */
+    completionTokens: integer('completion_tokens'),
+    /** Time to the first byte of the answer, measured by the control plane. */
+    firstByteMs: integer('first_byte_ms'),
   },
   (t) => [
     uniqueIndex('workloads_idempotency').on(t.workspaceId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('workloads_state').on(t.state),
+    index('workloads_workspace_created').on(t.workspaceId, t.createdAt),
   ],
 );
