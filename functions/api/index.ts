@@ -8,6 +8,7 @@ import { registerWorkloads } from './workloads.js';
 import { registerDeployments } from './deployments.js';
 import { registerRuntimeTemplates } from './runtime-templates.js';
 import { registerRuntimeSecrets } from './runtime-secrets.js';
+import { registerInferencePaths } from './v1/openapi.js';
 
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
 export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
@@ -27,10 +28,13 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   registerDeployments(app);
   registerRuntimeTemplates(app);
   registerRuntimeSecrets(app);
+  registerInferencePaths(app.openAPIRegistry);
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: { title: 'LunaNexa management API', version: '1' },
     servers: [{ url: '/api/v1' }],
+    security: [{ bearer: [] }],
   });
   return app;
 }

@@ -1,55 +1,153 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { seedDemoDeployment } from '../../functions/dev/fleet.js';
-import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 const BIN = fileURLToPath(new URL('../../bin/lunanexa.mjs', import.meta.url));
 
+type Run = { code: number; stdout: string; stderr: string };
+
 /** Runs the CLI as `npx lunanexa` does (its bin, through tsx); never throws, so that exit codes can be checked. */
-function lunanexa(args: string[], env: Record<string, string | undefined>): Promise<{ code: number; stdout: string; stderr: string }> {
+function lunanexa(args: string[], env: Record<string, string | undefined>, stdin = ''): Promise<Run> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 120_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
-    child.stdin?.end();
+    child.stdin?.end(stdin);
   });
 }
 
-describe('the lunanexa CLI against a real control plane', () => {
+const DEPLOYMENT_YAML = `# what an operator keeps in git
+name: cli-chat
+model: cli-chat
+runtime:
+  kind: simulated
+  model: cli-chat
+  ttftMs: 10
+  tokensPerSecond: 200
+  loadMs: 200
+  memoryMiB: 256
+  failureRate: 0
+replicas: 1
+selector:
+  sim: "true"
+memoryMiB: 256
+`;
+
+describe('the lunanexa CLI against a real control plane and two simulated nodes', () => {
   let plane: TestPlane;
+  let nodes: SimNode[];
+  let dir: string;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    plane = await startTestPlane();
-    await seedDemoDeployment(plane, 2);
-    env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken };
-  }, 60_000);
+    plane = await startTestPlane({ config: STEADY_LIVENESS });
+    dir = await mkdtemp(join(tmpdir(), 'lnx-cli-'));
+    nodes = await Promise.all(['cli-a', 'cli-b'].map((name) => startSimNode(plane, name, join(dir, 'nodes'))));
+    // HOME and the login file in a throwaway directory: the test never reads or writes the user's own.
+    env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
+    await waitFor(async () => {
+      const list = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
+      return list.data.filter((m) => m.state === 'ready').length === 2;
+    }, { timeoutMs: 60_000, what: 'two ready machines' });
+  }, 120_000);
   afterAll(async () => {
+    await stopSimNodes(nodes ?? []);
     await plane?.stop();
+    await rm(dir, { recursive: true, force: true });
   });
 
-  it('summarises the fleet, for people and for scripts', async () => {
-    const human = await lunanexa(['status'], env);
-    expect(human.code).toBe(0);
-    expect(human.stdout).toContain('deployments: 1');
-    const json = await lunanexa(['status', '--json'], env);
-    expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual({ machines: 0, byState: {}, deployments: 1 });
+  it('applies a deployment from YAML and waits for its rollout, with progress on stderr and the result on stdout', async () => {
+    await writeFile(join(dir, 'cli-chat.yaml'), DEPLOYMENT_YAML);
+    const applied = await lunanexa(['deployments', 'apply', '-f', join(dir, 'cli-chat.yaml'), '--wait', '--timeout', '90', '--json'], env);
+    expect(applied.stderr).toContain('rolling out cli-chat: 1/1 ready');
+    expect(applied.code).toBe(0);
+    const detail = JSON.parse(applied.stdout) as { name: string; status: { ready: number; rollout: { state: string } } };
+    expect(detail).toMatchObject({ name: 'cli-chat', status: { ready: 1, rollout: { state: 'complete' } } });
+
+    const listed = await lunanexa(['deployments', 'ls'], env);
+    expect(listed.stdout.split('\n')[0]).toMatch(/^NAME\s+MODEL\s+REPLICAS/);
+    expect(listed.stdout).toMatch(/cli-chat\s+cli-chat\s+1\s+1/);
+    const shown = await lunanexa(['deployments', 'show', 'cli-chat'], env);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain('replicas:    1/1 ready');
+    expect(shown.stdout).toMatch(/rollout:\s+complete/);
+  }, 120_000);
+
+  it('scales and waits, then lists machines and shows one with its runtimes', async () => {
+    const scaled = await lunanexa(['deployments', 'scale', 'cli-chat', '2', '--wait', '--timeout', '90'], env);
+    expect(scaled.code).toBe(0);
+    expect(scaled.stdout).toContain('cli-chat: 2 replicas, all serving');
+    const api = (await (await plane.admin('/api/v1/deployments/cli-chat')).json()) as { replicas: number; status: { ready: number } };
+    expect(api).toMatchObject({ replicas: 2, status: { ready: 2 } });
+
+    const machines = await lunanexa(['machines', 'ls'], env);
+    expect(machines.stdout.split('\n')[0]).toMatch(/^NAME\s+STATE\s+HEARTBEAT/);
+    expect(machines.stdout).toMatch(/cli-a\s+ready/);
+    const shown = await lunanexa(['machines', 'show', 'cli-a'], env);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/cli-chat\s+cli-chat\s+ready\s+yes/);
+    const json = JSON.parse((await lunanexa(['machines', 'show', 'cli-b', '--json'], env)).stdout) as { name: string; runtimes: unknown[] };
+    expect(json.name).toBe('cli-b');
+    expect(json.runtimes).toHaveLength(1);
+  }, 120_000);
+
+  it("tails a runtime's log from its node", async () => {
+    const logs = await lunanexa(['logs', 'cli-a', 'cli-chat', '--lines', '20'], env);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout.trim().length).toBeGreaterThan(0);
+    const wrong = await lunanexa(['logs', 'cli-a', 'no-such-runtime'], env);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('runs no replica no-such-runtime');
   });
 
-  it('lists deployments as a table and as JSON that matches the API', async () => {
-    const human = await lunanexa(['deployments', 'ls'], env);
-    expect(human.code).toBe(0);
-    expect(human.stdout.split('\n')[0]).toMatch(/^NAME\s+MODEL\s+REPLICAS/);
-    expect(human.stdout).toMatch(/sim-chat\s+sim-chat\s+2\s+1/);
-    const json = await lunanexa(['deployments', 'ls', '--json'], env);
-    const api = (await (await plane.admin('/api/v1/deployments')).json()) as { data: unknown[] };
-    expect(JSON.parse(json.stdout)).toEqual(api.data);
-    expect((await lunanexa(['machines', 'ls', '--json'], env)).stdout.trim()).toBe('[]');
+  it('drains a machine and waits until its replica has moved, then uncordons it', async () => {
+    await lunanexa(['deployments', 'scale', 'cli-chat', '1', '--wait', '--timeout', '90'], env);
+    const before = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as { status: { replicas: Array<{ machineName: string; desired: boolean }> } };
+    const host = before.status.replicas.find((r) => r.desired)!.machineName;
+    const drained = await lunanexa(['machines', 'drain', host, '--wait', '--timeout', '90'], env);
+    expect(drained.code).toBe(0);
+    expect(drained.stderr).toContain(`draining ${host}: empty`);
+    expect(drained.stdout).toContain(`${host}: drained`);
+    const after = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as { status: { ready: number; replicas: Array<{ machineName: string; desired: boolean }> } };
+    expect(after.status.ready).toBe(1);
+    expect(after.status.replicas.filter((r) => r.desired).map((r) => r.machineName)).toEqual([host === 'cli-a' ? 'cli-b' : 'cli-a']);
+    expect((await lunanexa(['machines', 'uncordon', host], env)).stdout).toContain(`${host}: schedulable`);
+    const cordoned = await lunanexa(['machines', 'cordon', host, '--json'], env);
+    expect(JSON.parse(cordoned.stdout)).toMatchObject({ name: host, cordoned: true });
+    await lunanexa(['machines', 'uncordon', host], env);
+  }, 150_000);
+
+  it('creates an enrollment token that is shown once', async () => {
+    const created = await lunanexa(['enroll-tokens', 'create', '--name', 'cli-c', '--label', 'sim=true', '--json'], env);
+    expect(created.code).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ name: 'cli-c', labels: { sim: 'true' }, token: expect.any(String) });
+    expect((await lunanexa(['enroll-tokens', 'create', '--label', 'nolabel'], env)).code).toBe(2);
   });
 
-  it('says what to fix, with exit code 1 when the API refuses and 2 when the command is wrong or unconfigured', async () => {
+  it('logs in with a token from standard input, saves it readable only by its owner, and uses it', async () => {
+    const noEnv = { HOME: dir, LUNANEXA_CONFIG: env.LUNANEXA_CONFIG };
+    expect((await lunanexa(['status'], noEnv)).code).toBe(2);
+    const bad = await lunanexa(['login', '--url', plane.url], noEnv, 'lnx_not_a_token\n');
+    expect(bad.code).toBe(1);
+    await expect(stat(env.LUNANEXA_CONFIG!)).rejects.toThrow();
+    const login = await lunanexa(['login', '--url', plane.url], noEnv, `${plane.adminToken}\n`);
+    expect(login.code).toBe(0);
+    expect(login.stdout).not.toContain(plane.adminToken);
+    expect((await stat(env.LUNANEXA_CONFIG!)).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(await readFile(env.LUNANEXA_CONFIG!, 'utf8'))).toEqual({ url: plane.url, token: plane.adminToken });
+    const status = await lunanexa(['status', '--json'], noEnv);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ machines: 2, deployments: 1 });
+    expect((await lunanexa(['logout'], noEnv)).code).toBe(0);
+    expect((await lunanexa(['status'], noEnv)).code).toBe(2);
+  });
+
+  it('says what to fix, with exit code 1 when the API refuses, 2 when the command is wrong, 3 when a wait runs out', async () => {
     const refused = await lunanexa(['status'], { ...env, LUNANEXA_TOKEN: 'lnx_not_a_token' });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('HTTP 401');
@@ -58,10 +156,19 @@ describe('the lunanexa CLI against a real control plane', () => {
     const unreachable = await lunanexa(['status', '--url', 'http://127.0.0.1:9'], env);
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toContain('cannot reach');
-    const noToken = await lunanexa(['status'], { LUNANEXA_URL: plane.url });
-    expect(noToken.code).toBe(2);
-    expect(noToken.stderr).toContain('set LUNANEXA_TOKEN');
-    expect((await lunanexa(['status'], { LUNANEXA_TOKEN: plane.adminToken })).code).toBe(2);
+    expect((await lunanexa(['status'], { LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'none.json') })).code).toBe(2);
     expect((await lunanexa(['frobnicate'], env)).code).toBe(2);
-  });
+    expect((await lunanexa(['deployments', 'scale', 'cli-chat', 'many'], env)).code).toBe(2);
+    await writeFile(join(dir, 'bad.yaml'), 'name: Not_A_Name\nreplicas: 1\n');
+    const badFile = await lunanexa(['deployments', 'apply', '-f', join(dir, 'bad.yaml')], env);
+    expect(badFile.code).toBe(2);
+    expect(badFile.stderr).toContain('needs a `name`');
+    const missing = await lunanexa(['machines', 'show', 'no-such-machine'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('no machine named no-such-machine');
+    // Four replicas on two machines cannot all be placed: the wait runs out with exit code 3.
+    const stuck = await lunanexa(['deployments', 'scale', 'cli-chat', '4', '--wait', '--timeout', '3'], env);
+    expect(stuck.code).toBe(3);
+    expect(stuck.stderr).toMatch(/still not done after 3 s .*unplaceable/);
+  }, 60_000);
 });

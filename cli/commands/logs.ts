@@ -1,0 +1,47 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { CliError } from '../client.js';
+import { connect } from '../context.js';
+import { findMachine } from './machines.js';
+
+const LogLines = z.object({ lines: z.array(z.string()) });
+
+/**
+ * The lines of `next` that follow what was printed: the node keeps a ring of lines without sequence numbers, so
+ * the new tail is found by where the last printed lines end in it. When they are gone (the ring moved on by
+ * more than one fetch) everything is new.
+ */
+export function unseenLines(printed: readonly string[], next: readonly string[]): string[] {
+  for (let overlap = Math.min(printed.length, next.length); overlap > 0; overlap -= 1) {
+    let same = true;
+    for (let i = 0; i < overlap && same; i += 1) same = printed[printed.length - overlap + i] === next[i];
+    if (same) return next.slice(overlap);
+  }
+  return [...next];
+}
+
+export function registerLogs(program: Command): void {
+  program
+    .command('logs <machine> <runtime>')
+    .description("a runtime's log tail, fetched from its node over the node's own stream (runtime: a deployment name or replica id)")
+    .option('-n, --lines <n>', 'lines to show', '100')
+    .option('-f, --follow', 'keep printing new lines')
+    .option('--interval <seconds>', 'how often --follow asks', '2')
+    .action(async (machine: string, runtime: string, opts: { lines: string; follow?: boolean; interval: string }) => {
+      const lines = Number(opts.lines);
+      if (!Number.isInteger(lines) || lines < 1 || lines > 1000) throw new CliError('--lines must be 1-1000', 2);
+      const api = await connect(program);
+      const m = await findMachine(api, machine);
+      const replica = m.runtimes.find((r) => r.assignmentId === runtime) ?? m.runtimes.find((r) => r.deploymentName === runtime && r.desired);
+      if (!replica) throw new CliError(`${m.name} runs no replica ${runtime}: it runs ${m.runtimes.map((r) => `${r.deploymentName} (${r.assignmentId})`).join(', ') || 'nothing'}`, 1);
+      const path = `/api/v1/machines/${m.id}/runtimes/${replica.assignmentId}/logs?lines=${lines}`;
+      let printed: string[] = [];
+      for (;;) {
+        const { lines: tail } = await api.call(path, LogLines);
+        for (const line of unseenLines(printed, tail)) console.log(line);
+        printed = tail;
+        if (!opts.follow) return;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0.5, Number(opts.interval) || 2) * 1000));
+      }
+    });
+}

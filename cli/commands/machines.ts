@@ -1,0 +1,104 @@
+import type { Command } from 'commander';
+import { MachineView } from '../../shared/contracts/machine.js';
+import { CliError, type ApiClient } from '../client.js';
+import { age, connect, JSON_FLAG, print } from '../context.js';
+import { timeoutMs, waitUntil } from '../progress.js';
+import { table } from '../table.js';
+
+const gpuSummary = (m: MachineView) => (m.inventory.gpus.length ? `${m.inventory.gpus.length}x ${m.inventory.gpus[0]!.name}` : '-');
+
+/** A machine named by id, or by its name (resolved through the list). */
+export async function findMachine(api: ApiClient, nameOrId: string): Promise<MachineView> {
+  if (/^mch_/.test(nameOrId)) return await api.call(`/api/v1/machines/${encodeURIComponent(nameOrId)}`, MachineView);
+  const match = (await api.all('/api/v1/machines', MachineView)).filter((m) => m.name === nameOrId && m.revokedAt === null);
+  if (match.length === 0) throw new CliError(`no machine named ${nameOrId} (see \`lunanexa machines ls\`)`, 1);
+  return match[0]!;
+}
+
+function describe(m: MachineView): string {
+  const flags = [m.cordoned && 'cordoned', m.draining && (m.drained ? 'drained' : 'draining'), m.revokedAt && 'revoked'].filter(Boolean).join(', ');
+  const lines = [
+    `name:       ${m.name}`,
+    `id:         ${m.id}`,
+    `state:      ${m.state}${flags ? ` (${flags})` : ''}`,
+    `heartbeat:  ${age(m.heartbeatAgeMs)} ago, stream ${m.streamAttached ? 'attached' : 'not attached'}`,
+    `labels:     ${Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
+    `gpus:       ${m.inventory.gpus.map((g) => `${g.name}${g.memoryTotalMiB === null ? "" : ` (${Math.round(g.memoryTotalMiB / 1024)} GiB)`}`).join(', ') || 'none'}`,
+    `warm:       ${m.warmModels.join(', ') || '-'}`,
+    '',
+    table(
+      ['RUNTIME', 'DEPLOYMENT', 'MODEL', 'STATE', 'ROUTABLE', 'ACTIVE', 'RESTARTS'],
+      m.runtimes.map((r) => [r.assignmentId, r.deploymentName, r.model, r.state, r.routable ? 'yes' : 'no', String(r.activeInvocations), String(r.restarts)]),
+    ),
+  ];
+  for (const failure of m.attention) lines.push(`attention:  ${JSON.stringify(failure)}`);
+  return lines.join('\n');
+}
+
+export function registerMachines(program: Command): void {
+  const machines = program.command('machines').description('the fleet');
+  machines
+    .command('ls')
+    .description('list machines: state, heartbeat age, GPUs, runtimes')
+    .option(...JSON_FLAG)
+    .action(async (opts: { json?: boolean }) => {
+      const list = await (await connect(program)).all('/api/v1/machines', MachineView);
+      print(opts.json, list, () =>
+        table(
+          ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
+          list.map((m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', gpuSummary(m), String(m.runtimes.length), m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-', m.id]),
+        ),
+      );
+    });
+  machines
+    .command('show <machine>')
+    .description('one machine (name or id): inventory, runtimes, open failures')
+    .option(...JSON_FLAG)
+    .action(async (machine: string, opts: { json?: boolean }) => {
+      const m = await findMachine(await connect(program), machine);
+      print(opts.json, m, () => describe(m));
+    });
+  for (const verb of ['cordon', 'uncordon'] as const) {
+    machines
+      .command(`${verb} <machine>`)
+      .description(verb === 'cordon' ? 'stop new placements on a machine; what runs keeps serving' : 'allow placements again (also ends a drain)')
+      .option(...JSON_FLAG)
+      .action(async (machine: string, opts: { json?: boolean }) => {
+        const api = await connect(program);
+        const m = await findMachine(api, machine);
+        const after = await api.call(`/api/v1/machines/${m.id}/${verb}`, MachineView, { method: 'POST' });
+        print(opts.json, after, () => `${after.name}: ${verb === 'cordon' ? 'cordoned' : 'schedulable'}`);
+      });
+  }
+  machines
+    .command('drain <machine>')
+    .description("move every replica off a machine, each replacement ready before the old one stops")
+    .option('--wait', 'wait until the machine is empty')
+    .option('--timeout <seconds>', 'how long --wait waits', '600')
+    .option(...JSON_FLAG)
+    .action(async (machine: string, opts: { wait?: boolean; timeout: string; json?: boolean }) => {
+      const api = await connect(program);
+      const m = await findMachine(api, machine);
+      let after = await api.call(`/api/v1/machines/${m.id}/drain`, MachineView, { method: 'POST' });
+      if (opts.wait) {
+        await waitUntil(`draining ${after.name}`, async () => {
+          after = await api.call(`/api/v1/machines/${m.id}`, MachineView);
+          const left = after.runtimes.length;
+          return { done: after.drained, state: after.drained ? 'empty' : `${left} replica${left === 1 ? '' : 's'} left` };
+        }, { timeoutMs: timeoutMs(opts.timeout) });
+      }
+      print(opts.json, after, () => `${after.name}: ${after.drained ? 'drained' : 'draining'} (${after.runtimes.length} replicas on it)`);
+    });
+  machines
+    .command('revoke <machine>')
+    .description('revoke a machine: its stream closes at once, its credentials stop working')
+    .option('--reason <text>', 'recorded in the audit log')
+    .option(...JSON_FLAG)
+    .action(async (machine: string, opts: { reason?: string; json?: boolean }) => {
+      const api = await connect(program);
+      const m = await findMachine(api, machine);
+      const after = await api.call(`/api/v1/machines/${m.id}/revoke`, MachineView, { method: 'POST', body: opts.reason ? { reason: opts.reason } : {} });
+      print(opts.json, after, () => `${after.name}: revoked at ${after.revokedAt}`);
+    });
+}
+

@@ -1,0 +1,31 @@
+import type { Command } from 'commander';
+import { apiClient, CliError, type ApiClient } from './client.js';
+import { readLogin } from './config.js';
+
+/**
+ * Where the CLI finds the control plane and its token: `--url`, else LUNANEXA_URL, else the saved login; the
+ * token from LUNANEXA_TOKEN, else the saved login. Never from the command line: a token there would sit in the
+ * shell's history and every process listing.
+ */
+export async function connect(program: Command): Promise<ApiClient> {
+  const saved = await readLogin();
+  const url = (program.opts() as { url?: string }).url ?? process.env.LUNANEXA_URL ?? saved?.url;
+  const token = process.env.LUNANEXA_TOKEN ?? saved?.token;
+  if (!url) throw new CliError('no control plane URL: run `lunanexa login --url URL`, set LUNANEXA_URL or pass --url', 2);
+  if (!URL.canParse(url)) throw new CliError(`not a URL: ${url}`, 2);
+  if (!token) throw new CliError('no API token: run `lunanexa login` or set LUNANEXA_TOKEN (after npm start the admin token is in .lunanexa/admin.token)', 2);
+  return apiClient(url, token);
+}
+
+/** JSON for scripts (`--json`), or what `human` renders. */
+export function print(json: boolean | undefined, value: unknown, human: () => string): void {
+  console.log(json ? JSON.stringify(value, null, 2) : human());
+}
+
+export function age(ms: number | null): string {
+  if (ms === null) return '-';
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
+}
+
+/** A command's `--json` flag. */
+export const JSON_FLAG = ['--json', 'machine-readable output'] as const;
