@@ -5,6 +5,9 @@ import { registerDeployments } from './commands/deployments.js';
 import { registerLogs } from './commands/logs.js';
 import { registerEnrollTokens } from './commands/enroll.js';
 import { registerSession } from './commands/session.js';
+import { registerTokens } from './commands/tokens.js';
+import { registerUsage } from './commands/usage.js';
+import { registerAudit } from './commands/audit.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -21,6 +24,9 @@ registerMachines(program);
 registerDeployments(program);
 registerLogs(program);
 registerEnrollTokens(program);
+registerTokens(program);
+registerUsage(program);
+registerAudit(program);
 
 try {
   await program.parseAsync(process.argv);

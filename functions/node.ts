@@ -13,6 +13,7 @@ import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createIdentityLoader } from './services/identity.js';
 import { createApiToken, ensureWorkspace } from './services/api-tokens.js';
+import { ROOT_WORKSPACE } from './services/workspaces.js';
 import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
 import { loadSecretKeyFile } from './registry/secret-key.js';
@@ -103,7 +104,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   };
   peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
   const systemCtx = serviceCtx(ports, 'system');
-  const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: 'default' } });
+  const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
   const adminTokenPath = join(dataDir, 'admin.token');
   const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
   await ports.identity();

@@ -1,22 +1,7 @@
 import { canonicalize, sha256Hex } from './canonical.js';
+import type { AuditEntry, AuditEntryFields, ChainVerdict } from './contracts/audit.js';
 
-/** The fields of an audit entry its hash covers: everything but the hash itself. */
-export interface AuditEntryFields {
-  id: string;
-  workspaceId: string;
-  seq: number;
-  at: string;
-  actor: string;
-  action: string;
-  target: string;
-  outcome: string;
-  details: Record<string, unknown>;
-  prevHash: string;
-}
-
-export interface AuditEntry extends AuditEntryFields {
-  hash: string;
-}
+export type { AuditEntry, AuditEntryFields, ChainVerdict } from './contracts/audit.js';
 
 /** Hash of the first entry's `prevHash` in a workspace's chain. */
 export const CHAIN_START = '';
@@ -29,31 +14,59 @@ export async function auditHash(fields: AuditEntryFields): Promise<string> {
   return await sha256Hex(canonicalize({ id, workspaceId, seq, at, actor, action, target, outcome, details, prevHash }));
 }
 
-export type ChainVerdict =
-  | { ok: true; entries: number; legacy: number; head: string }
-  | { ok: false; entries: number; legacy: number; brokenAt: { seq: number; id: string }; reason: string };
+/**
+ * Verifies one workspace's chain entry by entry, in `seq` order from its first, holding nothing but the last
+ * hash: a chain of any length is checked as it is read, a batch at a time. Each entry must come next in `seq`,
+ * belong to the same workspace, link to the previous entry's hash and match its own; legacy entries (from before
+ * the chain) only before the first chained one. The first entry that does not hold breaks the chain; later
+ * entries change nothing.
+ */
+export class ChainVerifier {
+  private entries = 0;
+  private legacy = 0;
+  private prev = CHAIN_START;
+  private chained = false;
+  private workspaceId: string | null = null;
+  private broken: Extract<ChainVerdict, { ok: false }> | null = null;
+
+  /** Checks the next entry; false once the chain is broken. */
+  async push(entry: AuditEntry): Promise<boolean> {
+    if (this.broken) return false;
+    this.entries += 1;
+    const reason = await this.fault(entry);
+    if (reason === null) return true;
+    this.broken = { ok: false, entries: this.entries, legacy: this.legacy, brokenAt: { seq: entry.seq, id: entry.id }, reason };
+    return false;
+  }
+
+  verdict(): ChainVerdict {
+    return this.broken ?? { ok: true, entries: this.entries, legacy: this.legacy, head: this.prev };
+  }
+
+  /** What is wrong with `entry` as the next of the chain, or null (and the chain moves on to it). */
+  private async fault(entry: AuditEntry): Promise<string | null> {
+    if (entry.seq !== this.entries) return `expected seq ${this.entries}, found ${entry.seq}: an entry is missing or out of order`;
+    this.workspaceId ??= entry.workspaceId;
+    if (entry.workspaceId !== this.workspaceId) return `an entry of workspace ${entry.workspaceId} in the chain of ${this.workspaceId}`;
+    if (entry.hash === LEGACY_HASH) {
+      if (this.chained) return 'an unchained entry after the chain began';
+      this.legacy += 1;
+      return null;
+    }
+    this.chained = true;
+    if (entry.prevHash !== this.prev) return 'prevHash does not match the previous entry: an entry was removed, inserted or rewritten';
+    if ((await auditHash(entry)) !== entry.hash) return 'the hash does not match the entry: it was edited';
+    this.prev = entry.hash;
+    return null;
+  }
+}
 
 /**
- * Verifies one workspace's entries, in `seq` order, from its first: each links to the previous entry's hash,
- * seq counts up by one, and each hash matches its fields. Pure: the CLI runs it on an export, the server on
- * its own rows.
+ * Verifies a workspace's entries, in `seq` order, from its first: an export read back (an array), or the rows
+ * read from the store a batch at a time (an async iterable), which is read no further than the first break.
  */
-export async function verifyChain(entries: readonly AuditEntry[]): Promise<ChainVerdict> {
-  let prev = CHAIN_START;
-  let legacy = 0;
-  let chained = false;
-  for (const [index, entry] of entries.entries()) {
-    const broken = (reason: string): ChainVerdict => ({ ok: false, entries: entries.length, legacy, brokenAt: { seq: entry.seq, id: entry.id }, reason });
-    if (entry.seq !== index + 1) return broken(`expected seq ${index + 1}, found ${entry.seq}: an entry is missing or out of order`);
-    if (entry.hash === LEGACY_HASH && !chained) {
-      legacy += 1;
-      continue;
-    }
-    if (entry.hash === LEGACY_HASH) return broken('an unchained entry after the chain began');
-    chained = true;
-    if (entry.prevHash !== prev) return broken('prevHash does not match the previous entry: an entry was removed, inserted or rewritten');
-    if ((await auditHash(entry)) !== entry.hash) return broken('the hash does not match the entry: it was edited');
-    prev = entry.hash;
-  }
-  return { ok: true, entries: entries.length, legacy, head: prev };
+export async function verifyChain(entries: Iterable<AuditEntry> | AsyncIterable<AuditEntry>): Promise<ChainVerdict> {
+  const verifier = new ChainVerifier();
+  for await (const entry of entries) if (!(await verifier.push(entry))) break;
+  return verifier.verdict();
 }

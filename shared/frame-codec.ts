@@ -7,12 +7,19 @@ import type { Frame } from './contracts/relay.js';
  *
  * all integers big-endian. Invocation frames carry their invocation's id and offset; uplink control frames carry
  * no id. Bodies: `head` u16 status then the content type (UTF-8); `data` the runtime's bytes as they are; `end`
- * u32 tokens; `error` u8 flags (1: told) and u8 code length, then the code and the message (UTF-8); `hello` the
- * uplink's id (UTF-8); `pong` none (the offset field holds the ping's sequence number). Nothing here allocates
- * per frame beyond the frame itself: no JSON, no schema.
+ * u32 tokens, u32 prompt tokens, u32 completion tokens (the runtime's usage; 0xFFFFFFFF: unknown), or u32 tokens
+ * alone when neither count is known (as agents before usage sent it: so that a control plane before usage, a
+ * peer instance during a rolling upgrade among them, reads what an older agent's frames become); `error` u8 flags (1: told) and u8 code length,
+ * then the code and the message (UTF-8); `hello` the uplink's id (UTF-8); `pong` none (the offset field holds the
+ * ping's sequence number). Nothing here allocates per frame beyond the frame itself: no JSON, no schema.
  */
 const KIND = { accept: 1, head: 2, data: 3, end: 4, error: 5, hello: 16, pong: 17 } as const;
 const HEADER_BYTES = 4 + 1 + 1 + 4;
+/** An `end` frame's usage count that the runtime did not report. */
+const UNKNOWN_COUNT = 0xffffffff;
+/** The `end` body without usage (tokens only, as before usage), and with it. */
+const END_BYTES_V1 = 4;
+const END_BYTES = 12;
 
 /** Largest frame accepted (its length field): the agent cuts runtime bytes into pieces far below it. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
@@ -51,8 +58,13 @@ export function encodeFrame(invocationId: string, frame: Frame): Uint8Array {
       return out.bytes;
     }
     case 'end': {
-      const out = frameOf(KIND.end, invocationId, frame.o, 4);
+      const usage = frame.promptTokens !== null || frame.completionTokens !== null;
+      const out = frameOf(KIND.end, invocationId, frame.o, usage ? END_BYTES : END_BYTES_V1);
       out.view.setUint32(out.at, frame.tokens);
+      if (usage) {
+        out.view.setUint32(out.at + 4, frame.promptTokens ?? UNKNOWN_COUNT);
+        out.view.setUint32(out.at + 8, frame.completionTokens ?? UNKNOWN_COUNT);
+      }
       return out.bytes;
     }
     case 'head': {
@@ -175,9 +187,16 @@ export class FrameDecoder {
         return this.handlers.frame(id, { o, t: 'accept' });
       case KIND.data:
         return this.handlers.frame(id, { o, t: 'data', d: body });
-      case KIND.end:
-        if (body.length !== 4) throw new FrameError('an end frame carries 4 bytes');
-        return this.handlers.frame(id, { o, t: 'end', tokens: bodyView().getUint32(0) });
+      case KIND.end: {
+        if (body.length !== END_BYTES && body.length !== END_BYTES_V1) throw new FrameError(`an end frame carries ${END_BYTES} bytes, or ${END_BYTES_V1} without usage`);
+        const end = bodyView();
+        const count = (at: number) => {
+          if (body.length < at + 4) return null;
+          const value = end.getUint32(at);
+          return value === UNKNOWN_COUNT ? null : value;
+        };
+        return this.handlers.frame(id, { o, t: 'end', tokens: end.getUint32(0), promptTokens: count(4), completionTokens: count(8) });
+      }
       case KIND.head:
         if (body.length < 2) throw new FrameError('a head frame carries a status');
         return this.handlers.frame(id, { o, t: 'head', status: bodyView().getUint16(0), contentType: decoder.decode(body.subarray(2)) });

@@ -3,6 +3,7 @@ import { encodeTime } from 'ulid';
 /** Prefixes of every id the control plane mints (docs/design.md section 2). */
 export const ID_PREFIXES = {
   workspace: 'ws',
+  member: 'mem',
   token: 'tok',
   enrollment: 'enr',
   machine: 'mch',
@@ -21,6 +22,7 @@ export const ID_PREFIXES = {
   uplink: 'upl',
   instance: 'ins',
   cluster: 'cls',
+  consoleSession: 'ses',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

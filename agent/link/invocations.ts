@@ -9,6 +9,7 @@ import { WARM_WINDOW_MS } from '../supervisor/report.js';
 import type { InvokeTarget } from '../supervisor/supervisor.js';
 import { fromRequest, readResult, type SignedClient } from './http.js';
 import type { Uplink } from './uplink.js';
+import { ByteTail, NO_USAGE, parseUsage } from './answer-tail.js';
 
 /** Resolves after pending I/O callbacks ran: whatever the runtime already sent has been read by then. */
 const afterIo = () => new Promise<null>((resolve) => setImmediate(() => resolve(null)));
@@ -215,16 +216,14 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
     const response = call.response;
     yield { o: offset++, t: 'head', status: response.status, contentType: response.contentType ?? 'application/json' };
     let tokens = 0;
-    let tail = Buffer.alloc(0);
+    const tail = new ByteTail();
     try {
       // A Readable's iterator hands over everything buffered at once: batches form under load by themselves,
       // and the first token never waits for a timer. The bytes go up as they are.
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         if (chunk.length === 0) continue;
-        if (invoke.stream) {
-          tokens += countEvents(chunk);
-          tail = Buffer.concat([tail, chunk]).subarray(-1024);
-        }
+        if (invoke.stream) tokens += countEvents(chunk);
+        tail.push(chunk);
         for (let at = 0; at < chunk.length; at += DATA_PIECE_BYTES) yield { o: offset++, t: 'data', d: chunk.subarray(at, at + DATA_PIECE_BYTES) };
       }
     } catch {
@@ -232,7 +231,7 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       return;
     }
     const ok = response.status >= 200 && response.status < 300;
-    const text = tail.toString('utf8');
+    const text = tail.text();
     // A stream the runtime ended without `[DONE]` (an error event, or a crash) is a failure, however
     // politely the connection closed: the client must not take it for a complete answer.
     if (invoke.stream && ok && !text.includes(DONE_EVENT)) {
@@ -246,8 +245,9 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       }
       return;
     }
-    // `[DONE]` is an event too but not a token.
-    yield { o: offset++, t: 'end', tokens: invoke.stream ? Math.max(0, tokens - 1) : 0 };
+    // `[DONE]` is an event too but not a token. The usage is looked for once, in the tail: never per chunk.
+    const usage = ok ? parseUsage(text) : NO_USAGE;
+    yield { o: offset++, t: 'end', tokens: invoke.stream ? Math.max(0, tokens - 1) : 0, ...usage };
   }
 
   function abortCode(signal: AbortSignal): string {

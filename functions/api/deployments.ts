@@ -1,31 +1,29 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
 import { pageOf } from '../../shared/contracts/page.js';
 import { isId } from '../../shared/ids.js';
 import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, listDeployments } from '../services/deployments.js';
 import { reconcileOnce } from '../controller/driver.js';
-import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { guarded } from './guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
-const list = createRoute({
+const list = guarded('viewer', {
   method: 'get',
   path: '/deployments',
   summary: 'List deployments, a page at a time by name',
-  middleware: [requireRole('viewer')] as const,
   request: { query: PageQuery },
   responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: pageOf(DeploymentView) } } }, ...errorResponses(400, 401, 403) },
 });
 
 const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentView): [string, string] => [d.name, d.id]);
 
-const put = createRoute({
+const put = guarded('operator', {
   method: 'put',
   path: '/deployments/{name}',
   summary: 'Declare a deployment (create, or update and roll its replicas); the controller makes the fleet match',
-  middleware: [requireRole('operator')] as const,
   request: { params: z.object({ name: DeploymentName }), body: { content: { 'application/json': { schema: DeploymentSpec } }, required: true } },
   responses: {
     200: { description: 'Applied', content: { 'application/json': { schema: DeploymentView } } },
@@ -33,20 +31,18 @@ const put = createRoute({
   },
 });
 
-const get = createRoute({
+const get = guarded('viewer', {
   method: 'get',
   path: '/deployments/{name}',
   summary: 'One deployment with its status (desired, ready, starting, unplaceable with reasons, rollout progress) and recent events',
-  middleware: [requireRole('viewer')] as const,
   request: { params: z.object({ name: DeploymentName }) },
   responses: { 200: { description: 'Deployment', content: { 'application/json': { schema: DeploymentDetail } } }, ...errorResponses(400, 401, 403, 404) },
 });
 
-const remove = createRoute({
+const remove = guarded('operator', {
   method: 'delete',
   path: '/deployments/{name}',
   summary: 'Retire a deployment: its replicas drain and stop, and its model leaves /v1/models',
-  middleware: [requireRole('operator')] as const,
   request: { params: z.object({ name: DeploymentName }) },
   responses: { 200: { description: 'Retired', content: { 'application/json': { schema: z.object({ id: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404) },
 });

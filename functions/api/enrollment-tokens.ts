@@ -1,15 +1,14 @@
-import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import type { OpenAPIHono } from '@hono/zod-openapi';
 import { CreateEnrollmentTokenRequest, EnrollmentTokenCreated } from '../../shared/contracts/enrollment.js';
 import { createEnrollmentToken } from '../services/enrollment.js';
-import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { guarded } from './guarded.js';
 
-const route = createRoute({
+const route = guarded('admin', {
   method: 'post',
   path: '/enrollment-tokens',
   summary: 'Create a single-use enrollment token (shown once)',
-  middleware: [requireRole('admin')] as const,
   request: { body: { content: { 'application/json': { schema: CreateEnrollmentTokenRequest } }, required: true } },
   responses: {
     201: { description: 'Created', content: { 'application/json': { schema: EnrollmentTokenCreated } } },

@@ -8,6 +8,10 @@ import { registerWorkloads } from './workloads.js';
 import { registerDeployments } from './deployments.js';
 import { registerRuntimeTemplates } from './runtime-templates.js';
 import { registerRuntimeSecrets } from './runtime-secrets.js';
+import { registerUsage } from './usage.js';
+import { registerAudit } from './audit.js';
+import { registerTokens } from './tokens.js';
+import { registerWorkspaces } from './workspaces.js';
 import { registerInferencePaths } from './v1/openapi.js';
 
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
@@ -28,6 +32,10 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   registerDeployments(app);
   registerRuntimeTemplates(app);
   registerRuntimeSecrets(app);
+  registerUsage(app);
+  registerAudit(app);
+  registerTokens(app);
+  registerWorkspaces(app);
   registerInferencePaths(app.openAPIRegistry);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {

@@ -1,40 +1,37 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { MachineList, MachineView } from '../../shared/contracts/machine.js';
 import { isId } from '../../shared/ids.js';
 import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling } from '../services/machines.js';
 import { fetchRuntimeLogs } from '../services/runtime-logs.js';
 import { reconcileOnce } from '../controller/driver.js';
-import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
+import { guarded } from './guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
-const list = createRoute({
+const list = guarded('viewer', {
   method: 'get',
   path: '/machines',
   summary: 'List machines with liveness, heartbeat age, inventory and runtimes, a page at a time in enrollment (id) order',
-  middleware: [requireRole('viewer')] as const,
   request: { query: PageQuery },
   responses: { 200: { description: 'Machines', content: { 'application/json': { schema: MachineList } } }, ...errorResponses(400, 401, 403) },
 });
 
 const machinePages = keyset(z.string().refine((id) => isId('machine', id)), (m: MachineView) => m.id);
 
-const get = createRoute({
+const get = guarded('viewer', {
   method: 'get',
   path: '/machines/{id}',
   summary: 'One machine',
-  middleware: [requireRole('viewer')] as const,
   request: { params: MachineIdParam },
   responses: { 200: { description: 'Machine', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404) },
 });
 
 const RevokeBody = z.object({ reason: z.string().max(500).optional() });
-const revoke = createRoute({
+const revoke = guarded('admin', {
   method: 'post',
   path: '/machines/{id}/revoke',
   summary: "Revoke a machine: closes its stream at once and rejects its next request",
-  middleware: [requireRole('admin')] as const,
   request: { params: MachineIdParam, body: { content: { 'application/json': { schema: RevokeBody } }, required: false } },
   responses: { 200: { description: 'Revoked', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });
@@ -46,29 +43,26 @@ const SCHEDULING_SUMMARY = {
 } as const;
 
 const schedulingRoute = (verb: keyof typeof SCHEDULING_SUMMARY) =>
-  createRoute({
+  guarded('operator', {
     method: 'post',
     path: `/machines/{id}/${verb}`,
     summary: SCHEDULING_SUMMARY[verb],
-    middleware: [requireRole('operator')] as const,
     request: { params: MachineIdParam },
     responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
   });
 
-const clearFailures = createRoute({
+const clearFailures = guarded('operator', {
   method: 'post',
   path: '/machines/{id}/clear-failures',
   summary: "Clear a machine's replica failures (its `attention` list): the deployments they kept off it may be placed there again",
-  middleware: [requireRole('operator')] as const,
   request: { params: MachineIdParam },
   responses: { 200: { description: 'Cleared', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404) },
 });
 
-const logs = createRoute({
+const logs = guarded('operator', {
   method: 'get',
   path: '/machines/{id}/runtimes/{assignmentId}/logs',
   summary: "Tail of a runtime's log ring, fetched from the node over its own stream",
-  middleware: [requireRole('operator')] as const,
   request: {
     params: MachineIdParam.extend({ assignmentId: z.string().min(1).max(64) }),
     query: z.object({ lines: z.coerce.number().int().min(1).max(1000).default(100) }),

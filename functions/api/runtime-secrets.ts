@@ -1,38 +1,35 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeSecretPut, RuntimeSecretView, TemplateName } from '../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../shared/contracts/page.js';
 import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../registry/secrets.js';
 import { reconcileOnce } from '../controller/driver.js';
-import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { guarded } from './guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
-const list = createRoute({
+const list = guarded('viewer', {
   method: 'get',
   path: '/runtime-secrets',
   summary: 'List runtime secrets, a page at a time by name: names and times only, never a value',
-  middleware: [requireRole('viewer')] as const,
   request: { query: PageQuery },
   responses: { 200: { description: 'Runtime secrets', content: { 'application/json': { schema: pageOf(RuntimeSecretView) } } }, ...errorResponses(400, 401, 403) },
 });
 
 const secretPages = keyset(TemplateName, (s: RuntimeSecretView) => s.name);
 
-const put = createRoute({
+const put = guarded('admin', {
   method: 'put',
   path: '/runtime-secrets/{name}',
   summary: 'Write a runtime secret (admin, write-only): sealed at rest, delivered only to the runtimes that name it. A new value rolls them',
-  middleware: [requireRole('admin')] as const,
   request: { params: z.object({ name: TemplateName }), body: { content: { 'application/json': { schema: RuntimeSecretPut } }, required: true } },
   responses: { 200: { description: 'Written', content: { 'application/json': { schema: RuntimeSecretView } } }, ...errorResponses(400, 401, 403, 413) },
 });
 
-const remove = createRoute({
+const remove = guarded('admin', {
   method: 'delete',
   path: '/runtime-secrets/{name}',
   summary: 'Remove a runtime secret (admin); refused while a live deployment names it',
-  middleware: [requireRole('admin')] as const,
   request: { params: z.object({ name: TemplateName }) },
   responses: { 200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });

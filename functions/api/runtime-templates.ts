@@ -1,47 +1,43 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeTemplateSpec, RuntimeTemplateView, TemplateName } from '../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../shared/contracts/page.js';
 import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../registry/templates.js';
 import { reconcileOnce } from '../controller/driver.js';
-import { requireRole } from '../http/api-auth.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { guarded } from './guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
-const list = createRoute({
+const list = guarded('viewer', {
   method: 'get',
   path: '/runtime-templates',
   summary: 'List the runtime templates deployments may run, a page at a time by name',
-  middleware: [requireRole('viewer')] as const,
   request: { query: PageQuery },
   responses: { 200: { description: 'Runtime templates', content: { 'application/json': { schema: pageOf(RuntimeTemplateView) } } }, ...errorResponses(400, 401, 403) },
 });
 
 const templatePages = keyset(TemplateName, (t: RuntimeTemplateView) => t.name);
 
-const get = createRoute({
+const get = guarded('viewer', {
   method: 'get',
   path: '/runtime-templates/{name}',
   summary: 'One runtime template',
-  middleware: [requireRole('viewer')] as const,
   request: { params: z.object({ name: TemplateName }) },
   responses: { 200: { description: 'Runtime template', content: { 'application/json': { schema: RuntimeTemplateView } } }, ...errorResponses(400, 401, 403, 404) },
 });
 
-const put = createRoute({
+const put = guarded('admin', {
   method: 'put',
   path: '/runtime-templates/{name}',
   summary: 'Register or replace a runtime template (admin): a pinned executable, typed params, allowed env. A changed template rolls the deployments that use it',
-  middleware: [requireRole('admin')] as const,
   request: { params: z.object({ name: TemplateName }), body: { content: { 'application/json': { schema: RuntimeTemplateSpec } }, required: true } },
   responses: { 200: { description: 'Registered', content: { 'application/json': { schema: RuntimeTemplateView } } }, ...errorResponses(400, 401, 403, 409, 413) },
 });
 
-const remove = createRoute({
+const remove = guarded('admin', {
   method: 'delete',
   path: '/runtime-templates/{name}',
   summary: 'Remove a runtime template (admin); refused while a live deployment uses it',
-  middleware: [requireRole('admin')] as const,
   request: { params: z.object({ name: TemplateName }) },
   responses: { 200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });

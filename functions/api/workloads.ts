@@ -1,10 +1,10 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import { requireRole } from '../http/api-auth.js';
 import { ApiError } from '../errors.js';
 import { getWorkload, recordCancelRequest, sweepIfOrphaned } from '../services/workloads.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
+import { guarded } from './guarded.js';
 
 const WorkloadView = z.object({
   id: z.string(),
@@ -18,20 +18,18 @@ const WorkloadView = z.object({
   finishedAt: z.string().nullable(),
 });
 
-const get = createRoute({
+const get = guarded('viewer', {
   method: 'get',
   path: '/workloads/{id}',
   summary: 'One inference workload (no payload is ever stored)',
-  middleware: [requireRole('viewer')] as const,
   request: { params: z.object({ id: z.string().min(1).max(64) }) },
   responses: { 200: { description: 'Workload', content: { 'application/json': { schema: WorkloadView } } }, ...errorResponses(401, 403, 404) },
 });
 
-const cancel = createRoute({
+const cancel = guarded('operator', {
   method: 'post',
   path: '/workloads/{id}/cancel',
   summary: 'Cancel a running workload: the runtime call on the node is aborted',
-  middleware: [requireRole('operator')] as const,
   request: { params: z.object({ id: z.string().min(1).max(64) }) },
   responses: {
     202: { description: 'Cancellation sent', content: { 'application/json': { schema: z.object({ id: z.string(), cancelled: z.literal(true) }) } } },

@@ -7,6 +7,7 @@ import { queryRows, dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
+import { sweepRateWindows } from '../services/rate-limit.js';
 import { nextResumedAt } from './liveness.js';
 import { reconcile, type DesiredDeployment, type ReconcileAction } from './reconcile.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
@@ -202,7 +203,8 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
 
 /**
  * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
- * replay fence and the workloads of dead instances, and refreshes the machine gauges.
+ * replay fence, the rate-limit windows past use and the workloads of dead instances, and refreshes the machine
+ * gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -211,6 +213,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
   const { snapshot } = await reconcilePass(ctx, true);
   await sweepJtis({ ctx });
+  await sweepRateWindows(ctx.db);
   const orphans = await sweepOrphanedWorkloads({ ctx });
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
   await sweepInstances(ctx.db);

@@ -1,14 +1,30 @@
 import type { Frame } from '../../shared/contracts/relay.js';
 import { concat } from '../../shared/frame-codec.js';
 import type { Ports } from '../context.js';
-import type { WorkloadState } from '../services/workloads.js';
+import type { WorkloadRow, WorkloadState } from '../services/workloads.js';
 import type { DeploymentRoute } from '../relay/routing.js';
 import type { Started } from './attempt.js';
 import type { InferenceRequest } from './request.js';
 import type { InferenceError, InferenceResult, StreamTarget } from './result.js';
 
+/** What a workload's record keeps of its answer: time to its first byte, and the tokens counted at its end. */
+export type AnswerRecord = Required<Pick<WorkloadRow, 'firstByteMs' | 'promptTokens' | 'completionTokens'>>;
+
 /** Ends the workload's record and lets go of what the request held (admission, cancel hooks). */
-export type Finish = (state: WorkloadState, statusCode: number | null, errorCode: string | null) => void;
+export type Finish = (state: WorkloadState, statusCode: number | null, errorCode: string | null, answered?: AnswerRecord) => void;
+
+/** The workload columns are int4: a larger count (no runtime's, but the frame allows it) would cost the row. */
+const MAX_RECORDED = 2 ** 31 - 1;
+const recordable = (count: number | null) => (count !== null && count <= MAX_RECORDED ? count : null);
+
+/**
+ * The tokens a finished answer is recorded with: the runtime's own usage where it reported it; for a stream
+ * without one (no `stream_options.include_usage`), the events the agent counted, which runtimes send about one
+ * per token; for a whole answer without one, unknown.
+ */
+export function recordedTokens(end: Extract<Frame, { t: 'end' }>, stream: boolean): Pick<AnswerRecord, 'promptTokens' | 'completionTokens'> {
+  return { promptTokens: recordable(end.promptTokens), completionTokens: recordable(end.completionTokens ?? (stream ? end.tokens : null)) };
+}
 
 export interface AnswerInput {
   ports: Ports;
@@ -40,6 +56,9 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
   const queueMs = input.heldMs + started.queueMs;
   let firstDataAt = 0;
+  /** The answer's record: its first byte once it came, its tokens once it ended. */
+  const answered: AnswerRecord = { firstByteMs: null, promptTokens: null, completionTokens: null };
+  const ended = (frame: Extract<Frame, { t: 'end' }>) => Object.assign(answered, recordedTokens(frame, request.stream));
   let released = false;
   const release = () => {
     if (released) return;
@@ -68,12 +87,14 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const noteData = () => {
     if (firstDataAt) return;
     firstDataAt = performance.now();
-    metrics.ttft.observe(labels, (firstDataAt - started.dispatchedAt) / 1000);
+    const ttftMs = firstDataAt - started.dispatchedAt;
+    answered.firstByteMs = Math.round(ttftMs);
+    metrics.ttft.observe(labels, ttftMs / 1000);
   };
   const failed = (code: string, message: string): InferenceResult => {
     release();
     metrics.runtimeFailures.inc(labels);
-    finish('failed', 502, code);
+    finish('failed', 502, code, answered);
     return { ok: false, error: { kind: 'bad_gateway', code, message } };
   };
 
@@ -90,7 +111,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
             release();
             observeEnd(frame.tokens);
             cancelled.signal.removeEventListener('abort', onCancel);
-            finish(head.status < 400 ? 'succeeded' : 'failed', head.status, null);
+            finish(head.status < 400 ? 'succeeded' : 'failed', head.status, null, ended(frame));
             const timing = { queueMs, accelMs: performance.now() - started.dispatchedAt };
             return { ok: true, kind: 'body', workloadId, status: head.status, contentType: head.contentType, body: concat(parts), timing };
           } else if (frame.t === 'error') {
@@ -101,7 +122,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
         if (!item) {
           release();
           const error = cancelled.signal.aborted ? CANCELLED : LATE;
-          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', null, error.code);
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', null, error.code, answered);
           return { ok: false, error };
         }
         if (item.kind === 'failed') return failed(item.code, item.message);
@@ -133,7 +154,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
           release();
           observeEnd(frame.tokens);
           cancelled.signal.removeEventListener('abort', onCancel);
-          finish('succeeded', head.status, null);
+          finish('succeeded', head.status, null, ended(frame));
           return;
         } else if (frame.t === 'error') {
           // After the first byte there is no retry: the client gets an explicit error, never a silent truncation.
@@ -142,7 +163,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
           release();
           // A cancellation is counted as one (onCancel), not as a failure of the runtime.
           if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
-          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code);
+          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code, answered);
           return;
         }
       }
@@ -164,7 +185,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
         ports.logger.error({ err: error instanceof Error ? error.message : String(error), workloadId }, 'relaying a stream failed');
         target.end([]);
         release();
-        finish('failed', head.status, 'internal');
+        finish('failed', head.status, 'internal', answered);
       });
     },
     clientGone() {

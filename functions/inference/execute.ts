@@ -8,6 +8,7 @@ import { tryReplica } from './attempt.js';
 import type { InferenceRequest } from './request.js';
 import type { InferenceError, InferenceResult } from './result.js';
 import { decideRetry, type AttemptFailure } from './retry.js';
+import { modelAllowed } from '../services/token-rules.js';
 
 const notFound = (model: string): InferenceError => ({
   kind: 'not_found',
@@ -38,7 +39,8 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   // The workload counts as held only while this instance's lease does (a no-op on Node, whose timer renews it).
   await ports.instanceLease.touch(ports.store.db);
   await relay.routing.fresh();
-  let route = relay.routing.resolve(request.actor.workspaceId, request.model);
+  // A model outside the token's allow-list answers exactly as one that does not exist: nothing leaks.
+  let route = modelAllowed(request.actor.models, request.model) ? relay.routing.resolve(request.actor.workspaceId, request.model) : undefined;
   if (!route) return { ok: false, error: notFound(request.model) };
   const deploymentId = route.id;
   const labels = { model: route.model, deployment: route.name };
@@ -60,6 +62,9 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     state: 'running',
     instanceId: ports.instanceId,
     createdAt: new Date(),
+    // Usage is counted per token and the model as asked (docs/operations.md, "Usage").
+    tokenId: request.actor.tokenId,
+    model: request.model,
   };
   let finished = false;
   let attempts = 0;
@@ -69,14 +74,14 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   let unsubscribeCancel = () => {};
   /** The request's one deadline timer, from the moment it runs. */
   let deadline: { signal: AbortSignal; clear(): void } | null = null;
-  const finish: Finish = (state, statusCode, errorCode) => {
+  const finish: Finish = (state, statusCode, errorCode, answered) => {
     if (finished) return;
     finished = true;
     deadline?.clear();
     relay.admission.leave(deploymentId);
     relay.live.delete(workloadId);
     unsubscribeCancel();
-    relay.workloads.put(workloadId, { ...row, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
+    relay.workloads.put(workloadId, { ...row, ...answered, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
   };
 
   if (request.idempotencyKey) {

@@ -16,11 +16,20 @@ export const MAX_NOTIFY_BYTES = 7_900;
 /** Sent to `workload:<id>`: whichever instance runs the workload cancels it. */
 export type WorkloadSignal = { type: 'cancel-workload' };
 
-export type BusMessage = MachineSignal | LogLines | WorkloadSignal;
+/**
+ * Sent to `tokens` (`TOKENS_CHANNEL`) once API tokens are revoked: every instance forgets the tokens it remembers
+ * for `/v1` (`TokenCache`), so the next request asks the store. No ids: revocations are rare, and which token it
+ * was changes nothing about what an instance must do.
+ */
+export type TokenSignal = { type: 'tokens-revoked' };
+export const TOKENS_CHANNEL = 'tokens';
+
+export type BusMessage = MachineSignal | LogLines | WorkloadSignal | TokenSignal;
 
 /**
  * The relay bus port (docs/design.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
- * Channels are `machine:<id>` (signals to a machine's stream) and `logs:<request id>` (uploaded log tails).
+ * Channels are `machine:<id>` (signals to a machine's stream), `logs:<request id>` (uploaded log tails),
+ * `workload:<id>` (cancels) and `tokens` (token revocations).
  */
 export interface Bus {
   publish(channel: string, message: BusMessage): Promise<void>;

@@ -1,5 +1,5 @@
 import { Admission } from '../policy/admission.js';
-import type { Bus } from './bus.js';
+import { TOKENS_CHANNEL, type Bus } from './bus.js';
 import { InvocationHub, type RemoteLinks } from './hub.js';
 import { loadRoutes, RoutingTable } from './routing.js';
 import type { Db } from '../store/db.js';
@@ -12,6 +12,7 @@ import { machineJtis } from '../store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
 import { MachineAuthCache, writeJtis } from '../services/machine-auth.js';
 import { writePongs } from '../services/streams.js';
+import { TokenCache } from '../services/token-cache.js';
 
 /** A running workload on this instance, so that the cancel API can reach it. */
 export interface LiveWorkload {
@@ -34,6 +35,8 @@ export interface Relay {
   jtis: WriteBehind<typeof machineJtis.$inferInsert>;
   /** Pings answered over the uplinks of streams held here, recorded on their leases for the other instances. */
   pongs: WriteBehind<{ machineId: string; connectionId: string }>;
+  /** `/v1`'s memory of authenticated API tokens; null where no bus reaches this instance to revoke them (Workers). */
+  tokens: TokenCache | null;
 }
 
 /** Batches sized so one statement stays well under PostgreSQL's 65535 bind parameters. */
@@ -58,6 +61,9 @@ const writesOf = (deps: RelayDeps): Db => deps.writes ?? deps.db;
 /** The relay of the instance whose store, config and logger `deps()` gives. */
 export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: RemoteLinks; requestScoped?: boolean }): Relay {
   const deps = input.deps;
+  // A request-scoped instance (a Workers isolate) hears no revocation: it asks the store for every request.
+  const tokens = input.requestScoped ? null : new TokenCache();
+  if (tokens) input.bus.subscribe(TOKENS_CHANNEL, () => tokens.clear());
   const writeBehind = <T>(what: string, write: (items: T[]) => Promise<void>) =>
     new WriteBehind<T>(write, {
       // Read on first use: the config is part of the ports the relay belongs to.
@@ -89,5 +95,6 @@ export function createRelay(input: { bus: Bus; deps: () => RelayDeps; remote?: R
     workloads: writeBehind('workload records', (rows) => writeWorkloads(writesOf(deps()), rows)),
     jtis: writeBehind('replay-fence entries', (rows) => writeJtis(writesOf(deps()), rows)),
     pongs: writeBehind('ping answers', (rows) => writePongs(writesOf(deps()), rows)),
+    tokens,
   };
 }

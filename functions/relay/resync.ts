@@ -29,10 +29,12 @@ async function inChunks<T>(ids: string[], read: (chunk: string[]) => Promise<T[]
  * are lost, not queued): the desired state of every machine stream it holds is sent again (a stream always
  * sends the full state, so an unchanged one costs a signature, never a wrong state), the streams of machines
  * revoked meanwhile are closed, the workloads it runs whose record says cancelled (or a cancel was requested) are cancelled, and the
- * routing snapshot is refreshed. Signals go to the local subscribers as if they had come over the bus.
+ * routing snapshot is refreshed. Signals go to the local subscribers as if they had come over the bus. The API
+ * tokens `/v1` remembers are all forgotten: a revocation signalled meanwhile never arrives.
  */
 export async function resync(ports: Ports): Promise<ResyncOutcome> {
   const db = ports.store.db;
+  ports.relay.tokens?.clear();
   try {
     const held = ports.bus
       .localChannels()

@@ -5,6 +5,10 @@ export interface Actor {
   tokenId: string;
   workspaceId: string;
   role: Role;
+  /** The models it may call on `/v1` (null: every model of its workspace), carried so `/v1` asks the store nothing more. */
+  models: string[] | null;
+  /** Its requests per minute across every instance (null: unlimited). */
+  rateLimitPerMinute: number | null;
 }
 
 /** An authenticated machine (agent request). */

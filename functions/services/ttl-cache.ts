@@ -1,6 +1,6 @@
 /**
- * A small map whose entries live `ttlMs`: the hot path's memory of recent lookups. Bounded: past
- * `maxEntries` it starts afresh rather than grow.
+ * A small map whose entries live `ttlMs` (or less, when set so): the hot path's memory of recent lookups.
+ * Bounded: past `maxEntries` it starts afresh rather than grow.
  */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; until: number }>();
@@ -17,8 +17,13 @@ export class TtlCache<V> {
     return undefined;
   }
 
-  set(key: string, value: V): void {
+  /** Keeps `value` for the cache's lifetime, or for `ttlMs` when that is shorter. */
+  set(key: string, value: V, ttlMs = this.ttlMs): void {
     if (this.entries.size >= this.maxEntries) this.entries.clear();
-    this.entries.set(key, { value, until: performance.now() + this.ttlMs });
+    this.entries.set(key, { value, until: performance.now() + Math.min(ttlMs, this.ttlMs) });
+  }
+
+  clear(): void {
+    this.entries.clear();
   }
 }

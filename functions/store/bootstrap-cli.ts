@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { createApiToken, ensureWorkspace, hasActiveApiToken } from '../services/api-tokens.js';
+import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import type { ServiceCtx } from '../services/service-context.js';
 import { CliError, EXIT_USAGE, databaseUrlFrom, openMigratedStore, runCli } from './cli.js';
 
@@ -34,7 +35,7 @@ await runCli(async () => {
           'Use the admin token you saved; if it is lost, run `npm run db:bootstrap -- --force` to mint another (the existing ones stay valid).',
       );
     }
-    const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });
+    const workspaceId = await ensureWorkspace({ ctx, input: { name: ROOT_WORKSPACE } });
     const { token } = await createApiToken({ ctx, input: { workspaceId, name: 'db:bootstrap admin', role: 'admin' } });
     process.stdout.write(`${token}\n`);
     console.error('admin API token for workspace "default" printed above, shown this once (only its hash is stored): save it now');

@@ -33,7 +33,15 @@ export type Frame =
   | { o: number; t: 'accept' }
   | { o: number; t: 'head'; status: number; contentType: string }
   | { o: number; t: 'data'; d: Uint8Array }
-  | { o: number; t: 'end'; tokens: number }
+  | {
+      o: number;
+      t: 'end';
+      /** Events the agent counted in a streamed answer, `[DONE]` excluded (0 for a whole answer). */
+      tokens: number;
+      /** The runtime's own `usage` (`prompt_tokens`, `completion_tokens`): null when it sent none, or an older agent. */
+      promptTokens: number | null;
+      completionTokens: number | null;
+    }
   | {
       o: number;
       t: 'error';

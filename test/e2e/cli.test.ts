@@ -129,6 +129,67 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     expect((await lunanexa(['enroll-tokens', 'create', '--label', 'nolabel'], env)).code).toBe(2);
   });
 
+  it('creates an inference token limited to one model, lists it without its secret, and revokes it', async () => {
+    const created = await lunanexa(['tokens', 'create', 'app-team', '--role', 'inference', '--model', 'cli-chat', '--rate-limit', '600', '--ttl', '3600', '--json'], env);
+    expect(created.code).toBe(0);
+    const token = JSON.parse(created.stdout) as { id: string; token: string; models: string[]; rateLimitPerMinute: number; expiresAt: string };
+    expect(token).toMatchObject({ models: ['cli-chat'], rateLimitPerMinute: 600, expiresAt: expect.any(String) });
+    const chat = (secret: string) =>
+      fetch(`${plane.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'cli-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }),
+      });
+    const answer = await chat(token.token);
+    expect(answer.status).toBe(200);
+    const usage = ((await answer.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+
+    const listed = await lunanexa(['tokens', 'ls'], env);
+    expect(listed.stdout).toMatch(new RegExp(`app-team\\s+inference\\s+active\\s+-\\s+models: cli-chat 600/min`));
+    expect(listed.stdout).not.toContain(token.token);
+
+    const report = await lunanexa(['usage', '--by', 'token,model', '--json'], env);
+    expect(report.code).toBe(0);
+    const row = (JSON.parse(report.stdout) as { data: Array<{ tokenId: string; model: string; requests: number; promptTokens: number; completionTokens: number }> }).data.find((r) => r.tokenId === token.id);
+    expect(row).toEqual(expect.objectContaining({ model: 'cli-chat', requests: 1, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens }));
+    const csv = await lunanexa(['usage', '--by', 'token', '--csv'], env);
+    expect(csv.stdout.split(/\r?\n/)[0]).toBe('day,tokenId,tokenName,model,requests,promptTokens,completionTokens');
+    expect(csv.stdout).toContain(`,${token.id},app-team,,1,${usage.prompt_tokens},${usage.completion_tokens}`);
+
+    const revoked = await lunanexa(['tokens', 'revoke', token.id], env);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toContain('app-team');
+    expect((await chat(token.token)).status).toBe(401);
+    expect((await lunanexa(['tokens', 'create', 'x', '--role', 'overlord'], env)).code).toBe(2);
+  }, 60_000);
+
+  it('lists, exports and verifies the audit chain here, and finds an edited export', async () => {
+    const listed = await lunanexa(['audit', 'ls', '--action', 'api_token.revoke', '--json'], env);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ action: 'api_token.revoke', outcome: 'succeeded' })]);
+    const verified = await lunanexa(['audit', 'verify'], env);
+    expect(verified.code).toBe(0);
+    expect(verified.stdout).toMatch(/^intact: \d+ entries; head [0-9a-f]{64}/);
+
+    const file = join(dir, 'audit.jsonl');
+    expect((await lunanexa(['audit', 'export', '-o', file], env)).code).toBe(0);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const lines = (await readFile(file, 'utf8')).trim().split('\n');
+    expect(lines.length).toBeGreaterThan(5);
+    expect((await lunanexa(['audit', 'verify', '--file', file], env)).code).toBe(0);
+    // Someone rewrites who did it, in an archived copy: the chain no longer holds at that entry.
+    const edited = lines.map((line, i) => (i === 2 ? line.replace(/"actor":"[^"]*"/, '"actor":"system"') : line));
+    expect(edited[2]).not.toBe(lines[2]);
+    await writeFile(join(dir, 'edited.jsonl'), `${edited.join('\n')}\n`);
+    const broken = await lunanexa(['audit', 'verify', '--file', join(dir, 'edited.jsonl'), '--json'], env);
+    expect(broken.code).toBe(4);
+    expect(JSON.parse(broken.stdout)).toMatchObject({ ok: false, brokenAt: { seq: 3 } });
+    // And one removed entry.
+    await writeFile(join(dir, 'cut.jsonl'), `${lines.filter((_, i) => i !== 1).join('\n')}\n`);
+    expect((await lunanexa(['audit', 'verify', '--file', join(dir, 'cut.jsonl')], env)).stdout).toContain('BROKEN at seq 3');
+    expect((await lunanexa(['audit', 'verify', '--file', join(dir, 'no-such.jsonl')], env)).code).toBe(2);
+  }, 60_000);
+
   it('logs in with a token from standard input, saves it readable only by its owner, and uses it', async () => {
     const noEnv = { HOME: dir, LUNANEXA_CONFIG: env.LUNANEXA_CONFIG };
     expect((await lunanexa(['status'], noEnv)).code).toBe(2);

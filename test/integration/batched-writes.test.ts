@@ -43,6 +43,15 @@ describeStores('batched writes', (store) => {
     expect(byId.get('wl_c')).toMatchObject({ state: 'failed', errorCode: 'node_lost', statusCode: 502 });
   });
 
+  it("carries a workload's token, model, first byte and token counts, and the final record's replace the first's", async () => {
+    await writeWorkloads(store().db, [row('wl_usage', { tokenId: 'tok_1', model: 'chat-large' })]);
+    let [written] = await store().db.select().from(workloads).where(eq(workloads.id, 'wl_usage'));
+    expect(written).toMatchObject({ tokenId: 'tok_1', model: 'chat-large', promptTokens: null, completionTokens: null, firstByteMs: null });
+    await writeWorkloads(store().db, [row('wl_usage', { state: 'succeeded', tokenId: 'tok_1', model: 'chat-large', promptTokens: 17, completionTokens: 0, firstByteMs: 42 })]);
+    [written] = await store().db.select().from(workloads).where(eq(workloads.id, 'wl_usage'));
+    expect(written).toMatchObject({ state: 'succeeded', tokenId: 'tok_1', model: 'chat-large', promptTokens: 17, completionTokens: 0, firstByteMs: 42 });
+  });
+
   it('records replay-fence entries once, ignoring ones already there', async () => {
     const expiresAt = new Date('2030-01-01T00:01:00.000Z');
     await writeJtis(store().db, [{ jti: 'j1', machineId: 'mch_1', expiresAt }]);

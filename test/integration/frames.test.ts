@@ -119,7 +119,7 @@ describe('the frames upload', () => {
     expect(resume.status).toBe(200);
     expect(await resume.json()).toEqual({ nextOffset: 3 });
     // A resumed upload that repeats offsets 1 and 2 adds only what is new.
-    const end: Frame = { o: 3, t: 'end', tokens: 1 };
+    const end: Frame = { o: 3, t: 'end', tokens: 1, promptTokens: 7, completionTokens: 1 };
     const second = await upload(plane, a, path, concat([head, data, end].map((f) => encodeFrame(invocationId, f))));
     expect(second.status).toBe(200);
     expect(await second.json()).toEqual({ nextOffset: 4 });
@@ -137,10 +137,10 @@ describe('the frames upload', () => {
     controller.enqueue(encodeFrame(invocationId, { o: 0, t: 'accept' }));
     const first = await queue.next(AbortSignal.timeout(5_000));
     expect(first).toEqual({ kind: 'frames', frames: [{ o: 0, t: 'accept' }] });
-    controller.enqueue(encodeFrame(invocationId, { o: 1, t: 'end', tokens: 3 }));
+    controller.enqueue(encodeFrame(invocationId, { o: 1, t: 'end', tokens: 3, promptTokens: 5, completionTokens: null }));
     controller.close();
     expect(await (await answer).json()).toEqual({ nextOffset: 2 });
-    expect(await receivedFrames(queue)).toEqual([{ o: 1, t: 'end', tokens: 3 }]);
+    expect(await receivedFrames(queue)).toEqual([{ o: 1, t: 'end', tokens: 3, promptTokens: 5, completionTokens: null }]);
     detach();
   });
 
@@ -188,8 +188,8 @@ describe('the frames upload', () => {
     // A frame whose length is shorter than its header.
     const short = new Uint8Array([0, 0, 0, 3, 1, 0, 0]);
     await expectError(await upload(plane, a, path, short), 400, 'invalid_frames');
-    // An end frame whose body is not its 4 bytes.
-    const badEnd = encodeFrame(invocationId, { o: 1, t: 'end', tokens: 1 }).slice(0, -1);
+    // An end frame whose body is neither its 12 bytes nor an older agent's 4.
+    const badEnd = encodeFrame(invocationId, { o: 1, t: 'end', tokens: 1, promptTokens: 1, completionTokens: 1 }).slice(0, -1);
     new DataView(badEnd.buffer).setUint32(0, badEnd.length - 4);
     await expectError(await upload(plane, a, path, badEnd), 400, 'invalid_frames');
     // The accept that preceded the bad frame went through (it was whole); nothing of the bad bytes did.
@@ -321,13 +321,13 @@ describe('a frame over the frame limit', () => {
       ]);
       // And the upload resumes where it stopped, with ordinary frames.
       expect(await (await resumeOffset(plane, a, path)).json()).toEqual({ nextOffset: 2 });
-      const rest = concat([encodeFrame(invocationId, { o: 2, t: 'data', d: encoder.encode('short') }), encodeFrame(invocationId, { o: 3, t: 'end', tokens: 1 })]);
+      const rest = concat([encodeFrame(invocationId, { o: 2, t: 'data', d: encoder.encode('short') }), encodeFrame(invocationId, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null })]);
       const resumed = await upload(plane, a, path, rest);
       expect(resumed.status).toBe(200);
       expect(await resumed.json()).toEqual({ nextOffset: 4 });
       expect(plain(await receivedFrames(queue))).toEqual([
         { o: 2, t: 'data', d: 'short' },
-        { o: 3, t: 'end', tokens: 1 },
+        { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null },
       ]);
       detach();
     });

@@ -26,7 +26,7 @@ describe('the OpenAPI document at /api/v1/openapi.json', () => {
   });
 
   it('is a valid OpenAPI 3.1 document', async () => {
-    const result = await new Validator().validate(doc as unknown as object);
+    const result = await new Validator().validate(doc as unknown as Parameters<Validator["validate"]>[0]);
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(doc.openapi).toBe('3.1.0');

@@ -208,7 +208,7 @@ describe('the uplink', () => {
       { o: 1, t: 'head', status: 200, contentType: 'text/event-stream' },
       { o: 2, t: 'data', d: new Uint8Array([0x64, 0x61, 0x74, 0x61, 0x3a, 0x20, 0xff, 0x00, 0x80, 0x0a, 0x0a]) },
       { o: 3, t: 'data', d: new TextEncoder().encode('data: [DONE]\n\n') },
-      { o: 4, t: 'end', tokens: 7 },
+      { o: 4, t: 'end', tokens: 7, promptTokens: 12, completionTokens: 7 },
     ];
     const framesTwo: Frame[] = [
       { o: 0, t: 'accept' },
@@ -278,7 +278,7 @@ describe('the uplink', () => {
       { o: 1, t: 'head', status: 200, contentType: 'text/event-stream' },
       { o: 2, t: 'data', d: new TextEncoder().encode('data: 1\n\n') },
       { o: 3, t: 'data', d: new TextEncoder().encode('data: 2\n\n') },
-      { o: 4, t: 'end', tokens: 2 },
+      { o: 4, t: 'end', tokens: 2, promptTokens: null, completionTokens: null },
     ];
     const first = await uplinkOnce(a, concat([encodeControl({ t: 'hello', uplinkId: 'upl_first' }), ...frames.slice(0, 3).map((f) => encodeFrame(one.id, f))]));
     expect(first.status).toBe(200);
@@ -327,7 +327,7 @@ describe('the uplink', () => {
     uplink.send(encodeControl({ t: 'hello', uplinkId: 'upl_unknown' }), encodeFrame(unknown, { o: 0, t: 'accept' }), encodeFrame(unknown, { o: 1, t: 'head', status: 200, contentType: 'text/plain' }));
     await until(() => stream.cancels.length > 0, 'the cancel');
     await new Promise((r) => setTimeout(r, 30));
-    uplink.send(encodeFrame(unknown, { o: 2, t: 'data', d: new Uint8Array([1, 2]) }), encodeFrame(unknown, { o: 3, t: 'end', tokens: 1 }));
+    uplink.send(encodeFrame(unknown, { o: 2, t: 'data', d: new Uint8Array([1, 2]) }), encodeFrame(unknown, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null }));
     // Still open: a known invocation's frames go through on the same uplink.
     uplink.send(encodeFrame(known.id, { o: 0, t: 'accept' }));
     expect((await collect(known.queue, 1)).frames).toEqual([{ o: 0, t: 'accept' }]);
@@ -356,7 +356,7 @@ describe('the uplink', () => {
     }
     // What ran through the stream failed; nothing sent afterwards is delivered.
     expect(await collect(one.queue, 1, 1_000)).toMatchObject({ frames: [], failed: { code: 'node_lost' } });
-    uplink.send(encodeFrame(one.id, { o: 1, t: 'end', tokens: 0 }));
+    uplink.send(encodeFrame(one.id, { o: 1, t: 'end', tokens: 0, promptTokens: null, completionTokens: null }));
     await new Promise((r) => setTimeout(r, 50));
     expect(await received(one.queue)).toMatchObject([{ kind: 'failed', code: 'node_lost' }]);
   });
@@ -393,7 +393,7 @@ describe('the uplink', () => {
     const streamA = attach(a);
     const streamB = attach(b);
     const ofA = await dispatch(a, streamA);
-    const response = await uplinkOnce(b, concat([encodeFrame(ofA.id, { o: 0, t: 'accept' }), encodeFrame(ofA.id, { o: 1, t: 'end', tokens: 0 })]));
+    const response = await uplinkOnce(b, concat([encodeFrame(ofA.id, { o: 0, t: 'accept' }), encodeFrame(ofA.id, { o: 1, t: 'end', tokens: 0, promptTokens: null, completionTokens: null })]));
     await expectError(response, 403, 'forbidden_machine');
     expect(await received(ofA.queue)).toEqual([]);
     expect(streamB.cancels).toEqual([]);

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { WebSocket } from 'ws';
 import { Miniflare } from 'miniflare';
-import { clusterSettings, machines } from '../../functions/store/schema/index.js';
+import { apiTokens, clusterSettings, machines, tokenRateWindows } from '../../functions/store/schema/index.js';
+import { createApiToken } from '../../functions/services/api-tokens.js';
 import { generateMachineKey } from '../../agent/state.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
@@ -124,6 +125,24 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     const body = (await response.json()) as ErrorEnvelope;
     expect(body.error.code).toBe('invalid_token');
     expect(body.error.requestId).toBeTruthy();
+  });
+
+  it('refuses a revoked token on its next request, as no isolate remembers tokens, and rate-limits over the SQL endpoint', async () => {
+    const consumer = await createApiToken({ ctx: fixture.ctx, input: { workspaceId: fixture.workspaceId, name: 'edge consumer', role: 'inference' } });
+    for (let i = 0; i < 2; i += 1) expect((await call('/v1/models', { token: consumer.token })).status).toBe(200);
+    // Revoked behind the Worker's back: no signal of any kind reaches its isolate, and none needs to.
+    await fixture.store.db.update(apiTokens).set({ revokedAt: sql`now()` }).where(eq(apiTokens.id, consumer.id));
+    expect((await call('/v1/models', { token: consumer.token })).status).toBe(401);
+
+    const limited = await createApiToken({ ctx: fixture.ctx, input: { workspaceId: fixture.workspaceId, name: 'edge limited', role: 'inference', rateLimitPerMinute: 1 } });
+    const first = await call('/v1/models', { token: limited.token });
+    const second = await call('/v1/models', { token: limited.token });
+    // The minute may turn between the two; then the third is the refused one.
+    const refused = second.status === 429 ? second : await call('/v1/models', { token: limited.token });
+    expect([first.status, refused.status]).toEqual([200, 429]);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const [window] = await fixture.store.db.select().from(tokenRateWindows).where(eq(tokenRateWindows.tokenId, limited.id));
+    expect(window?.count).toBeGreaterThanOrEqual(1);
   });
 
   it('answers malformed JSON with 400, not a 500', async () => {

@@ -59,8 +59,10 @@ describe('frame codec round trips', () => {
     { o: 2, t: 'data', d: BINARY },
     { o: 3, t: 'data', d: new Uint8Array(0) },
     { o: 4, t: 'data', d: new TextEncoder().encode('data: {"choices":[{"delta":{"content":"héllo ✓"}}]}\n\n') },
-    { o: 5, t: 'end', tokens: 0 },
-    { o: 5, t: 'end', tokens: 0xffffffff },
+    { o: 5, t: 'end', tokens: 0, promptTokens: null, completionTokens: null },
+    { o: 5, t: 'end', tokens: 0xffffffff, promptTokens: 0, completionTokens: 0xfffffffe },
+    { o: 5, t: 'end', tokens: 12, promptTokens: 31, completionTokens: null },
+    { o: 5, t: 'end', tokens: 0, promptTokens: null, completionTokens: 9 },
     { o: 6, t: 'error', code: 'runtime_failed', message: 'the runtime answered 500: ünïcode ✗', told: true },
     { o: 7, t: 'error', code: 'deadline', message: '' },
     { o: 0xffffffff, t: 'accept' },
@@ -83,6 +85,25 @@ describe('frame codec round trips', () => {
     const decoded = out[0] as { frame: Frame };
     expect(decoded.frame).toEqual({ o: 1, t: 'error', code: 'x', message: 'y' });
     expect('told' in decoded.frame).toBe(false);
+  });
+
+  it("carries an end frame's usage in 12 bytes, an unknown count as 0xFFFFFFFF", () => {
+    const bytes = encodeFrame('inv_x', { o: 2, t: 'end', tokens: 5, promptTokens: 7, completionTokens: null });
+    const body = new DataView(bytes.buffer, bytes.byteOffset + 10 + 'inv_x'.length);
+    expect(body.byteLength).toBe(12);
+    expect([body.getUint32(0), body.getUint32(4), body.getUint32(8)]).toEqual([5, 7, 0xffffffff]);
+  });
+
+  it('writes an end frame without usage in the 4 bytes of agents and control planes that predate usage', () => {
+    const bytes = encodeFrame('inv_x', { o: 2, t: 'end', tokens: 5, promptTokens: null, completionTokens: null });
+    expect(bytes.length - 10 - 'inv_x'.length).toBe(4);
+    expect(new DataView(bytes.buffer, bytes.byteOffset + 10 + 'inv_x'.length).getUint32(0)).toBe(5);
+  });
+
+  it('decodes the 4-byte end frame of an agent older than usage as tokens with usage unknown', () => {
+    const body = new Uint8Array(4);
+    new DataView(body.buffer).setUint32(0, 17);
+    expect(decodeAll([rawFrame(4, 'inv_old', 3, body)]).out).toEqual([{ id: 'inv_old', frame: { o: 3, t: 'end', tokens: 17, promptTokens: null, completionTokens: null } }]);
   });
 
   it('carries data bytes untouched, every byte value', () => {
@@ -133,7 +154,7 @@ describe('frame decoding across chunk splits', () => {
     { id: 'inv_two', frame: { o: 1, t: 'head', status: 400, contentType: 'application/json' } },
     { id: 'inv_two', frame: { o: 2, t: 'error', code: 'bad_request', message: 'nope ✗', told: true } },
     { id: 'inv_one', frame: { o: 3, t: 'data', d: new Uint8Array(0) } },
-    { id: 'inv_one', frame: { o: 4, t: 'end', tokens: 12 } },
+    { id: 'inv_one', frame: { o: 4, t: 'end', tokens: 12, promptTokens: 40, completionTokens: 11 } },
   ];
   const buffer = concat(items.map((item) => ('control' in item ? encodeControl(item.control) : encodeFrame(item.id, item.frame))));
   const expected = plain(items);
@@ -347,8 +368,8 @@ describe('frame decoding refuses what is not a frame', () => {
   });
 
   it('refuses bodies that do not fit their kind', () => {
-    expect(refused([rawFrame(4, 'inv_x', 0, new Uint8Array(3))]).error).toBeInstanceOf(FrameError); // end: 4 bytes
-    expect(refused([rawFrame(4, 'inv_x', 0, new Uint8Array(5))]).error).toBeInstanceOf(FrameError);
+    // end: 12 bytes, or 4 from an older agent
+    for (const size of [0, 3, 5, 8, 11, 13]) expect(refused([rawFrame(4, 'inv_x', 0, new Uint8Array(size))]).error, `end of ${size} bytes`).toBeInstanceOf(FrameError);
     expect(refused([rawFrame(2, 'inv_x', 0, new Uint8Array(1))]).error).toBeInstanceOf(FrameError); // head: a status
     expect(refused([rawFrame(5, 'inv_x', 0, new Uint8Array(1))]).error).toBeInstanceOf(FrameError); // error: flags + code length
     expect(refused([rawFrame(5, 'inv_x', 0, new Uint8Array([0, 5, 0x61]))]).error).toBeInstanceOf(FrameError); // code cut short

@@ -6,8 +6,8 @@ import { serviceCtx, type AppEnv } from '../../context.js';
 import { bodyText, clientGone } from '../../http/node-io.js';
 import { bearer } from '../../http/api-auth.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
-import { TtlCache } from '../../services/ttl-cache.js';
-import type { Actor } from '../../context.js';
+import { countTokenRequest } from '../../services/rate-limit.js';
+import { modelAllowed } from '../../services/token-rules.js';
 import { executeInference } from '../../inference/execute.js';
 import { ApiError } from '../../errors.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
@@ -34,7 +34,6 @@ async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, max
 /** The OpenAI-compatible consumer surface `/v1` (docs/design.md section 5). */
 export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const tokens = new TtlCache<Actor>(2_000);
   app.onError(handleOpenAIError);
   // Bodies are read (and limited) by the handlers themselves, after authentication: see parseBody.
   app.use('*', async (c, next) => {
@@ -45,11 +44,20 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: tokens } }).catch((error: unknown) => {
+    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: ports.relay.tokens ?? undefined } }).catch((error: unknown) => {
       // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
       if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
       throw error;
     });
+    if (actor.rateLimitPerMinute !== null) {
+      // On Workers a single statement goes over Neon's HTTP endpoint rather than a connection of the request's own.
+      const verdict = await countTokenRequest(ports.store.statements ?? ports.store.db, { tokenId: actor.tokenId, limit: actor.rateLimitPerMinute });
+      if (!verdict.ok) {
+        throw new OpenAIError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit of ${actor.rateLimitPerMinute} requests per minute reached for this API key; retry in ${verdict.retryAfterS} s.`, null, {
+          'Retry-After': String(verdict.retryAfterS),
+        });
+      }
+    }
     c.set('actor', actor);
     await next();
   });
@@ -59,12 +67,15 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     await ports.relay.routing.fresh();
     const body: ModelList = {
       object: 'list',
-      data: ports.relay.routing.list(c.get('actor').workspaceId).map((route) => ({
-        id: route.name,
-        object: 'model',
-        created: Math.floor(route.createdAt.getTime() / 1000),
-        owned_by: 'lunanexa',
-      })),
+      data: ports.relay.routing
+        .list(c.get('actor').workspaceId)
+        .filter((route) => modelAllowed(c.get('actor').models, route.name))
+        .map((route) => ({
+          id: route.name,
+          object: 'model',
+          created: Math.floor(route.createdAt.getTime() / 1000),
+          owned_by: 'lunanexa',
+        })),
     };
     return c.json(body);
   });

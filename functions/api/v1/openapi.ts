@@ -1,5 +1,6 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
+import { ROLE_EXTENSION } from '../guarded.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ModelList, OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 
 /**
@@ -13,7 +14,6 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
       [
         [400, 'Invalid request (OpenAI error envelope)'],
         [401, 'Missing or invalid API key'],
-        [403, 'The token may not call inference'],
         [404, 'Unknown model, or a model the token may not call'],
         [413, 'Body too large'],
         [429, 'Over the token\'s rate limit or the deployment\'s queue; see Retry-After'],
@@ -25,6 +25,8 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
   );
   const relayed = z.object({}).passthrough().describe("The runtime's OpenAI-compatible answer, relayed byte for byte");
   const security = [{ bearer: [] }];
+  // Every token may call /v1 (inference is the lowest role); allow-lists and rate limits apply per token.
+  const role = { [ROLE_EXTENSION]: 'inference' };
   const servers = [{ url: '/' }];
   const generation = (path: string, summary: string, schema: z.ZodType, streams: boolean) =>
     registry.registerPath({
@@ -34,6 +36,7 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
       summary,
       tags: ['inference'],
       security,
+      ...role,
       request: {
         headers: z.object({
           'idempotency-key': z.string().min(1).max(256).optional(),
@@ -56,6 +59,7 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
     summary: 'The models this token may call',
     tags: ['inference'],
     security,
+    ...role,
     responses: { 200: { description: 'Models', content: { 'application/json': { schema: ModelList } } }, 401: errors[401]! },
   });
   generation('/v1/chat/completions', 'Chat completion, relayed to a replica of the named model', ChatCompletionRequest, true);
