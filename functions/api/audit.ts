@@ -11,7 +11,8 @@ const NDJSON_TYPE = 'application/x-ndjson';
 /** An exact value to filter by, in the shape such values have: a value of another shape matches nothing and is refused as a mistake. */
 const filterValue = (shape: RegExp, what: string, description: string) =>
   z.string().max(256).regex(shape, `not ${what}`).optional().openapi({ param: { description } });
-const ID = /^[a-z]+_[0-9A-Z]{16,32}$/;
+/** Objects by id or name (runtime templates and secrets); refused calls by their route (`access.denied`). */
+const TARGET = /^([A-Za-z0-9][A-Za-z0-9._-]{0,127}|(GET|POST|PUT|DELETE) \/[\x21-\x7e]{1,200})$/;
 const instant = (description: string) => z.iso.datetime({ offset: true }).optional().openapi({ param: { description } });
 
 const list = guarded('admin', {
@@ -22,7 +23,7 @@ const list = guarded('admin', {
     query: PageQuery.extend({
       action: filterValue(/^[a-z_]+(\.[a-z_-]+)+$/, 'an action name (noun.verb)', 'Only this action (`deployment.create`, `machine.revoke`, ...)'),
       actor: filterValue(/^(system|anonymous|[a-z]+_[0-9A-Z]{16,32})$/, 'an actor (tok_..., mch_..., system)', 'Only entries of this actor (`tok_...`, `mch_...`, `system`)'),
-      target: filterValue(ID, 'an object id', 'Only entries about this object (its id)'),
+      target: filterValue(TARGET, 'an object id, a name or a route', 'Only entries about this object (its id, or its name for runtime templates and secrets), or this route for `access.denied` (`POST /api/v1/tokens`)'),
       outcome: AuditOutcome.optional().openapi({ param: { description: 'Only entries that ended so' } }),
       since: instant('Only entries at or after this time (ISO-8601 with its zone)'),
       until: instant('Only entries before this time (ISO-8601 with its zone)'),

@@ -129,13 +129,19 @@ function auditSuite(kind: StoreKind) {
   });
 
   it('answers 400 to bad filters and cursors, and 403 below admin', async () => {
-    for (const query of ['?outcome=maybe', '?since=yesterday', '?until=2026-01-01', '?limit=0', '?cursor=bm9wZQ', `?action=${'a'.repeat(300)}`, '?action=99999999999999999999', '?actor=1e309', '?target=anything']) {
+    for (const query of ['?outcome=maybe', '?since=yesterday', '?until=2026-01-01', '?limit=0', '?cursor=bm9wZQ', `?action=${'a'.repeat(300)}`, '?action=99999999999999999999', '?actor=1e309', '?target=no%20spaces', '?target=-dash-first']) {
       const response = await api(`/audit${query}`, admin.token);
       expect(response.status, query).toBe(400);
       expect(((await response.json()) as { error: { code: string } }).error.code).toMatch(/validation_failed|invalid_cursor/);
     }
     for (const token of [viewer, operator]) for (const path of ['/audit', '/audit/export', '/audit/verify']) expect((await api(path, token)).status, path).toBe(403);
     expect((await fetch(`${plane.url}/api/v1/audit/export`)).status).toBe(401);
+    // Each refusal of a known token is itself audited: who tried what, with which role.
+    const denied = (await page('?action=access.denied&target=GET%20/api/v1/audit/export')).data;
+    expect(denied.map((e) => [e.outcome, e.details])).toEqual([
+      ['denied', { role: 'operator', required: 'admin' }],
+      ['denied', { role: 'viewer', required: 'admin' }],
+    ]);
   });
 
   it('exports the whole chain in seq order, which verifies offline as the server verifies it, with no secret in it', async () => {

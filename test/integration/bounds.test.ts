@@ -163,6 +163,9 @@ describe('every route bounds what it is sent', () => {
     await plane?.stop();
   });
 
+  /** Query parameters whose values are names, which twenty digits or `1e309` can be. */
+  const NAME_QUERIES = new Set(['target']);
+
   const api = (method: string, path: string, body?: Json, query = '') =>
     plane.admin(`/api/v1${path}${query}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: body === undefined ? {} : { 'content-type': 'application/json' } });
 
@@ -201,8 +204,9 @@ describe('every route bounds what it is sent', () => {
             ['an integer past 2^64', '99999999999999999999', undefined],
             ['1e309', '1e309', undefined],
           ] as const) {
-            // An unknown query parameter is ignored (2xx allowed) unless it carries a NUL byte.
-            const strict = name !== 'unknown' || what === 'a NUL byte';
+            // An unknown query parameter is ignored (2xx allowed) unless it carries a NUL byte; a name-valued one
+            // (the audit log's `target`: template and secret names too) may be all digits.
+            const strict = (name !== 'unknown' && !(NAME_QUERIES.has(name) && what !== 'overlong')) || what === 'a NUL byte';
             const problem = await checkAnswer(await api(verb, fill(), body, `?${name}=${value}`), { label: `${route} with ?${name} ${what}`, surface: 'api', strict, exactly });
             if (problem) problems.push(problem);
           }
