@@ -10,6 +10,7 @@ import { storeReadiness } from './store/migration-status.js';
 import { securityHeaders } from './http/security-headers.js';
 import { urlGuard } from './http/url-guard.js';
 import { registerMetrics } from './http/metrics-route.js';
+import { consoleApp } from './console/index.js';
 
 /** Composes every surface over the given ports. Does no I/O at import time or here. */
 export function newApp(ports: Ports): Hono<AppEnv> {
@@ -35,5 +36,7 @@ export function newApp(ports: Ports): Hono<AppEnv> {
   app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
   app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
   app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
+  // The web console: `/` and `/console/...` only (functions/console/index.ts); last, so it shadows no other surface.
+  app.route('/', consoleApp());
   return app;
 }

@@ -24,9 +24,10 @@ const count = env.LUNANEXA_SIM_NODES;
 if (count > 0) await seedDemoDeployment(plane, count);
 const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
 
-// Only what is served: there is no web console yet, so the entry points are the APIs.
+// Only what is served: the console, the APIs, metrics.
 console.log(`
 LunaNexa control plane  ${plane.url}
+web console             ${plane.url}/  (sign in with the admin token below)
 management API          ${plane.url}/api/v1  (OpenAPI: ${plane.url}/api/v1/openapi.json)
 inference (OpenAI)      ${plane.url}/v1
 metrics                 ${plane.url}/metrics

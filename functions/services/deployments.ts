@@ -3,7 +3,7 @@ import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { canonicalize } from '../../shared/canonical.js';
 import { StartupSpec, type ArtifactPin, type RestartPolicy } from '../../shared/contracts/desired.js';
-import { RolloutSpec, type DeploymentDetail, type DeploymentRuntime, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
+import { RolloutSpec, type DeploymentDetail, type DeploymentRuntime, type DeploymentSpec, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
 import { ApiError } from '../errors.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
@@ -36,10 +36,9 @@ export interface DeploymentInput {
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
-function deploymentView(row: DeploymentRow): DeploymentView {
+/** The spec a row holds, as a PUT would declare it: what a view shows and what scaling re-applies. */
+function specOf(row: DeploymentRow): Omit<DeploymentInput, 'workspaceId' | 'name'> & DeploymentSpec {
   return {
-    id: row.id,
-    name: row.name,
     model: row.model,
     runtime: row.runtime,
     artifact: row.artifact ?? null,
@@ -52,10 +51,11 @@ function deploymentView(row: DeploymentRow): DeploymentView {
     queueCapacity: row.queueCapacity,
     startup: row.startup,
     rollout: row.rollout,
-    generation: row.generation,
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+function deploymentView(row: DeploymentRow): DeploymentView {
+  return { id: row.id, name: row.name, ...specOf(row), generation: row.generation, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
 }
 
 /** One live deployment of a workspace, by id. */
@@ -215,6 +215,33 @@ export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDe
   };
 }
 
+/**
+ * Scales a deployment: applies its stored spec with another replica count (`applyDeployment`, so the change, its
+ * generation and its audit entry are the same as a PUT with that count). `generation`, when given, is the one the
+ * caller saw: a deployment changed since is a 409, not silently overwritten. Scaling touches only the surplus or
+ * the missing replicas.
+ */
+export async function scaleDeployment({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; name: string; replicas: number; generation?: number };
+}): Promise<{ id: string; generation: number; changed: boolean }> {
+  return await withTransaction(ctx, async (tx) => {
+    const [row] = await tx.db
+      .select()
+      .from(deployments)
+      .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)))
+      .for('update');
+    if (!row) throw new ApiError('not_found', `deployment ${input.name} not found`);
+    if (input.generation !== undefined && row.generation !== input.generation) {
+      throw new ApiError('conflict', `deployment ${input.name} changed since generation ${input.generation} (now ${row.generation}); look at it again`);
+    }
+    return await applyDeployment({ ctx: tx, input: { workspaceId: input.workspaceId, name: row.name, ...specOf(row), replicas: input.replicas } });
+  });
+}
+
 /** One live deployment by name, with its derived status and its recent events; 404 when there is none. */
 export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; name: string } }): Promise<DeploymentDetail> {
   const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
@@ -224,4 +251,27 @@ export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pic
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
   const registry = await loadRuntimeRegistry(ctx.db, { workspaceId: input.workspaceId });
   return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, registry }), events: events.get(deployment.id) ?? [] };
+}
+
+/**
+ * Every live deployment of a workspace (by name, at most `limit`) with its derived status and recent events, from
+ * one read of the fleet: what the console lists.
+ */
+export async function describeDeployments({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; limit: number; eventsPerDeployment: number };
+}): Promise<{ items: DeploymentDetail[]; more: boolean }> {
+  const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt))).orderBy(deployments.name, deployments.id);
+  if (rows.length === 0) return { items: [], more: false };
+  const shown = rows.slice(0, input.limit);
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
+  const events = await listDeploymentEvents(ctx.db, shown.map((d) => d.id), input.eventsPerDeployment);
+  const registry = await loadRuntimeRegistry(ctx.db, { workspaceId: input.workspaceId });
+  return {
+    items: shown.map((deployment) => ({ ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, registry }), events: events.get(deployment.id) ?? [] })),
+    more: rows.length > shown.length,
+  };
 }

@@ -5,7 +5,8 @@ import { seedDemoDeployment } from '../../functions/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import { apiTokens, auditEvents, consoleSessions, deployments } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
-import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { liveConsoleStreams } from '../../functions/console/sse.js';
 import { SseReader } from '../helpers/sse.js';
 
 /**
@@ -166,5 +167,19 @@ describePg('console sessions and forms', () => {
     expect(await reader.nextEvent(5_000)).toBeNull();
     controller.abort();
     expect((await fetch(`${plane.url}/console/events?view=fleet`, { headers: { cookie } })).status).toBe(401);
+  });
+
+  it('stops a live stream when its client leaves, and refuses an unknown view', async () => {
+    const { cookie } = await signIn(plane.adminToken);
+    expect((await fetch(`${plane.url}/console/events?view=secrets`, { headers: { cookie } })).status).toBe(400);
+    await waitFor(async () => liveConsoleStreams() === 0, { what: 'no live stream left from before' });
+    const controller = new AbortController();
+    const stream = await fetch(`${plane.url}/console/events?view=fleet`, { headers: { cookie }, signal: controller.signal });
+    const reader = new SseReader(stream.body!);
+    expect(await reader.nextEvent(5_000)).toMatchObject({ event: 'hello' });
+    expect(await reader.nextEvent(5_000)).toMatchObject({ event: 'fragment' });
+    expect(liveConsoleStreams()).toBe(1);
+    controller.abort();
+    await waitFor(async () => liveConsoleStreams() === 0, { timeoutMs: 5_000, what: 'the stream stopped' });
   });
 });

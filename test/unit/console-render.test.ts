@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import type { MachineView } from '../../shared/contracts/machine.js';
+import { lineChart, niceCeil } from '../../functions/console/charts.js';
+import { fleetFragment } from '../../functions/console/fleet.js';
+import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/console/requests.js';
+import type { ConsoleSession } from '../../functions/console/session.js';
+import { duration, quantile } from '../../functions/console/format.js';
+
+const session = (role: ConsoleSession['role']): ConsoleSession => ({ id: 'ses_1', tokenId: 'tok_1', workspaceId: 'ws_1', role, expiresAt: new Date(), csrf: 'csrf-token' });
+
+const HOSTILE = '<img src=x onerror=alert(1)>"\'&';
+
+function machine(overrides: Partial<MachineView> = {}): MachineView {
+  return {
+    id: 'mch_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    name: 'gpu-1',
+    workspaceId: 'ws_1',
+    labels: { site: HOSTILE },
+    state: 'ready',
+    reportedStatus: 'ready',
+    streamAttached: true,
+    heartbeatAgeMs: 1_234,
+    lastHeartbeatAt: new Date().toISOString(),
+    desiredGen: 3,
+    reportedGen: 3,
+    cordoned: false,
+    draining: false,
+    drained: false,
+    revokedAt: null,
+    credentialExpiresAt: null,
+    inventory: {
+      hostname: 'gpu-1',
+      os: 'linux',
+      arch: 'arm64',
+      cpus: 20,
+      cpuModel: null,
+      memoryTotalMiB: 122_880,
+      memoryAvailableMiB: 100_000,
+      diskFreeMiB: null,
+      gpus: [{ index: 0, uuid: null, name: HOSTILE, memoryTotalMiB: 122_880, memoryUsedMiB: null, unifiedMemory: true, driverVersion: null, utilizationPercent: 37, temperatureC: 51, powerDrawW: null }],
+      agentVersion: '0.1.0',
+    },
+    warmModels: ['llama'],
+    runtimes: [
+      {
+        assignmentId: 'asg_1',
+        deploymentId: 'dep_1',
+        deploymentName: 'llama',
+        model: 'llama',
+        desired: true,
+        reportedState: 'ready',
+        state: 'ready',
+        gen: 3,
+        restarts: 0,
+        message: HOSTILE,
+        reportedAgeMs: 100,
+        routable: true,
+        warm: true,
+        activeInvocations: 2,
+        queueDepth: 0,
+        progress: null,
+      },
+    ],
+    attention: [{ deploymentId: 'dep_2', deploymentName: 'other', assignmentId: 'asg_2', reason: HOSTILE, failedAt: new Date().toISOString() }],
+    createdAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+describe('console rendering', () => {
+  it('escapes everything a node or an operator wrote', () => {
+    const out = fleetFragment([machine()], session('operator')).toString();
+    expect(out).not.toContain('<img');
+    expect(out).toContain('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;');
+  });
+
+  it('shows actions only to operators, each carrying the CSRF token and naming its machine', () => {
+    const operator = fleetFragment([machine()], session('operator')).toString();
+    expect(operator).toContain('action="/console/machines/mch_01ARZ3NDEKTSV4RRFFQ69G5FAV/drain"');
+    expect(operator.match(/name="_csrf" value="csrf-token"/g)).toHaveLength(3); // cordon, drain, clear failures
+    expect(operator).toContain('<span class="vh"> gpu-1</span>');
+    const viewer = fleetFragment([machine()], session('viewer')).toString();
+    expect(viewer).not.toContain('<form');
+    const draining = fleetFragment([machine({ cordoned: true, draining: true, attention: [] })], session('admin')).toString();
+    expect(draining).toContain('/uncordon');
+    expect(draining).not.toContain('/drain"');
+  });
+
+  it('draws no chart without data, and says why', () => {
+    const empty = lineChart({ id: 'c', title: 'TTFT', points: [], series: 's1', format: String, empty: 'no requests yet' }).toString();
+    expect(empty).toContain('data-points="0"');
+    expect(empty).toContain('>no requests yet</text>');
+    expect(empty).not.toContain('<polyline');
+    expect(requestsFragment([]).toString()).toContain('No requests yet');
+  });
+
+  it('scales a chart to round gridlines and summarises it for screen readers', () => {
+    expect([niceCeil(0), niceCeil(0.3), niceCeil(11.5), niceCeil(62.5), niceCeil(1000)]).toEqual([1, 0.5, 20, 100, 1000]);
+    const chart = lineChart({ id: 'c', title: 'TTFT', points: [{ t: 0, v: 46 }, { t: 2000, v: 26 }, { t: 4000, v: 30 }], series: 's1', format: (v) => `${v} ms`, empty: '' }).toString();
+    expect(chart).toContain('role="img"');
+    expect(chart).toContain('3 requests: median 30 ms, 95th percentile 46 ms, max 46 ms');
+    expect([...chart.matchAll(/text-anchor="end">(\d+ ms)</g)].map((m) => m[1])).toEqual(['0 ms', '20 ms', '40 ms', '60 ms']);
+    expect(chart).not.toMatch(/style=/);
+  });
+
+  it('counts tokens per second after the first byte, or over the whole request when it came in one piece', () => {
+    const at = new Date('2025-01-01T00:00:00Z');
+    const base: Pick<RecentRequest, 'createdAt' | 'finishedAt' | 'firstByteMs' | 'completionTokens'> = { createdAt: at, finishedAt: new Date(at.getTime() + 1_100), firstByteMs: 100, completionTokens: 200 };
+    expect(tokensPerSecond(base)).toBe(200);
+    expect(tokensPerSecond({ ...base, firstByteMs: 1_099 })).toBeCloseTo(200 / 1.1);
+    expect(tokensPerSecond({ ...base, completionTokens: null })).toBeNull();
+    expect(tokensPerSecond({ ...base, finishedAt: null })).toBeNull();
+  });
+
+  it('formats durations and quantiles', () => {
+    expect([duration(400), duration(12_300), duration(180_000), duration(9_000_000), duration(null)]).toEqual(['0.4 s', '12 s', '3 min', '2.5 h', '–']);
+    expect(quantile([5, 1, 3, 2, 4], 0.5)).toBe(3);
+    expect(quantile([], 0.5)).toBeNull();
+  });
+});
