@@ -2,10 +2,9 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
-import { createEnrollmentToken } from '../../functions/services/enrollment.js';
-import { enrollAgent } from '../../agent/agent.js';
+import { startEnrolledSimNodes } from '../helpers/sim-nodes.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, STEADY_LIVENESS, waitFor, type TestPlane } from '../helpers/plane.js';
@@ -60,17 +59,13 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     await seedDemoDeployment(plane, 2, { loadMs: 100 });
     const names = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
     const nodesDir = join(plane.dataDir, 'nodes');
-    // Enrolled through the real enrollment path from here (the agent's own code, over HTTP), which spares two cores
-    // four short-lived processes; each node then runs as its own agent process.
-    await Promise.all(
-      names.map(async (name) => {
-        const { token } = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 } });
-        await enrollAgent({ url: plane.url, token, name, stateDir: join(nodesDir, name), log: () => {} });
-      }),
-    );
     [nodes, browser] = await Promise.all([
-      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir))),
-      chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] }),
+      startEnrolledSimNodes(plane, names, nodesDir),
+      chromium.launch({
+        executablePath: '/usr/bin/chromium',
+        // No sandbox as root; and nothing reaching out from a machine without a network, which only slows a start.
+        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      }),
     ]);
     const created = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'console viewer', role: 'viewer' } });
     viewerToken = { id: created.id, token: created.token };
