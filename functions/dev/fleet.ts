@@ -4,6 +4,7 @@ import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../services/enrollment.js';
+import { enrollAgent } from '../../agent/agent.js';
 import { applyDeployment, type DeploymentInput } from '../services/deployments.js';
 import type { RunningControlPlane } from '../node.js';
 
@@ -112,12 +113,19 @@ export async function startSimNode(
       ctx: plane.systemCtx,
       input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
     });
-    const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
-      logFile,
-      env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
-    });
-    const code = await waitForExit(enroll, 60_000);
-    if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
+    if (opts.env === undefined && opts.url === undefined) {
+      // The agent's own enrollment code over HTTP, run here: the same path as `lunanexa-agent enroll` without one
+      // more process per node (on two cores a Node process start is seconds). An agent that needs its own
+      // environment (a proxy, a fake clock) or another address enrolls as its own process instead.
+      await enrollAgent({ url: plane.url, token: token.token, name, stateDir, log: () => {} });
+    } else {
+      const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
+        logFile,
+        env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
+      });
+      const code = await waitForExit(enroll, 60_000);
+      if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
+    }
   }
   return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
 }

@@ -4,8 +4,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
-import { startEnrolledSimNodes } from '../helpers/sim-nodes.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 const BIN = fileURLToPath(new URL('../../bin/lunanexa.mjs', import.meta.url));
@@ -48,7 +47,7 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
   beforeAll(async () => {
     plane = await startTestPlane({ config: STEADY_LIVENESS });
     dir = await mkdtemp(join(tmpdir(), 'lnx-cli-'));
-    nodes = await startEnrolledSimNodes(plane, ['cli-a', 'cli-b'], join(dir, 'nodes'));
+    nodes = await Promise.all(['cli-a', 'cli-b'].map((name) => startSimNode(plane, name, join(dir, 'nodes'))));
     // HOME and the login file in a throwaway directory: the test never reads or writes the user's own.
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
     await waitFor(async () => {
@@ -89,10 +88,10 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     const after = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as { status: { ready: number; replicas: Array<{ machineName: string; desired: boolean }> } };
     expect(after.status.ready).toBe(1);
     expect(after.status.replicas.filter((r) => r.desired).map((r) => r.machineName)).toEqual([host === 'cli-a' ? 'cli-b' : 'cli-a']);
-    expect((await lunanexa(['machines', 'uncordon', host], env)).stdout).toContain(`${host}: schedulable`);
     const cordoned = await lunanexa(['machines', 'cordon', host, '--json'], env);
-    expect(JSON.parse(cordoned.stdout)).toMatchObject({ name: host, cordoned: true });
-    await lunanexa(['machines', 'uncordon', host], env);
+    expect(JSON.parse(cordoned.stdout)).toMatchObject({ name: host, cordoned: true, draining: true });
+    // Uncordon ends the drain too: the machine takes placements again.
+    expect((await lunanexa(['machines', 'uncordon', host], env)).stdout).toContain(`${host}: schedulable`);
   }, 150_000);
 
   it('scales and waits, then lists machines and shows one with its runtimes', async () => {
@@ -176,7 +175,6 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     const lines = (await readFile(file, 'utf8')).trim().split('\n');
     expect(lines.length).toBeGreaterThan(5);
-    expect((await lunanexa(['audit', 'verify', '--file', file], env)).code).toBe(0);
     // Someone rewrites what an entry was about, in an archived copy: the chain no longer holds at that entry.
     const edited = lines.map((line, i) => (i === 2 ? line.replace(/"target":"([^"]*)"/, '"target":"$1-elsewhere"') : line));
     expect(edited[2]).not.toBe(lines[2]);
@@ -184,9 +182,7 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     const broken = await lunanexa(['audit', 'verify', '--file', join(dir, 'edited.jsonl'), '--json'], env);
     expect(broken.code).toBe(4);
     expect(JSON.parse(broken.stdout)).toMatchObject({ ok: false, brokenAt: { seq: 3 } });
-    // And one removed entry.
-    await writeFile(join(dir, 'cut.jsonl'), `${lines.filter((_, i) => i !== 1).join('\n')}\n`);
-    expect((await lunanexa(['audit', 'verify', '--file', join(dir, 'cut.jsonl')], env)).stdout).toContain('BROKEN at seq 3');
+    // (A removed, inserted or reordered entry, and the intact export, are in test/integration/audit.test.ts.)
     expect((await lunanexa(['audit', 'verify', '--file', join(dir, 'no-such.jsonl')], env)).code).toBe(2);
   }, 60_000);
 

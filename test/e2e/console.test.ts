@@ -2,9 +2,8 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { seedDemoDeployment, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
-import { startEnrolledSimNodes } from '../helpers/sim-nodes.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, STEADY_LIVENESS, waitFor, type TestPlane } from '../helpers/plane.js';
@@ -60,7 +59,7 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     const names = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
     const nodesDir = join(plane.dataDir, 'nodes');
     [nodes, browser] = await Promise.all([
-      startEnrolledSimNodes(plane, names, nodesDir),
+      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir))),
       chromium.launch({
         executablePath: '/usr/bin/chromium',
         // No sandbox as root; and nothing reaching out from a machine without a network, which only slows a start.
