@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { z } from 'zod';
 import { apiClient, CliError, type ApiClient } from './client.js';
 import { readLogin } from './config.js';
 
@@ -29,3 +30,13 @@ export function age(ms: number | null): string {
 
 /** A command's `--json` flag. */
 export const JSON_FLAG = ['--json', 'machine-readable output'] as const;
+
+/** Input checked against its contract here first, so that a typo is a one-line error (exit 2), not a round trip. */
+export function checked<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new CliError(`${what}: ${issue.message}${issue.path.length ? ` at ${issue.path.join('.')}` : ''}`, 2);
+  }
+  return parsed.data;
+}

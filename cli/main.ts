@@ -8,6 +8,8 @@ import { registerSession } from './commands/session.js';
 import { registerTokens } from './commands/tokens.js';
 import { registerUsage } from './commands/usage.js';
 import { registerAudit } from './commands/audit.js';
+import { registerModels } from './commands/models.js';
+import { registerAliases } from './commands/aliases.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -27,6 +29,8 @@ registerEnrollTokens(program);
 registerTokens(program);
 registerUsage(program);
 registerAudit(program);
+registerModels(program);
+registerAliases(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -33,7 +33,7 @@ export function newApp(ports: Ports): Hono<AppEnv> {
     return c.json({ status: ready ? 'ready' : reachable ? 'not_ready' : 'store_unreachable', store: ports.store.kind, reachable, migrated }, ready ? 200 : 503);
   });
   registerMetrics(app, ports);
-  app.route('/api/v1', managementApi(ports.config.apiMaxBodyBytes));
+  app.route('/api/v1', managementApi({ maxBodyBytes: ports.config.apiMaxBodyBytes, manifestMaxBodyBytes: ports.config.manifestMaxBodyBytes }));
   app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
   app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
   // The web console: `/` and `/console/...` only (functions/console/index.ts); last, so it shadows no other surface.

@@ -44,6 +44,8 @@ export const ControlPlaneConfig = z.object({
   agentMaxBodyBytes: z.number().int().positive().default(256 * 1024),
   /** Largest request body a management endpoint accepts. */
   apiMaxBodyBytes: z.number().int().positive().default(64 * 1024),
+  /** Largest registration of a model version: its manifest lists up to 10,000 files (docs/registry.md). */
+  manifestMaxBodyBytes: z.number().int().positive().default(8 * 1024 * 1024),
   /** Largest inference request body (`/v1`). */
   inferenceMaxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
   /** Largest frames upload of one invocation. */
@@ -78,6 +80,11 @@ export const ControlPlaneConfig = z.object({
   frameMaxBytes: z.number().int().positive().default(1024 * 1024),
   /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
   metricsPublic: z.boolean().default(false),
+  /**
+   * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
+   * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
+   */
+  artifactsDir: z.string().min(1).optional(),
   /**
    * AES-256-GCM key of runtime secrets, base64 of 32 bytes (LUNANEXA_SECRET_KEY; on Node, else
    * `<data dir>/secret.key`). Without it runtime secrets can be neither written nor delivered. Never logged.

@@ -8,6 +8,7 @@ import type { ServiceCtx, ServicePorts } from './services/service-context.js';
 import type { ControlPlaneIdentity } from './services/identity.js';
 import type { Relay } from './relay/index.js';
 import type { InstanceLease } from './services/instances.js';
+import type { ArtifactStore } from './registry/artifact-store.js';
 
 /** Everything the app needs from the outside world; entry points build it, tests build it too. */
 export interface Ports {
@@ -24,6 +25,8 @@ export interface Ports {
   identity: () => Promise<ControlPlaneIdentity>;
   /** The data plane: invocation relay, routing snapshot, admission. */
   relay: Relay;
+  /** Where model versions' files are verified; absent where there is none (Workers). */
+  artifacts?: ArtifactStore;
 }
 
 export type { Actor, MachinePrincipal };

@@ -26,6 +26,8 @@ export const NodeEnv = z.object({
    * start. Instances sharing one database need the same key.
    */
   LUNANEXA_SECRET_KEY: ControlPlaneConfig.shape.secretKey,
+  /** The local artifact store; unset: `<data dir>/artifacts`. */
+  LUNANEXA_ARTIFACTS_DIR: ControlPlaneConfig.shape.artifactsDir,
   /** Simulated nodes `npm start` launches (0 = none). */
   LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
   /** Overrides of the protocol's timings, for demos and tests. */
@@ -56,5 +58,6 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     streamPingTimeoutMs: env.LUNANEXA_STREAM_PING_TIMEOUT_MS,
     invokeAckTimeoutMs: env.LUNANEXA_INVOKE_ACK_TIMEOUT_MS,
     secretKey: env.LUNANEXA_SECRET_KEY,
+    artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
   });
 }

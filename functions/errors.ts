@@ -30,6 +30,10 @@ export const ERROR_STATUS = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  /** A model version's lifecycle refuses the move (functions/registry/lifecycle.ts): the message says why. */
+  invalid_transition: 409,
+  /** Digest verification where the control plane has no artifact store (Workers). */
+  no_artifact_store: 409,
   enrollment_token_used: 409,
   machine_name_taken: 409,
   replayed_sequence: 409,

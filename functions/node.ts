@@ -17,6 +17,7 @@ import { ROOT_WORKSPACE } from './services/workspaces.js';
 import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
 import { loadSecretKeyFile } from './registry/secret-key.js';
+import { localArtifactStore } from './registry/local-artifacts.js';
 import { newId } from '../shared/ids.js';
 import { InstanceLease } from './services/instances.js';
 import { PeerAuth } from './relay/peer-auth.js';
@@ -71,8 +72,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   // An existing dir keeps the mode it was made with: the data dir holds the store and the admin token, owner only.
   await chmod(dataDir, 0o700);
   const logger = opts.logger ?? createLogger();
+  const artifactsDir = resolve(opts.config?.artifactsDir ?? join(dataDir, 'artifacts'));
   // Runtime secrets are sealed under LUNANEXA_SECRET_KEY (in `config`) or else the data dir's own key file.
-  const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)) });
+  const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)), artifactsDir });
+  // Operators copy versions' files in: it is theirs to lay out (docs/registry.md); it only has to exist.
+  await mkdir(artifactsDir, { recursive: true });
   // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
   const store = opts.databaseUrl
     ? await openPgStore(opts.databaseUrl)
@@ -101,6 +105,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
     identity,
     relay: createRelay({ bus, remote: peerLinks, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    artifacts: localArtifactStore(artifactsDir),
   };
   peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
   const systemCtx = serviceCtx(ports, 'system');

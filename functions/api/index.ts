@@ -12,10 +12,15 @@ import { registerUsage } from './usage.js';
 import { registerAudit } from './audit.js';
 import { registerTokens } from './tokens.js';
 import { registerWorkspaces } from './workspaces.js';
+import { registerModels } from './models.js';
+import { registerAliases } from './aliases.js';
 import { registerInferencePaths } from './v1/openapi.js';
 
+/** A version's registration carries its manifest (up to 10,000 files): the one body larger than the others. */
+const MANIFEST_ROUTE = /^\/api\/v1\/models\/[^/]+\/versions$/;
+
 /** The management surface `/api/v1`, with its OpenAPI document at `/api/v1/openapi.json`. */
-export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
+export function managementApi(limits: { maxBodyBytes: number; manifestMaxBodyBytes: number }): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) {
@@ -25,7 +30,9 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
       }
     },
   });
-  app.use('*', limitBody(maxBodyBytes));
+  const limit = limitBody(limits.maxBodyBytes);
+  const manifestLimit = limitBody(limits.manifestMaxBodyBytes);
+  app.use('*', (c, next) => (c.req.method === 'POST' && MANIFEST_ROUTE.test(c.req.path) ? manifestLimit : limit)(c, next));
   registerEnrollmentTokens(app);
   registerMachines(app);
   registerWorkloads(app);
@@ -36,6 +43,8 @@ export function managementApi(maxBodyBytes: number): OpenAPIHono<AppEnv> {
   registerAudit(app);
   registerTokens(app);
   registerWorkspaces(app);
+  registerModels(app);
+  registerAliases(app);
   registerInferencePaths(app.openAPIRegistry);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {

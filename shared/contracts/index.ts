@@ -11,3 +11,4 @@ export * from './deployment.js';
 export * from './tokens.js';
 export * from './usage.js';
 export * from './audit.js';
+export * from './registry.js';

@@ -137,6 +137,10 @@ const API_FIXTURES: Record<string, Json> = {
     maxConcurrency: 4,
     queueCapacity: 8,
   },
+  // Registered once before the walk (as version `x` of model `bounds-dep`, the path values below), so that a
+  // variant that is still valid (a 2 GiB file is a legitimate size) reaches the store and is refused as a taken
+  // label, 409, rather than stored.
+  'POST /models/{name}/versions': { version: 'x', format: 'other', manifest: { files: [{ path: 'weights/model.bin', size: 1, sha256: 'a'.repeat(64) }] } },
 };
 
 /** Plausible values of path parameters: well-formed, naming nothing. */
@@ -158,6 +162,12 @@ describe('every route bounds what it is sent', () => {
     plane = await startTestPlane({ store: 'pglite', logger: pino({ level: 'debug' }, sink), config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 } });
     m = await enrollTestMachine(plane, 'bounds-m');
     doc = (await (await plane.admin('/api/v1/openapi.json')).json()) as Record<string, unknown>;
+    for (const [path, body] of [
+      ['/api/v1/models', { name: PATH_VALUES.name }],
+      [`/api/v1/models/${PATH_VALUES.name}/versions`, API_FIXTURES['POST /models/{name}/versions']],
+    ] as const) {
+      expect((await plane.admin(path, { method: 'POST', body: JSON.stringify(body) })).status).toBe(201);
+    }
   });
   afterAll(async () => {
     await plane?.stop();

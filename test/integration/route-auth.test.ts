@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { newApp } from '../../functions/app.js';
@@ -27,7 +28,10 @@ import { startTestPlane, type TestPlane } from '../helpers/plane.js';
 const PUBLIC = new Set(['GET /api/v1/openapi.json']);
 
 /** Distinct names of workspace A's resources, so that an answer that leaks one is recognisable. */
-const A = { machine: 'alpha-node', deployment: 'alpha-dep', template: 'alpha-tmpl', secret: 'alpha-secret', member: 'alpha@example.com' };
+const A = { machine: 'alpha-node', deployment: 'alpha-dep', template: 'alpha-tmpl', secret: 'alpha-secret', member: 'alpha@example.com', model: 'alpha-model', version: 'v1', alias: 'alpha-alias' };
+
+/** SHA-256 of no bytes: A's model version is one empty file, placed in the artifact store. */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 /** Valid bodies, so that what stops a request is who sends it, never what it sends. */
 const BODIES: Record<string, unknown> = {
@@ -51,6 +55,13 @@ const BODIES: Record<string, unknown> = {
   'POST /api/v1/tokens': { name: 'route-auth', role: 'viewer' },
   'POST /api/v1/workspaces': { name: 'route-auth-ws' },
   'POST /api/v1/workspaces/current/members': { name: 'route-auth@example.com', role: 'viewer' },
+  'POST /api/v1/models': { name: 'route-auth-model' },
+  'POST /api/v1/models/{name}/versions': { version: 'route-auth', format: 'other', manifest: { files: [{ path: 'weights.bin', size: 0, sha256: EMPTY_SHA256 }] } },
+  'POST /api/v1/models/{name}/versions/{version}/provenance': { licence: 'MIT', provenance: { source: 'route-auth' } },
+  'POST /api/v1/models/{name}/versions/{version}/evaluations': { suite: 'route-auth', passed: true },
+  'POST /api/v1/models/{name}/versions/{version}/approval': { decision: 'approve', reason: 'route-auth' },
+  'PUT /api/v1/aliases/{alias}': { model: A.model, version: A.version, reason: 'route-auth' },
+  'POST /api/v1/aliases/{alias}/rollback': { reason: 'route-auth' },
   'POST /v1/chat/completions': { model: A.deployment, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 },
   'POST /v1/completions': { model: A.deployment, prompt: 'hi', max_tokens: 1 },
   'POST /v1/embeddings': { model: A.deployment, input: 'hi' },
@@ -91,6 +102,24 @@ describe('every route refuses whoever may not call it', () => {
       expect(response.status, await response.text()).toBe(200);
     }
     const member = await addMember({ ctx, input: { workspaceId: ws, name: A.member, role: 'viewer' } });
+    // A's model, with an approved version an alias points at, taken through the lifecycle as an operator would.
+    await mkdir(join(plane.dataDir, 'artifacts', ws, A.model, A.version), { recursive: true });
+    await writeFile(join(plane.dataDir, 'artifacts', ws, A.model, A.version, 'weights.bin'), '');
+    const versionPath = `/api/v1/models/${A.model}/versions/${A.version}`;
+    for (const [path, method, body] of [
+      ['/api/v1/models', 'POST', { name: A.model }],
+      [`/api/v1/models/${A.model}/versions`, 'POST', { ...(BODIES['POST /api/v1/models/{name}/versions'] as object), version: A.version }],
+      [`${versionPath}/provenance`, 'POST', BODIES['POST /api/v1/models/{name}/versions/{version}/provenance']],
+      [`${versionPath}/verify`, 'POST', undefined],
+      [`${versionPath}/evaluations`, 'POST', BODIES['POST /api/v1/models/{name}/versions/{version}/evaluations']],
+      [`${versionPath}/approval`, 'POST', BODIES['POST /api/v1/models/{name}/versions/{version}/approval']],
+      [`/api/v1/aliases/${A.alias}`, 'PUT', BODIES['PUT /api/v1/aliases/{alias}']],
+    ] as const) {
+      const response = await plane.admin(path, { method, body: body === undefined ? undefined : JSON.stringify(body) });
+      expect(response.status, `${method} ${path}: ${await response.clone().text()}`).toBeLessThan(300);
+    }
+    const modelVersion = (await (await plane.admin(versionPath)).json()) as { id: string; state: string };
+    expect(modelVersion.state).toBe('approved');
     const workloadId = newId('workload');
     await plane.ports.store.db.insert(workloads).values({ id: workloadId, workspaceId: ws, deploymentId, kind: 'chat', state: 'running', instanceId: plane.ports.instanceId, deadline: new Date(Date.now() + 3_600_000) });
 
@@ -106,8 +135,10 @@ describe('every route refuses whoever may not call it', () => {
       'runtime-secrets': { name: A.secret },
       tokens: { id: spare.id },
       workspaces: { id: member.id },
+      models: { name: A.model, version: A.version },
+      aliases: { alias: A.alias },
     };
-    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id];
+    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id];
     doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as typeof doc;
   }, 60_000);
   afterAll(async () => {

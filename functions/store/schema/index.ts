@@ -19,3 +19,8 @@ export * from './runtime-secrets.js';
 export * from './instances.js';
 export * from './replica-failures.js';
 export * from './console-sessions.js';
+export * from './models.js';
+export * from './model-versions.js';
+export * from './model-evaluations.js';
+export * from './model-aliases.js';
+export * from './model-alias-moves.js';

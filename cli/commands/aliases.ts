@@ -1,0 +1,38 @@
+import type { Command } from 'commander';
+import { AliasRollbackRequest, AliasView, SetAliasRequest } from '../../shared/contracts/registry.js';
+import { checked, connect, JSON_FLAG, print } from '../context.js';
+import { table } from '../table.js';
+
+const aliasPath = (alias: string, step = '') => `/api/v1/aliases/${encodeURIComponent(alias)}${step}`;
+
+export function registerAliases(program: Command): void {
+  const aliases = program.command('aliases').description('names (chat-default) that point at approved model versions');
+  aliases
+    .command('ls')
+    .description('list aliases and where they point')
+    .option(...JSON_FLAG)
+    .action(async (opts: { json?: boolean }) => {
+      const list = await (await connect(program)).all('/api/v1/aliases', AliasView);
+      print(opts.json, list, () => table(['ALIAS', 'MODEL', 'VERSION', 'BY', 'UPDATED'], list.map((a) => [a.name, a.model, a.version, a.updatedBy, a.updatedAt])));
+    });
+  aliases
+    .command('set <alias> <model> <version>')
+    .description('point an alias at an approved version (admin; audited with your reason)')
+    .requiredOption('--reason <text>', 'why it moves')
+    .option(...JSON_FLAG)
+    .action(async (alias: string, model: string, version: string, opts: { reason: string; json?: boolean }) => {
+      const request = checked(SetAliasRequest, { model, version, reason: opts.reason }, 'alias');
+      const view = await (await connect(program)).call(aliasPath(alias), AliasView, { method: 'PUT', body: request });
+      print(opts.json, view, () => `${view.name} -> ${view.model} ${view.version}`);
+    });
+  aliases
+    .command('rollback <alias>')
+    .description('move an alias back one step, to the version before its latest move (admin; audited with your reason)')
+    .requiredOption('--reason <text>', 'why it moves back')
+    .option(...JSON_FLAG)
+    .action(async (alias: string, opts: { reason: string; json?: boolean }) => {
+      const request = checked(AliasRollbackRequest, { reason: opts.reason }, 'rollback');
+      const view = await (await connect(program)).call(aliasPath(alias, '/rollback'), AliasView, { method: 'POST', body: request });
+      print(opts.json, view, () => `${view.name} -> ${view.model} ${view.version} (rolled back)`);
+    });
+}

@@ -1,0 +1,178 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import {
+  ApprovalRequest,
+  CreateModelRequest,
+  Manifest,
+  ModelDetail,
+  ModelView,
+  RecordEvaluationRequest,
+  RecordProvenanceRequest,
+  RegisterVersionRequest,
+  VersionView,
+  type ModelFormat,
+} from '../../shared/contracts/registry.js';
+import { CliError } from '../client.js';
+import { checked, connect, JSON_FLAG, print } from '../context.js';
+import { table } from '../table.js';
+
+async function readManifest(path: string): Promise<Manifest> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, 2);
+  }
+  let value: unknown;
+  try {
+    value = parseYaml(text);
+  } catch (error) {
+    throw new CliError(`${path} is neither YAML nor JSON: ${(error as Error).message}`, 2);
+  }
+  return checked(Manifest, value, path);
+}
+
+/** The format a manifest's files suggest, when the operator names none. */
+const formatOf = (manifest: Manifest): ModelFormat =>
+  manifest.files.some((f) => f.path.endsWith('.gguf')) ? 'gguf' : manifest.files.some((f) => f.path.endsWith('.safetensors')) ? 'safetensors' : 'other';
+
+const modelPath = (name: string) => `/api/v1/models/${encodeURIComponent(name)}`;
+const versionPath = (name: string, version: string, step = '') => `${modelPath(name)}/versions/${encodeURIComponent(version)}${step ? `/${step}` : ''}`;
+
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+
+function describeVersion(v: VersionView): string {
+  const lines = [
+    `model:       ${v.model} ${v.version} (${v.id})`,
+    `state:       ${v.state}`,
+    `format:      ${v.format}, ${v.fileCount} files, ${gib(v.totalBytes)}`,
+    `licence:     ${v.licence ?? '-'}`,
+    `provenance:  ${v.provenance ? [v.provenance.source, v.provenance.revision].filter(Boolean).join(' @ ') : '-'}`,
+  ];
+  const check = v.verification;
+  if (check) {
+    lines.push(`verified:    ${check.passed ? 'passed' : `FAILED (${check.problemCount} files)`}: ${check.files} files, ${check.bytes} bytes read, by ${check.by} at ${check.at}`);
+    for (const p of check.problems) lines.push(`  ${p.path}: ${p.problem.replace('_', ' ')} (expected ${p.expectedSize} bytes${p.actualSize === null ? '' : `, found ${p.actualSize}`})`);
+  }
+  if (v.evaluations.length) {
+    lines.push('', table(['SUITE', 'RESULT', 'METRICS', 'BY', 'AT'], v.evaluations.map((e) => [e.suite, e.passed ? 'passed' : 'failed', Object.entries(e.metrics).map(([k, n]) => `${k}=${n}`).join(' ') || '-', e.recordedBy, e.at])));
+  }
+  return lines.join('\n');
+}
+
+function describeModel(m: ModelDetail): string {
+  const head = `${m.name} (${m.id})${m.description ? `: ${m.description}` : ''}`;
+  if (!m.versions.length) return `${head}\nno versions yet`;
+  return [head, '', table(['VERSION', 'STATE', 'FORMAT', 'FILES', 'SIZE', 'UPDATED'], m.versions.map((v) => [v.version, v.state, v.format, String(v.fileCount), gib(v.totalBytes), v.updatedAt]))].join('\n');
+}
+
+/** `--metric k=v`, repeated. */
+function metricsOf(pairs: readonly string[] = []): Record<string, number> {
+  const metrics: Record<string, number> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    const value = Number(pair.slice(at + 1));
+    if (at < 1 || pair.slice(at + 1).trim() === '' || !Number.isFinite(value)) throw new CliError(`--metric takes name=number, not ${pair}`, 2);
+    metrics[pair.slice(0, at)] = value;
+  }
+  return metrics;
+}
+
+export function registerModels(program: Command): void {
+  const models = program.command('models').description('the model registry: versions, evidence and their lifecycle');
+  models
+    .command('ls')
+    .description('list models')
+    .option(...JSON_FLAG)
+    .action(async (opts: { json?: boolean }) => {
+      const list = await (await connect(program)).all('/api/v1/models', ModelView);
+      print(opts.json, list, () => table(['NAME', 'DESCRIPTION', 'CREATED', 'ID'], list.map((m) => [m.name, m.description ?? '-', m.createdAt, m.id])));
+    });
+  models
+    .command('show <name> [version]')
+    .description('a model and its versions, or one version: files, evidence, evaluations, state')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string | undefined, opts: { json?: boolean }) => {
+      const api = await connect(program);
+      if (version === undefined) {
+        const detail = await api.call(modelPath(name), ModelDetail);
+        print(opts.json, detail, () => describeModel(detail));
+      } else {
+        const view = await api.call(versionPath(name, version), VersionView);
+        print(opts.json, view, () => describeVersion(view));
+      }
+    });
+  models
+    .command('create <name>')
+    .description('create a model (operator)')
+    .option('--description <text>', 'what it is')
+    .option(...JSON_FLAG)
+    .action(async (name: string, opts: { description?: string; json?: boolean }) => {
+      const body = checked(CreateModelRequest, { name, ...(opts.description ? { description: opts.description } : {}) }, 'model');
+      const view = await (await connect(program)).call('/api/v1/models', ModelView, { method: 'POST', body });
+      print(opts.json, view, () => `${view.name}: created (${view.id})`);
+    });
+  models
+    .command('register <name>')
+    .description('register a candidate version from a manifest file (YAML or JSON: files with path, size, sha256)')
+    .requiredOption('--version <version>', "the version's label (also its folder in the artifact store)")
+    .requiredOption('-f, --file <file>', 'the manifest')
+    .option('--format <format>', 'safetensors, gguf or other (default: from the files)')
+    .option(...JSON_FLAG)
+    .action(async (name: string, opts: { version: string; file: string; format?: string; json?: boolean }) => {
+      const manifest = await readManifest(opts.file);
+      const body = checked(RegisterVersionRequest, { version: opts.version, format: opts.format ?? formatOf(manifest), manifest }, 'version');
+      const view = await (await connect(program)).call(`${modelPath(name)}/versions`, VersionView, { method: 'POST', body });
+      print(opts.json, view, () => `${name} ${view.version}: registered as a ${view.state} (${view.fileCount} files, ${gib(view.totalBytes)})`);
+    });
+  models
+    .command('provenance <name> <version>')
+    .description("record a candidate's licence and provenance")
+    .requiredOption('--licence <spdx>', 'its licence (SPDX)')
+    .requiredOption('--source <source>', 'where the weights came from')
+    .option('--revision <revision>', "the source's commit, tag or run")
+    .option('--notes <text>', 'anything else')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { licence: string; source: string; revision?: string; notes?: string; json?: boolean }) => {
+      const body = checked(RecordProvenanceRequest, { licence: opts.licence, provenance: { source: opts.source, revision: opts.revision, notes: opts.notes } }, 'provenance');
+      const view = await (await connect(program)).call(versionPath(name, version, 'provenance'), VersionView, { method: 'POST', body });
+      print(opts.json, view, () => `${name} ${version}: ${view.state}`);
+    });
+  models
+    .command('verify <name> <version>')
+    .description("check every file of the version's folder in the artifact store (size, SHA-256); exit 4 when one does not match")
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { json?: boolean }) => {
+      const view = await (await connect(program)).call(versionPath(name, version, 'verify'), VersionView, { method: 'POST' });
+      print(opts.json, view, () => describeVersion(view));
+      if (!view.verification?.passed) process.exitCode = 4;
+    });
+  models
+    .command('evaluate <name> <version>')
+    .description("record an evaluation suite's result: a failed one rejects the version")
+    .requiredOption('--suite <suite>', 'the suite that ran')
+    .option('--passed', 'the suite passed')
+    .option('--failed', 'the suite failed')
+    .option('--metric <name=value...>', 'a number the run measured (repeatable)')
+    .option('--notes <text>', 'anything else')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { suite: string; passed?: boolean; failed?: boolean; metric?: string[]; notes?: string; json?: boolean }) => {
+      if (Boolean(opts.passed) === Boolean(opts.failed)) throw new CliError('say how the suite went: --passed or --failed', 2);
+      const body = checked(RecordEvaluationRequest, { suite: opts.suite, passed: Boolean(opts.passed), metrics: metricsOf(opts.metric), notes: opts.notes }, 'evaluation');
+      const view = await (await connect(program)).call(versionPath(name, version, 'evaluations'), VersionView, { method: 'POST', body });
+      print(opts.json, view, () => `${name} ${version}: ${view.state}`);
+    });
+  for (const decision of ['approve', 'reject'] as const) {
+    models
+      .command(`${decision} <name> <version>`)
+      .description(decision === 'approve' ? 'approve an evaluated version (admin)' : 'reject a version before its approval (admin)')
+      .requiredOption('--reason <text>', 'why: it is audited')
+      .option(...JSON_FLAG)
+      .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
+        const body = checked(ApprovalRequest, { decision, reason: opts.reason }, decision);
+        const view = await (await connect(program)).call(versionPath(name, version, 'approval'), VersionView, { method: 'POST', body });
+        print(opts.json, view, () => `${name} ${version}: ${view.state}`);
+      });
+  }
+}
