@@ -1,26 +1,15 @@
 import { createHash } from 'node:crypto';
-import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import type { AliasView, VersionView } from '../../shared/contracts/registry.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+import { buildCli, runCli } from '../helpers/cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/lunanexa.mjs', import.meta.url));
-
-type Run = { code: number; stdout: string; stderr: string };
-
-/** Runs the CLI as `npx lunanexa` does; never throws, so that exit codes can be checked. */
-function lunanexa(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+let cli: string;
+const lunanexa = (args: string[], env: Record<string, string>) => runCli(cli, args, env);
 
 /** A model's folder as an operator has it, and the manifest that describes it. */
 const FILES: Record<string, string> = { 'config.json': '{"hidden_size":64}', 'model.gguf': 'GGUF'.repeat(4096), 'tokenizer/tokenizer.json': '{"model":{}}' };
@@ -28,7 +17,7 @@ const manifest = { files: Object.entries(FILES).map(([path, text]) => ({ path, s
 
 /**
  * The registry's CLI (docs/registry.md, docs/cli.md) against one real control plane, no agents: 15 CLI runs,
- * each a process of its own, in 12 steps (about 16 s on a two-core machine; the timeouts allow for a busy one).
+ * each a process of its own, in 12 steps.
  */
 describe('lunanexa models and aliases against a real control plane', () => {
   let plane: TestPlane;
@@ -53,6 +42,7 @@ describe('lunanexa models and aliases against a real control plane', () => {
   beforeAll(async () => {
     plane = await startTestPlane();
     dir = await mkdtemp(join(tmpdir(), 'lnx-cli-models-'));
+    cli = await buildCli(dir);
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
     await writeFile(join(dir, 'manifest.yaml'), toYaml(manifest));
   }, 60_000);

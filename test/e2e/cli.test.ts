@@ -1,25 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { buildCli, CLI_BIN, runCli } from '../helpers/cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/lunanexa.mjs', import.meta.url));
+let cli: string;
 
-type Run = { code: number; stdout: string; stderr: string };
-
-/** Runs the CLI as `npx lunanexa` does (its bin, through tsx); never throws, so that exit codes can be checked. */
-function lunanexa(args: string[], env: Record<string, string | undefined>, stdin = ''): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-    child.stdin?.end(stdin);
-  });
-}
+/** The CLI as a process of its own, built from the current sources (test/helpers/cli.ts). */
+const lunanexa = (args: string[], env: Record<string, string | undefined>, stdin = '') => runCli(cli, args, env, stdin);
 
 const DEPLOYMENT_YAML = `# what an operator keeps in git
 name: cli-chat
@@ -47,6 +37,7 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
   beforeAll(async () => {
     plane = await startTestPlane({ config: STEADY_LIVENESS });
     dir = await mkdtemp(join(tmpdir(), 'lnx-cli-'));
+    cli = await buildCli(dir);
     nodes = await Promise.all(['cli-a', 'cli-b'].map((name) => startSimNode(plane, name, join(dir, 'nodes'))));
     // HOME and the login file in a throwaway directory: the test never reads or writes the user's own.
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
@@ -205,7 +196,8 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
   });
 
   it('says what to fix, with exit code 1 when the API refuses, 2 when the command is wrong, 3 when a wait runs out', async () => {
-    const refused = await lunanexa(['status'], { ...env, LUNANEXA_TOKEN: 'lnx_not_a_token' });
+    // Through the bin itself, as `npx lunanexa` runs it (tsx over the sources).
+    const refused = await runCli(CLI_BIN, ['status'], { ...env, LUNANEXA_TOKEN: 'lnx_not_a_token' });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('HTTP 401');
     expect(refused.stderr).toContain('LUNANEXA_TOKEN');

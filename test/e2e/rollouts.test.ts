@@ -163,5 +163,6 @@ function rolloutSuite(store: StoreKind) {
   });
 }
 
-describe('rollouts, scaling and drain (PGlite)', () => rolloutSuite('pglite'));
+// On PostgreSQL, the store a fleet under load runs on; the same controller on PGlite is driven end to end by
+// the npm start suites and by the simulated-fleet suite. Both stores here cost two cores a minute of CI each.
 describePg('rollouts, scaling and drain (PostgreSQL)', () => rolloutSuite('pg'));
