@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { z } from 'zod';
 import { apiClient, CliError, type ApiClient } from './client.js';
 import { readLogin } from './config.js';
+import { table } from './table.js';
 
 /**
  * Where the CLI finds the control plane and its token: `--url`, else LUNANEXA_URL, else the saved login; the
@@ -39,4 +40,27 @@ export function checked<S extends z.ZodType>(schema: S, value: unknown, what: st
     throw new CliError(`${what}: ${issue.message}${issue.path.length ? ` at ${issue.path.join('.')}` : ''}`, 2);
   }
   return parsed.data;
+}
+
+/** Repeated `--flag key=value` options as a record, each value mapped by `value` (which throws on a bad one). */
+export function keyValues<T>(flag: string, pairs: readonly string[] | undefined, value: (text: string, pair: string) => T): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const pair of pairs ?? []) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new CliError(`${flag} wants key=value, not ${pair}`, 2);
+    out[pair.slice(0, at)] = value(pair.slice(at + 1), pair);
+  }
+  return out;
+}
+
+/** `<noun> ls`: every item of a management list (all pages), as a table of `header` columns or as JSON. */
+export function listCommand<T>(program: Command, parent: Command, what: { description: string; path: string; item: z.ZodType<T>; header: string[]; row(item: T): string[] }): void {
+  parent
+    .command('ls')
+    .description(what.description)
+    .option(...JSON_FLAG)
+    .action(async (opts: { json?: boolean }) => {
+      const list = await (await connect(program)).all(what.path, what.item);
+      print(opts.json, list, () => table(what.header, list.map((item) => what.row(item))));
+    });
 }

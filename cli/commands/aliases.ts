@@ -1,20 +1,18 @@
 import type { Command } from 'commander';
 import { AliasRollbackRequest, AliasView, SetAliasRequest } from '../../shared/contracts/registry.js';
-import { checked, connect, JSON_FLAG, print } from '../context.js';
-import { table } from '../table.js';
+import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
 
 const aliasPath = (alias: string, step = '') => `/api/v1/aliases/${encodeURIComponent(alias)}${step}`;
 
 export function registerAliases(program: Command): void {
   const aliases = program.command('aliases').description('names (chat-default) that point at approved model versions');
-  aliases
-    .command('ls')
-    .description('list aliases and where they point')
-    .option(...JSON_FLAG)
-    .action(async (opts: { json?: boolean }) => {
-      const list = await (await connect(program)).all('/api/v1/aliases', AliasView);
-      print(opts.json, list, () => table(['ALIAS', 'MODEL', 'VERSION', 'BY', 'UPDATED'], list.map((a) => [a.name, a.model, a.version, a.updatedBy, a.updatedAt])));
-    });
+  listCommand(program, aliases, {
+    description: 'list aliases and where they point',
+    path: '/api/v1/aliases',
+    item: AliasView,
+    header: ['ALIAS', 'MODEL', 'VERSION', 'BY', 'UPDATED'],
+    row: (a) => [a.name, a.model, a.version, a.updatedBy, a.updatedAt],
+  });
   aliases
     .command('set <alias> <model> <version>')
     .description('point an alias at an approved version (admin; audited with your reason)')

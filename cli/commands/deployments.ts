@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
 import { CliError, type ApiClient } from '../client.js';
-import { connect, JSON_FLAG, print } from '../context.js';
+import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
 import { timeoutMs, waitUntil } from '../progress.js';
 import { table } from '../table.js';
 
@@ -28,11 +28,7 @@ async function readDeploymentFile(path: string): Promise<{ name: string; spec: u
   if (!file.success) throw new CliError(`${path} needs a \`name\` (lowercase letters, digits, dots, dashes): ${file.error.issues[0]?.message}`, 2);
   // What the server adds to a view is dropped, so that `show --json` output can be edited and applied again.
   const { name, id: _id, generation: _g, createdAt: _c, updatedAt: _u, status: _s, events: _e, ...rest } = file.data as Record<string, unknown> & { name: string };
-  const spec = DeploymentSpec.safeParse(rest);
-  if (!spec.success) {
-    const issue = spec.error.issues[0]!;
-    throw new CliError(`${path}: ${issue.message}${issue.path.length ? ` at ${issue.path.join('.')}` : ''}`, 2);
-  }
+  checked(DeploymentSpec, rest, path);
   return { name, spec: rest };
 }
 
@@ -68,14 +64,13 @@ async function waitForRollout(api: ApiClient, name: string, seconds: string): Pr
 
 export function registerDeployments(program: Command): void {
   const deployments = program.command('deployments').description('what runs on the fleet');
-  deployments
-    .command('ls')
-    .description('list deployments')
-    .option(...JSON_FLAG)
-    .action(async (opts: { json?: boolean }) => {
-      const list = await (await connect(program)).all('/api/v1/deployments', DeploymentView);
-      print(opts.json, list, () => table(['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'], list.map((d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id])));
-    });
+  listCommand(program, deployments, {
+    description: 'list deployments',
+    path: '/api/v1/deployments',
+    item: DeploymentView,
+    header: ['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'],
+    row: (d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id],
+  });
   deployments
     .command('show <name>')
     .description('one deployment: replicas, rollout, unplaceable reasons, events')

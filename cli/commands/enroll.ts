@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { EnrollmentTokenCreated } from '../../shared/contracts/enrollment.js';
-import { CliError } from '../client.js';
-import { connect, JSON_FLAG, print } from '../context.js';
+import { connect, JSON_FLAG, keyValues, print } from '../context.js';
 
 export function registerEnrollTokens(program: Command): void {
   program
@@ -14,12 +13,7 @@ export function registerEnrollTokens(program: Command): void {
     .option('--ttl <seconds>', 'seconds until it expires', '900')
     .option(...JSON_FLAG)
     .action(async (opts: { name?: string; label?: string[]; ttl: string; json?: boolean }) => {
-      const labels: Record<string, string> = {};
-      for (const pair of opts.label ?? []) {
-        const at = pair.indexOf('=');
-        if (at < 1) throw new CliError(`--label wants key=value, not ${pair}`, 2);
-        labels[pair.slice(0, at)] = pair.slice(at + 1);
-      }
+      const labels = keyValues('--label', opts.label, (value) => value);
       const body = { ...(opts.name ? { name: opts.name } : {}), labels, ttlSeconds: Number(opts.ttl) };
       const created = await (await connect(program)).call('/api/v1/enrollment-tokens', EnrollmentTokenCreated, { method: 'POST', body });
       print(opts.json, created, () => [`token:   ${created.token}`, `expires: ${created.expiresAt}`, '', 'It is shown once. On the machine: LUNANEXA_ENROLLMENT_TOKEN=<token> npx lunanexa-agent enroll --url <control plane> --token -'].join('\n'));

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { MachineView } from '../../shared/contracts/machine.js';
 import { CliError, type ApiClient } from '../client.js';
-import { age, connect, JSON_FLAG, print } from '../context.js';
+import { age, connect, JSON_FLAG, print, listCommand } from '../context.js';
 import { timeoutMs, waitUntil } from '../progress.js';
 import { table } from '../table.js';
 
@@ -37,19 +37,13 @@ function describe(m: MachineView): string {
 
 export function registerMachines(program: Command): void {
   const machines = program.command('machines').description('the fleet');
-  machines
-    .command('ls')
-    .description('list machines: state, heartbeat age, GPUs, runtimes')
-    .option(...JSON_FLAG)
-    .action(async (opts: { json?: boolean }) => {
-      const list = await (await connect(program)).all('/api/v1/machines', MachineView);
-      print(opts.json, list, () =>
-        table(
-          ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
-          list.map((m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', gpuSummary(m), String(m.runtimes.length), m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-', m.id]),
-        ),
-      );
-    });
+  listCommand(program, machines, {
+    description: 'list machines: state, heartbeat age, GPUs, runtimes',
+    path: '/api/v1/machines',
+    item: MachineView,
+    header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
+    row: (m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', gpuSummary(m), String(m.runtimes.length), m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-', m.id],
+  });
   machines
     .command('show <machine>')
     .description('one machine (name or id): inventory, runtimes, open failures')

@@ -14,7 +14,7 @@ import {
   type ModelFormat,
 } from '../../shared/contracts/registry.js';
 import { CliError } from '../client.js';
-import { checked, connect, JSON_FLAG, print } from '../context.js';
+import { checked, connect, JSON_FLAG, keyValues, print, listCommand } from '../context.js';
 import { table } from '../table.js';
 
 async function readManifest(path: string): Promise<Manifest> {
@@ -68,27 +68,22 @@ function describeModel(m: ModelDetail): string {
 }
 
 /** `--metric k=v`, repeated. */
-function metricsOf(pairs: readonly string[] = []): Record<string, number> {
-  const metrics: Record<string, number> = {};
-  for (const pair of pairs) {
-    const at = pair.indexOf('=');
-    const value = Number(pair.slice(at + 1));
-    if (at < 1 || pair.slice(at + 1).trim() === '' || !Number.isFinite(value)) throw new CliError(`--metric takes name=number, not ${pair}`, 2);
-    metrics[pair.slice(0, at)] = value;
-  }
-  return metrics;
-}
+const metricsOf = (pairs: readonly string[] | undefined): Record<string, number> =>
+  keyValues('--metric', pairs, (text, pair) => {
+    const value = Number(text);
+    if (text.trim() === '' || !Number.isFinite(value)) throw new CliError(`--metric takes name=number, not ${pair}`, 2);
+    return value;
+  });
 
 export function registerModels(program: Command): void {
   const models = program.command('models').description('the model registry: versions, evidence and their lifecycle');
-  models
-    .command('ls')
-    .description('list models')
-    .option(...JSON_FLAG)
-    .action(async (opts: { json?: boolean }) => {
-      const list = await (await connect(program)).all('/api/v1/models', ModelView);
-      print(opts.json, list, () => table(['NAME', 'DESCRIPTION', 'CREATED', 'ID'], list.map((m) => [m.name, m.description ?? '-', m.createdAt, m.id])));
-    });
+  listCommand(program, models, {
+    description: 'list models',
+    path: '/api/v1/models',
+    item: ModelView,
+    header: ['NAME', 'DESCRIPTION', 'CREATED', 'ID'],
+    row: (m) => [m.name, m.description ?? '-', m.createdAt, m.id],
+  });
   models
     .command('show <name> [version]')
     .description('a model and its versions, or one version: files, evidence, evaluations, state')

@@ -1,24 +1,19 @@
 import type { Command } from 'commander';
 import { Role } from '../../shared/contracts/common.js';
 import { ApiTokenCreated, ApiTokenView, CreateApiTokenRequest } from '../../shared/contracts/tokens.js';
-import { CliError } from '../client.js';
-import { connect, JSON_FLAG, print } from '../context.js';
-import { table } from '../table.js';
+import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
 
 const limits = (t: ApiTokenView) => [t.models ? `models: ${t.models.join(',')}` : '', t.rateLimitPerMinute ? `${t.rateLimitPerMinute}/min` : ''].filter(Boolean).join(' ') || '-';
 
 export function registerTokens(program: Command): void {
   const tokens = program.command('tokens').description('API tokens of this workspace (admin)');
-  tokens
-    .command('ls')
-    .description('list tokens: role, state, limits, expiry (never their secrets)')
-    .option(...JSON_FLAG)
-    .action(async (opts: { json?: boolean }) => {
-      const list = await (await connect(program)).all('/api/v1/tokens', ApiTokenView);
-      print(opts.json, list, () =>
-        table(['NAME', 'ROLE', 'STATE', 'MEMBER', 'LIMITS', 'EXPIRES', 'ID'], list.map((t) => [t.name, t.role, t.state, t.member?.name ?? '-', limits(t), t.expiresAt ?? 'never', t.id])),
-      );
-    });
+  listCommand(program, tokens, {
+    description: 'list tokens: role, state, limits, expiry (never their secrets)',
+    path: '/api/v1/tokens',
+    item: ApiTokenView,
+    header: ['NAME', 'ROLE', 'STATE', 'MEMBER', 'LIMITS', 'EXPIRES', 'ID'],
+    row: (t) => [t.name, t.role, t.state, t.member?.name ?? '-', limits(t), t.expiresAt ?? 'never', t.id],
+  });
   tokens
     .command('create <name>')
     .description('create a token; its secret is printed once')
@@ -29,19 +24,15 @@ export function registerTokens(program: Command): void {
     .option('--rate-limit <perMinute>', 'inference tokens: requests per minute across the control plane')
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { role: string; ttl?: string; member?: string; model?: string[]; rateLimit?: string; json?: boolean }) => {
-      const request = CreateApiTokenRequest.safeParse({
+      const request = checked(CreateApiTokenRequest, {
         name,
         role: opts.role,
         ...(opts.ttl !== undefined ? { ttlSeconds: Number(opts.ttl) } : {}),
         ...(opts.member ? { memberId: opts.member } : {}),
         ...(opts.model ? { models: opts.model } : {}),
         ...(opts.rateLimit !== undefined ? { rateLimitPerMinute: Number(opts.rateLimit) } : {}),
-      });
-      if (!request.success) {
-        const issue = request.error.issues[0]!;
-        throw new CliError(`${issue.path.join('.') || 'token'}: ${issue.message}`, 2);
-      }
-      const created = await (await connect(program)).call('/api/v1/tokens', ApiTokenCreated, { method: 'POST', body: request.data });
+      }, 'the token');
+      const created = await (await connect(program)).call('/api/v1/tokens', ApiTokenCreated, { method: 'POST', body: request });
       print(opts.json, created, () => [`token: ${created.token}`, `id:    ${created.id} (${created.role}, expires ${created.expiresAt ?? 'never'})`, '', 'It is shown once: store it now.'].join('\n'));
     });
   tokens

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { and, eq, gt, isNull, ne, or, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import { deleteCookie, getSignedCookie, setSignedCookie } from 'hono/cookie';
@@ -84,9 +85,10 @@ export function randomToken(): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url');
 }
 
-async function hmac(key: string, data: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey('raw', new TextEncoder().encode(key), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-  return Buffer.from(await crypto.subtle.sign('HMAC', cryptoKey, new TextEncoder().encode(data))).toString('base64url');
+// node:crypto, as shared/canonical.ts: every console request derives its CSRF token, and a synchronous HMAC of a
+// few bytes costs microseconds where WebCrypto imports a key and crosses a job queue each time.
+function hmac(key: string, data: string): string {
+  return createHmac('sha256', key).update(data).digest('base64url');
 }
 
 /** Compares in time independent of where two strings differ. */
@@ -99,7 +101,7 @@ export function sameSecret(a: string, b: string): boolean {
 
 /** The CSRF token of a session: bound to it, so a token seen in one session is worthless in another. */
 async function csrfOf(ports: Ports, sessionId: string): Promise<string> {
-  return await hmac(await consoleKey(ports), `csrf:${sessionId}`);
+  return hmac(await consoleKey(ports), `csrf:${sessionId}`);
 }
 
 /** True for a request to a loopback host (`npm start`, tests): the only place the cookie may go without `Secure`. */
