@@ -195,6 +195,7 @@ export async function runAgent(opts: {
       gen: desired.heldGen(),
       runtimes: supervisor.reports(),
       warmModels: supervisor.warmModels(),
+      cachedVersions: [],
       metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
     };
     const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);

@@ -3,7 +3,7 @@ import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { canonicalize } from '../../shared/canonical.js';
 import { StartupSpec, type ArtifactPin, type RestartPolicy } from '../../shared/contracts/desired.js';
-import { RolloutSpec, type DeploymentDetail, type DeploymentRuntime, type DeploymentSpec, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
+import { RolloutSpec, type CanarySpec, type ModelSource, type ScaleToZero, type DeploymentDetail, type DeploymentRuntime, type DeploymentSpec, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
 import { ApiError } from '../errors.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
@@ -32,6 +32,12 @@ export interface DeploymentInput {
   queueCapacity?: number;
   startup?: StartupSpec;
   rollout?: RolloutSpec;
+  /** The registry alias or version it serves (null: none, its `artifact` if any). */
+  source?: ModelSource | null;
+  canary?: CanarySpec | null;
+  gpuMemoryMiB?: number;
+  dataClass?: string | null;
+  scaleToZero?: ScaleToZero | null;
 }
 
 type DeploymentRow = typeof deployments.$inferSelect;
@@ -51,6 +57,11 @@ function specOf(row: DeploymentRow): Omit<DeploymentInput, 'workspaceId' | 'name
     queueCapacity: row.queueCapacity,
     startup: row.startup,
     rollout: row.rollout,
+    source: row.source ?? null,
+    canary: row.canary ?? null,
+    gpuMemoryMiB: row.gpuMemoryMiB,
+    dataClass: row.dataClass,
+    scaleToZero: row.scaleToZero ?? null,
   };
 }
 
@@ -118,6 +129,11 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       queueCapacity: input.queueCapacity ?? 256,
       startup: input.startup ?? StartupSpec.parse({}),
       rollout: input.rollout ?? RolloutSpec.parse({}),
+      source: input.source ?? null,
+      canary: input.canary ?? null,
+      gpuMemoryMiB: input.gpuMemoryMiB ?? 0,
+      dataClass: input.dataClass ?? null,
+      scaleToZero: input.scaleToZero ?? null,
     };
     if (!existing) {
       const id = newId('deployment');

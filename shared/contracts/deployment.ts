@@ -3,6 +3,8 @@ import { Labels } from './common.js';
 import { ArtifactPin, RestartPolicy, SimulatedRuntime, StartupSpec } from './desired.js';
 import { EnvValue, EnvName, ParamName, TemplateName } from './runtime-template.js';
 import { StartupProgress } from './heartbeat.js';
+import { AliasName, ModelName, VersionLabel } from './registry.js';
+import { DataClass } from './placement.js';
 
 export const DeploymentName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
 
@@ -31,16 +33,50 @@ export const RolloutSpec = z.object({
 });
 export type RolloutSpec = z.infer<typeof RolloutSpec>;
 
-/** The declarative spec of a deployment: PUT it, and the controller makes the fleet match. */
-export const DeploymentSpec = z.object({
+/**
+ * The registry version a deployment serves: through an alias (it follows the alias: moving the alias rolls the
+ * deployment, which is how a promotion or a rollback reaches users) or pinned to one version.
+ */
+export const ModelSource = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('alias'), alias: AliasName }),
+  z.object({ kind: z.literal('version'), model: ModelName, version: VersionLabel }),
+]);
+export type ModelSource = z.infer<typeof ModelSource>;
+
+/**
+ * A canary: another version of the same model on its own replicas, taking `weight` percent of the deployment's
+ * requests (routing honours it while both sets serve). Starting it moves the version to `canary`.
+ */
+export const CanarySpec = z.object({
+  version: VersionLabel,
+  weight: z.number().int().min(0).max(100),
+  replicas: z.number().int().min(1).max(64).default(1),
+  /** Labels the canary's machines must carry besides the deployment's (to keep it on one node, say). */
+  selector: Labels.default({}),
+});
+export type CanarySpec = z.infer<typeof CanarySpec>;
+
+/** Scale to zero: after `idleSeconds` without a request the replicas stop and release their reservation. */
+export const ScaleToZero = z.object({ idleSeconds: z.number().int().min(10).max(7 * 86_400) });
+export type ScaleToZero = z.infer<typeof ScaleToZero>;
+
+const DeploymentFields = z.object({
   model: z.string().min(1).max(256),
   runtime: DeploymentRuntime,
   artifact: ArtifactPin.nullable().default(null),
   restartPolicy: RestartPolicy.default(RestartPolicy.parse({})),
   replicas: z.number().int().min(0).max(1024),
   selector: Labels.default({}),
+  /** Where its weights come from: a registry alias or version (then `artifact` stays null). */
+  source: ModelSource.nullable().default(null),
+  canary: CanarySpec.nullable().default(null),
   gpus: z.number().int().min(0).max(64).default(0),
+  /** Memory each of its GPUs must offer. */
+  gpuMemoryMiB: z.number().int().min(0).max(16 * 1024 * 1024).default(0),
   memoryMiB: z.number().int().min(0).default(0),
+  /** The data it handles: the workspace's policy says which machines and runtimes may see it. */
+  dataClass: DataClass.nullable().default(null),
+  scaleToZero: ScaleToZero.nullable().default(null),
   /** Concurrent invocations per replica; more wait in its queue under their deadline. */
   maxConcurrency: z.number().int().min(1).max(4096).default(16),
   /** Admission bound on queued + running invocations of the deployment. */
@@ -48,9 +84,13 @@ export const DeploymentSpec = z.object({
   startup: StartupSpec.default(StartupSpec.parse({})),
   rollout: RolloutSpec.default(RolloutSpec.parse({})).refine((r) => r.maxSurge + r.maxUnavailable > 0, 'maxSurge and maxUnavailable cannot both be 0'),
 });
+
+/** The declarative spec of a deployment: PUT it, and the controller makes the fleet match. */
+export const DeploymentSpec = DeploymentFields.refine((spec) => spec.source === null || spec.artifact === null, { message: 'a deployment takes its files from its registry source or from artifact, not both', path: ['artifact'] })
+  .refine((spec) => spec.canary === null || spec.source !== null, { message: 'a canary is another version of the source: name a source first', path: ['canary'] });
 export type DeploymentSpec = z.infer<typeof DeploymentSpec>;
 
-export const DeploymentView = DeploymentSpec.extend({
+export const DeploymentView = DeploymentFields.extend({
   id: z.string(),
   name: z.string(),
   generation: z.number().int(),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VersionArtifact } from './artifacts.js';
 
 /** The built-in simulated runtime (docs/design.md section 9): the agent's own `sim-runtime` subcommand. */
 export const SimulatedRuntime = z.object({
@@ -72,7 +73,19 @@ export const Assignment = z.object({
   runtime: RuntimeSpec,
   artifact: ArtifactPin.nullable(),
   restartPolicy: RestartPolicy,
-  resources: z.object({ gpus: z.number().int().nonnegative(), memoryMiB: z.number().nonnegative() }),
+  resources: z.object({
+    gpus: z.number().int().nonnegative(),
+    memoryMiB: z.number().nonnegative(),
+    /** Memory each of its GPUs must have; absent: any. */
+    gpuMemoryMiB: z.number().int().nonnegative().optional(),
+  }),
+  /** Which of its deployment's replica sets it belongs to (docs/registry.md); absent: the stable version's. */
+  track: z.enum(['stable', 'canary']).optional(),
+  /**
+   * The registry version whose files the agent fetches into its cache and checks before start; its folder is the
+   * runtime's `{model_path}`. Absent for a deployment that names no registry version.
+   */
+  version: VersionArtifact.optional(),
   startup: StartupSpec.default(StartupSpec.parse({})),
   /**
    * Digest of what makes the replica what it is (model, runtime, artifact, resources): the agent replaces a

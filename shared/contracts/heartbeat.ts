@@ -13,7 +13,13 @@ export const RuntimeState = z.enum(['preparing', 'pulling', 'starting', 'ready',
 export type RuntimeState = z.infer<typeof RuntimeState>;
 
 /** How long a runtime has been preparing, pulling or starting, against its start timeout. */
-export const StartupProgress = z.object({ elapsedMs: Ms, timeoutMs: Ms.positive() });
+export const StartupProgress = z.object({
+  elapsedMs: Ms,
+  timeoutMs: Ms.positive(),
+  /** While pulling: bytes of the version's files in the cache (verified or downloading) against their total. */
+  bytesDone: Ms.optional(),
+  bytesTotal: Ms.optional(),
+});
 export type StartupProgress = z.infer<typeof StartupProgress>;
 
 export const RuntimeReport = z.object({
@@ -58,6 +64,8 @@ export const Heartbeat = z.object({
   runtimes: z.array(RuntimeReport).max(64),
   /** Models loaded in a ready runtime on this machine. */
   warmModels: z.array(Text(200)).max(64),
+  /** Model versions (`mv_...`) whose files sit verified in the agent's cache: the scheduler prefers these machines. */
+  cachedVersions: z.array(Text(64)).max(256).default([]),
   /**
    * Bounded numeric metrics; names are fixed by the agent, values are gauges. The control plane re-exposes only
    * the names the agent sends (functions/telemetry/node-metrics.ts).

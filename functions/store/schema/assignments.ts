@@ -16,6 +16,8 @@ export const assignments = pgTable(
      * predates it, so routing waits for a report at or after it (other assignments of the machine are unaffected).
      */
     sinceGen: integer('since_gen').notNull().default(0),
+    /** `stable`, or `canary` for a replica of the deployment's canary version: each set is reconciled on its own. */
+    track: text('track').$type<'stable' | 'canary'>().notNull().default('stable'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     removedAt: timestamp('removed_at', { withTimezone: true }),
   },

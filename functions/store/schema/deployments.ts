@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { ArtifactPin, RestartPolicy, StartupSpec } from '../../../shared/contracts/desired.js';
-import type { DeploymentRuntime, RolloutSpec } from '../../../shared/contracts/deployment.js';
+import type { CanarySpec, DeploymentRuntime, ModelSource, RolloutSpec, ScaleToZero } from '../../../shared/contracts/deployment.js';
 import { workspaces } from './workspaces.js';
 
 export const deployments = pgTable(
@@ -18,8 +18,18 @@ export const deployments = pgTable(
     replicas: integer('replicas').notNull(),
     /** Machines must carry every one of these labels. */
     selector: jsonb('selector').$type<Record<string, string>>().notNull().default({}),
+    /** The registry alias or version it serves; null for a deployment that pins its own artifact. */
+    source: jsonb('source').$type<ModelSource | null>(),
+    canary: jsonb('canary').$type<CanarySpec | null>(),
     gpus: integer('gpus').notNull().default(0),
+    gpuMemoryMiB: integer('gpu_memory_mib').notNull().default(0),
     memoryMiB: integer('memory_mib').notNull().default(0),
+    dataClass: text('data_class'),
+    scaleToZero: jsonb('scale_to_zero').$type<ScaleToZero | null>(),
+    /** Set while scaled to zero (its replicas stopped after `scaleToZero.idleSeconds` idle); a request clears it. */
+    asleepSince: timestamp('asleep_since', { withTimezone: true }),
+    /** When a request last woke it: idleness counts from the later of this and its last request. */
+    wokenAt: timestamp('woken_at', { withTimezone: true }),
     /** Concurrent invocations one replica runs; more wait in its queue under their deadline. */
     maxConcurrency: integer('max_concurrency').notNull().default(16),
     /** Admission bound on queued + running invocations of the whole deployment; past it, 429. */

@@ -24,3 +24,4 @@ export * from './model-versions.js';
 export * from './model-evaluations.js';
 export * from './model-aliases.js';
 export * from './model-alias-moves.js';
+export * from './benchmark-runs.js';

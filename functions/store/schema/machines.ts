@@ -22,6 +22,8 @@ export const machines = pgTable(
     reportedGen: integer('reported_gen'),
     /** Models the agent last reported loaded in a ready runtime. */
     warmModels: jsonb('warm_models').$type<string[]>().notNull().default([]),
+    /** Model versions the agent last reported verified in its cache. */
+    cachedVersions: jsonb('cached_versions').$type<string[]>().notNull().default([]),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
     /** Bumped on every change of the machine's assignments; the signed desired state carries it. */
     desiredGen: integer('desired_gen').notNull().default(0),

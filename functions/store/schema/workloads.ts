@@ -33,10 +33,17 @@ export const workloads = pgTable(
     completionTokens: integer('completion_tokens'),
     /** Time to the first byte of the answer, measured by the control plane. */
     firstByteMs: integer('first_byte_ms'),
+    /** The deployment's data class when it ran (its payload kept per the class's retention: never, today). */
+    dataClass: text('data_class'),
+    /** The registry version that answered (`mv_...`), and whether as the canary. */
+    versionId: text('version_id'),
+    track: text('track'),
   },
   (t) => [
     uniqueIndex('workloads_idempotency').on(t.workspaceId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('workloads_state').on(t.state),
     index('workloads_workspace_created').on(t.workspaceId, t.createdAt),
+    // Scale to zero asks when a deployment last had a request.
+    index('workloads_deployment_created').on(t.deploymentId, t.createdAt),
   ],
 );
