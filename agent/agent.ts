@@ -195,7 +195,7 @@ export async function runAgent(opts: {
       gen: desired.heldGen(),
       runtimes: supervisor.reports(),
       warmModels: supervisor.warmModels(),
-      cachedVersions: [],
+      cachedVersions: cachedVersions(),
       metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: invocations.active(), ...counters },
     };
     const result = await client.request('POST', '/agent/v1/heartbeat', heartbeat, HeartbeatResponse);
@@ -291,8 +291,11 @@ export async function runAgent(opts: {
     log,
   });
 
+  const adapters = createAdapters({ stateDir, policy: loaded.policy, user, gpus: gpuIndices, log });
+  /** The versions verified in the adapters' caches (both kinds share one adapter, hence one cache), each once. */
+  const cachedVersions = () => [...new Set(Object.values(adapters).flatMap((adapter) => adapter.cachedVersions?.() ?? []))].sort().slice(0, 256);
   const supervisor = new Supervisor({
-    adapters: createAdapters({ stateDir, policy: loaded.policy, user, gpus: gpuIndices, log }),
+    adapters,
     onChange: reportSoon,
     load: (assignmentId) => invocations.load(assignmentId),
     log,

@@ -2,6 +2,7 @@ import { posix } from 'node:path';
 import { z } from 'zod';
 import type { Assignment } from '../shared/contracts/desired.js';
 import { EnvName, TemplateName } from '../shared/contracts/runtime-template.js';
+import { versionProblem } from './artifacts/layout.js';
 
 /**
  * Variables the agent sets for every runtime itself: a policy cannot let an assignment set them, so that no
@@ -23,6 +24,24 @@ const TemplatePolicy = z
     env: z.array(EnvName.refine((name) => !AGENT_SET_ENV.includes(name), 'set by the agent itself')).max(64).default([]),
   })
   .strict();
+
+/** Where and within what the agent caches registry versions' files (docs/agent-cache.md). */
+export const CacheSettings = z
+  .object({
+    /** Defaults to `<state dir>/cache`, which only runtimes running as the agent's own user can read. */
+    dir: AbsolutePath.refine((path) => path !== '/', 'not the root directory').optional(),
+    /** What the cache may hold; least recently used versions no assignment needs are evicted to stay within. */
+    maxBytes: z.number().int().positive().default(200 * 1024 ** 3),
+    /** A download that receives no byte for this long fails (and is resumed by the next try). */
+    stallSeconds: z.number().positive().max(24 * 3600).default(120),
+  })
+  .strict();
+export type CacheSettings = z.infer<typeof CacheSettings>;
+
+/** The policy's cache settings, with the defaults for a policy that names none. Pure. */
+export function cacheSettings(policy: AgentPolicy): CacheSettings {
+  return policy.cache ?? CacheSettings.parse({});
+}
 
 /**
  * The node's local policy (`/etc/lunanexa/agent.json` by default), written by whoever administers the machine:
@@ -54,6 +73,8 @@ export const AgentPolicy = z
       })
       .strict()
       .prefault({}),
+    /** The cache of registry versions' files (docs/agent-cache.md); absent: `cacheSettings`' defaults. */
+    cache: CacheSettings.optional(),
   })
   .strict();
 export type AgentPolicy = z.infer<typeof AgentPolicy>;
@@ -92,7 +113,23 @@ export function policyRefusal(policy: AgentPolicy, assignment: Assignment): stri
     if (!artifact.uri.startsWith('file:')) return `artifact ${artifact.uri}: only file: URIs are supported`;
     if (policy.artifactRoots.length === 0) return 'no artifact root is allowed';
   }
+  const version = assignment.version;
+  if (version) {
+    const problem = versionProblem(version);
+    if (problem !== null) return problem;
+    // The desired state is signed, so its URLs are the control plane's to choose; but only over HTTP: a file: URL
+    // would have the agent (root) copy any local file into a runtime's folder.
+    const other = version.files.find((file) => !FETCHED_SCHEMES.has(scheme(file.url)));
+    if (other) return `version ${version.versionId}: file ${other.path} has a ${scheme(other.url) || 'malformed'} URL; only http: and https: URLs are fetched`;
+  }
   return null;
+}
+
+const FETCHED_SCHEMES = new Set(['http:', 'https:']);
+
+/** The URL's scheme (`https:`), or '' when it is no URL; never the rest, which may carry a signature. */
+function scheme(url: string): string {
+  return URL.canParse(url) ? new URL(url).protocol : '';
 }
 
 /** Whether `path` (already resolved, symbolic links included) lies in one of `roots` (resolved too). Pure. */

@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { apiClient, CliError, type ApiClient } from './client.js';
 import { readLogin } from './config.js';
@@ -63,4 +65,19 @@ export function listCommand<T>(program: Command, parent: Command, what: { descri
       const list = await (await connect(program)).all(what.path, what.item);
       print(opts.json, list, () => table(what.header, list.map((item) => what.row(item))));
     });
+}
+
+/** A YAML or JSON document from a file (`-`: standard input); a file that cannot be read or parsed: exit 2. */
+export async function readDocument(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = path === '-' ? await new Response(process.stdin as unknown as ReadableStream).text() : await readFile(path, 'utf8');
+  } catch (error) {
+    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, 2);
+  }
+  try {
+    return parseYaml(text);
+  } catch (error) {
+    throw new CliError(`${path} is neither YAML nor JSON: ${(error as Error).message}`, 2);
+  }
 }

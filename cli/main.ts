@@ -10,6 +10,7 @@ import { registerUsage } from './commands/usage.js';
 import { registerAudit } from './commands/audit.js';
 import { registerModels } from './commands/models.js';
 import { registerAliases } from './commands/aliases.js';
+import { registerPolicy } from './commands/policy.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -31,6 +32,7 @@ registerUsage(program);
 registerAudit(program);
 registerModels(program);
 registerAliases(program);
+registerPolicy(program);
 
 try {
   await program.parseAsync(process.argv);

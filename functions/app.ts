@@ -11,6 +11,7 @@ import { securityHeaders } from './http/security-headers.js';
 import { urlGuard } from './http/url-guard.js';
 import { registerMetrics } from './http/metrics-route.js';
 import { consoleApp } from './console/index.js';
+import { artifactFiles } from './http/artifact-files.js';
 
 /** Composes every surface over the given ports. Does no I/O at import time or here. */
 export function newApp(ports: Ports): Hono<AppEnv> {
@@ -36,6 +37,8 @@ export function newApp(ports: Ports): Hono<AppEnv> {
   app.route('/api/v1', managementApi({ maxBodyBytes: ports.config.apiMaxBodyBytes, manifestMaxBodyBytes: ports.config.manifestMaxBodyBytes }));
   app.route('/agent/v1', agentGateway(ports.config.agentMaxBodyBytes, ports.config.framesMaxBytes));
   app.route('/v1', inferenceApi(ports.config.inferenceMaxBodyBytes));
+  // The local artifact store's signed file URLs (docs/artifacts.md): the signature is their authorisation.
+  app.route('/artifacts/v1', artifactFiles());
   // The web console: `/` and `/console/...` only (functions/console/index.ts); last, so it shadows no other surface.
   app.route('/', consoleApp());
   return app;

@@ -1,5 +1,28 @@
 import { z } from 'zod';
 
+/** S3 key characters that need no escaping, `/`-separated: `models`, `team-a/models`. */
+const S3_PREFIX = /^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/;
+
+/**
+ * An S3-compatible bucket as the artifact store (docs/artifacts.md). The credentials are never logged; without
+ * them the SDK's own chain applies (AWS_* variables, an instance or task role).
+ */
+export const ArtifactsS3Config = z
+  .object({
+    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name: 3-63 lowercase letters, digits, dots and dashes'),
+    /** Another endpoint than AWS's (MinIO, Ceph, R2, a test server). */
+    endpoint: z.string().url().optional(),
+    region: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a region such as us-east-1').default('us-east-1'),
+    /** Versions live under `<prefix>/` in the bucket; unset: at its root. */
+    prefix: z.string().max(512).regex(S3_PREFIX, "a key prefix such as models or team-a/models, without a leading or trailing '/'").optional(),
+    /** `<endpoint>/<bucket>/<key>` rather than `<bucket>.<endpoint>/<key>`: most self-hosted servers want it. */
+    forcePathStyle: z.boolean().default(false),
+    accessKeyId: z.string().min(1).max(256).optional(),
+    secretAccessKey: z.string().min(1).max(256).optional(),
+  })
+  .refine((s3) => (s3.accessKeyId === undefined) === (s3.secretAccessKey === undefined), 'set both the access key id and the secret access key, or neither');
+export type ArtifactsS3Config = z.infer<typeof ArtifactsS3Config>;
+
 /**
  * Timing and limits of the control plane. Defaults are docs/design.md section 4; tests shorten the intervals.
  * Every duration is in milliseconds.
@@ -40,6 +63,12 @@ export const ControlPlaneConfig = z.object({
   credentialLifetimeMs: z.number().int().positive().default(30 * 24 * 3600_000),
   /** How often the controller reconciles and sweeps expired rows. */
   reconcileIntervalMs: z.number().int().positive().default(5_000),
+  /**
+   * Lost replicas (on `down` machines) are not replaced while at least 2 of a workspace's machines are silent and
+   * they are more than this fraction of its enrolled machines: so many at once is likely a partition, not failures
+   * (docs/scheduler.md).
+   */
+  replacementPauseFraction: z.number().min(0).max(1).default(0.5),
   /** Largest request body an agent endpoint accepts. */
   agentMaxBodyBytes: z.number().int().positive().default(256 * 1024),
   /** Largest request body a management endpoint accepts. */
@@ -85,6 +114,19 @@ export const ControlPlaneConfig = z.object({
    * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
    */
   artifactsDir: z.string().min(1).optional(),
+  /** When set, the artifact store is this bucket instead of the local directory (LUNANEXA_ARTIFACTS_S3_*). */
+  artifactsS3: ArtifactsS3Config.optional(),
+  /**
+   * How long the artifact URLs of a signed desired state work (LUNANEXA_ARTIFACT_URL_TTL_MS). Longer than
+   * `desiredTtlMs`, so that an agent never holds an unexpired state whose URLs are dead; at most the 7 days of a
+   * SigV4 presigned URL.
+   */
+  artifactUrlTtlMs: z.number().int().min(60_000).max(7 * 24 * 3600_000).default(3_600_000),
+  /**
+   * The control plane's URL as agents reach it (LUNANEXA_PUBLIC_URL): the base of the local store's file URLs.
+   * On Node unset: the URL it listens on, which is right for `npm start`'s agents on the same host.
+   */
+  publicUrl: z.string().url().optional(),
   /**
    * AES-256-GCM key of runtime secrets, base64 of 32 bytes (LUNANEXA_SECRET_KEY; on Node, else
    * `<data dir>/secret.key`). Without it runtime secrets can be neither written nor delivered. Never logged.
@@ -93,7 +135,8 @@ export const ControlPlaneConfig = z.object({
     .string()
     .regex(/^[A-Za-z0-9+/]{43}=$/, 'base64 of 32 bytes (openssl rand -base64 32)')
     .optional(),
-});
+})
+  .refine((config) => config.artifactUrlTtlMs > config.desiredTtlMs, { message: 'the artifact URL TTL must exceed the desired-state TTL (desiredTtlMs)', path: ['artifactUrlTtlMs'] });
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 
 /** Intervals a test harness uses so that liveness transitions take seconds, not minutes. */

@@ -28,6 +28,21 @@ export const NodeEnv = z.object({
   LUNANEXA_SECRET_KEY: ControlPlaneConfig.shape.secretKey,
   /** The local artifact store; unset: `<data dir>/artifacts`. */
   LUNANEXA_ARTIFACTS_DIR: ControlPlaneConfig.shape.artifactsDir,
+  /**
+   * The artifact store as an S3-compatible bucket instead (docs/artifacts.md): the bucket, and where and how to
+   * reach it. The secret access key is never logged; without the key pair the AWS SDK's own chain applies.
+   */
+  LUNANEXA_ARTIFACTS_S3_BUCKET: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_ENDPOINT: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_REGION: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_PREFIX: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE: z.stringbool().optional(),
+  LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY: z.string().optional(),
+  /** How long the artifact URLs of a signed desired state work (default an hour). */
+  LUNANEXA_ARTIFACT_URL_TTL_MS: ms,
+  /** The control plane's URL as agents reach it, when not the one it listens on (a proxy, a bind to 0.0.0.0). */
+  LUNANEXA_PUBLIC_URL: ControlPlaneConfig.shape.publicUrl,
   /** Simulated nodes `npm start` launches (0 = none). */
   LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
   /** Overrides of the protocol's timings, for demos and tests. */
@@ -41,6 +56,8 @@ export const NodeEnv = z.object({
   LUNANEXA_STREAM_PING_MS: ms,
   LUNANEXA_STREAM_PING_TIMEOUT_MS: ms,
   LUNANEXA_INVOKE_ACK_TIMEOUT_MS: ms,
+  /** See `replacementPauseFraction` in functions/config.ts. */
+  LUNANEXA_REPLACEMENT_PAUSE_FRACTION: z.coerce.number().min(0).max(1).optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -57,7 +74,25 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     streamPingMs: env.LUNANEXA_STREAM_PING_MS,
     streamPingTimeoutMs: env.LUNANEXA_STREAM_PING_TIMEOUT_MS,
     invokeAckTimeoutMs: env.LUNANEXA_INVOKE_ACK_TIMEOUT_MS,
+    replacementPauseFraction: env.LUNANEXA_REPLACEMENT_PAUSE_FRACTION,
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
+    artifactsS3: artifactsS3FromEnv(env),
+    artifactUrlTtlMs: env.LUNANEXA_ARTIFACT_URL_TTL_MS,
+    publicUrl: env.LUNANEXA_PUBLIC_URL,
   });
+}
+
+/** The bucket the LUNANEXA_ARTIFACTS_S3_* variables name; any of them set without a bucket is refused, not ignored. */
+function artifactsS3FromEnv(env: NodeEnv) {
+  const s3 = {
+    bucket: env.LUNANEXA_ARTIFACTS_S3_BUCKET,
+    endpoint: env.LUNANEXA_ARTIFACTS_S3_ENDPOINT,
+    region: env.LUNANEXA_ARTIFACTS_S3_REGION,
+    prefix: env.LUNANEXA_ARTIFACTS_S3_PREFIX,
+    forcePathStyle: env.LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE,
+    accessKeyId: env.LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID,
+    secretAccessKey: env.LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY,
+  };
+  return Object.values(s3).some((value) => value !== undefined) ? s3 : undefined;
 }

@@ -18,6 +18,7 @@ import { controllerTick } from './controller/driver.js';
 import { openPgStore } from './store/pg.js';
 import { loadSecretKeyFile } from './registry/secret-key.js';
 import { localArtifactStore } from './registry/local-artifacts.js';
+import { artifactUrlKey } from './services/store-secrets.js';
 import { newId } from '../shared/ids.js';
 import { InstanceLease } from './services/instances.js';
 import { PeerAuth } from './relay/peer-auth.js';
@@ -75,8 +76,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const artifactsDir = resolve(opts.config?.artifactsDir ?? join(dataDir, 'artifacts'));
   // Runtime secrets are sealed under LUNANEXA_SECRET_KEY (in `config`) or else the data dir's own key file.
   const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)), artifactsDir });
-  // Operators copy versions' files in: it is theirs to lay out (docs/registry.md); it only has to exist.
-  await mkdir(artifactsDir, { recursive: true });
+  // Operators copy versions' files in: it is theirs to lay out (docs/artifacts.md); it only has to exist.
+  if (!config.artifactsS3) await mkdir(artifactsDir, { recursive: true });
   // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
   const store = opts.databaseUrl
     ? await openPgStore(opts.databaseUrl)
@@ -95,6 +96,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   // The peer channel matters only where several instances share a store; the embedded store has one.
   const peerLinks = opts.databaseUrl ? new PeerLinks({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
   let peerServer: PeerServer | null = null;
+  // Known once the server listens; the local store's URLs are made only after that.
+  let listening = '';
   const ports: Ports = {
     store,
     bus,
@@ -105,7 +108,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
     identity,
     relay: createRelay({ bus, remote: peerLinks, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
-    artifacts: localArtifactStore(artifactsDir),
+    // The AWS SDK is loaded only where a bucket is configured: most planes never need it.
+    artifacts: config.artifactsS3
+      ? (await import('./registry/s3-artifacts.js')).s3ArtifactStore(config.artifactsS3)
+      : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
   };
   peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
   const systemCtx = serviceCtx(ports, 'system');
@@ -136,6 +142,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   }
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
+  listening = `http://${opts.host ?? '127.0.0.1'}:${port}`;
 
   let ticking: Promise<void> | null = null;
   const tick = () => {
@@ -148,7 +155,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const interval = setInterval(tick, config.reconcileIntervalMs);
 
   return {
-    url: `http://${opts.host ?? '127.0.0.1'}:${port}`,
+    url: listening,
     port,
     ports,
     workspaceId,

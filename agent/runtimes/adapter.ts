@@ -56,9 +56,10 @@ export interface RuntimeAdapter {
   inspect(assignment: Assignment): Promise<Adoption | null>;
   /**
    * Judges the assignment against the local policy, then gets everything the runtime needs locally (artifacts,
-   * digests) before start; stops early when `signal` aborts.
+   * digests, a version's files) before start; stops early when `signal` aborts. `onPull` is called only when files
+   * are to be downloaded, with the bytes done so far against the total, first before any byte is downloaded.
    */
-  prepare(assignment: Assignment, signal: AbortSignal): Promise<void>;
+  prepare(assignment: Assignment, signal: AbortSignal, onPull?: (progress: PullProgress) => void): Promise<void>;
   start(assignment: Assignment): Promise<RuntimeHandle>;
   /** Readiness probe: true when the runtime serves. */
   ready(handle: RuntimeHandle): Promise<boolean>;
@@ -73,4 +74,12 @@ export interface RuntimeAdapter {
   rotateLogs(assignmentId: string): Promise<void>;
   /** Deletes what is left of a runtime retired for good (its output). */
   forget(assignmentId: string): Promise<void>;
+  /** The model versions (`mv_...`) verified in this adapter's cache, for heartbeats; absent: it caches none. */
+  cachedVersions?(): string[];
+}
+
+/** How far a prepare's download has come: bytes of its files in the cache against their total. */
+export interface PullProgress {
+  bytesDone: number;
+  bytesTotal: number;
 }

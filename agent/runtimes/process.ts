@@ -6,11 +6,13 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { canonicalize, sha256Hex } from '../../shared/canonical.js';
-import { policyRefusal, type AgentPolicy } from '../policy.js';
+import { cacheSettings, insideRoots, policyRefusal, type AgentPolicy } from '../policy.js';
 import type { RuntimeUser } from '../runtime-user.js';
 import { writeFileAtomic } from '../state.js';
 import type { Dispatcher } from 'undici';
-import { refusedByPolicy, type Adoption, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
+import { ArtifactCache } from '../artifacts/cache.js';
+import { proxyDispatcher } from '../link/http.js';
+import { refusedByPolicy, type Adoption, type PullProgress, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
 import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './files.js';
 import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';
@@ -88,10 +90,32 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   private readonly stateDir: string;
   private readonly log: ProcessAdapterOptions['log'];
+  private readonly cache: ArtifactCache;
+  /** The registry version of each assignment this adapter prepares or runs, until it is forgotten: never evicted. */
+  private readonly versionsInUse = new Map<string, string>();
 
   constructor(private readonly opts: ProcessAdapterOptions) {
     this.stateDir = opts.stateDir;
     this.log = opts.log;
+    const cache = cacheSettings(opts.policy);
+    this.cache = new ArtifactCache({
+      dir: cache.dir ?? join(opts.stateDir, 'cache'),
+      maxBytes: cache.maxBytes,
+      stallMs: cache.stallSeconds * 1000,
+      inUse: () => this.versionsInUse.values(),
+      dispatcher: proxyDispatcher(),
+      log: opts.log,
+    });
+  }
+
+  /** Keeps the assignment's version (if any) out of eviction until the assignment is forgotten. */
+  private holdVersion(assignment: Assignment): void {
+    if (assignment.version) this.versionsInUse.set(assignment.assignmentId, assignment.version.versionId);
+    else this.versionsInUse.delete(assignment.assignmentId);
+  }
+
+  cachedVersions(): string[] {
+    return this.cache.cachedVersions();
   }
 
   /** Who the assignment's runtime runs as, once the local policy accepts it; throws the refusal otherwise. */
@@ -143,6 +167,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   }
 
   async inspect(assignment: Assignment): Promise<Adoption | null> {
+    this.holdVersion(assignment);
     const record = await this.readRecord(assignment.assignmentId);
     try {
       this.admit(assignment);
@@ -205,8 +230,16 @@ export class ProcessAdapter implements RuntimeAdapter {
     await rm(this.recordPath(record.assignmentId), { force: true });
   }
 
-  async prepare(assignment: Assignment, signal: AbortSignal): Promise<void> {
-    this.admit(assignment);
+  async prepare(assignment: Assignment, signal: AbortSignal, onPull?: (progress: PullProgress) => void): Promise<void> {
+    const user = this.admit(assignment);
+    this.holdVersion(assignment);
+    if (assignment.version) {
+      // The state dir is private (0700): a runtime running as another user could not open a folder inside it.
+      if (user.ids && insideRoots([this.stateDir], this.cache.layout.dir)) {
+        throw refusedByPolicy(`the model cache ${this.cache.layout.dir} lies in the agent's private state dir, which runtimes running as ${user.name} cannot read: set cache.dir in the local policy`);
+      }
+      await this.cache.ensure(assignment.version, signal, onPull);
+    }
     if (!assignment.artifact) return;
     const limits = { maxBytes: this.opts.policy.artifactLimits.maxBytes, maxMs: this.opts.policy.artifactLimits.maxSeconds * 1000 };
     const { sha256 } = await hashArtifact(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots), limits, signal);
@@ -223,7 +256,12 @@ export class ProcessAdapter implements RuntimeAdapter {
       const onDisk = await executableDigest(spec.executable);
       if (onDisk !== spec.executableSha256) throw refusedByPolicy(`${spec.executable} on disk has SHA-256 ${onDisk}, not the pinned ${spec.executableSha256}`);
     }
-    const modelPath = assignment.artifact ? await artifactPath(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots)) : null;
+    // A registry version's folder in the cache, which prepare laid out, else the pinned artifact.
+    const modelPath = assignment.version
+      ? this.cache.folder(assignment.version.versionId)
+      : assignment.artifact
+        ? await artifactPath(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots))
+        : null;
     const gpuIndices = await this.reserveGpus(assignment);
     const port = await freePort();
     const instanceId = crypto.randomUUID();
@@ -330,6 +368,7 @@ export class ProcessAdapter implements RuntimeAdapter {
     await this.ring(assignmentId).remove();
     this.rings.delete(assignmentId);
     this.gpusHeld.delete(assignmentId);
+    this.versionsInUse.delete(assignmentId);
     // A runtime that died by itself leaves its record behind.
     await rm(this.recordPath(assignmentId), { force: true });
   }

@@ -1,5 +1,5 @@
 import type { Assignment } from '../../shared/contracts/desired.js';
-import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
+import type { MachineStatus, RuntimeReport, RuntimeState, StartupProgress } from '../../shared/contracts/heartbeat.js';
 import type { RuntimeLoad } from './plan.js';
 
 /** A runtime that served within this window still has its caches hot. */
@@ -13,6 +13,14 @@ const LAUNCHING: ReadonlySet<RuntimeState> = new Set(['preparing', 'pulling', 's
  */
 const MAX_MESSAGE = 500;
 
+/** A download in progress before a runtime starts. */
+export interface Pull {
+  /** Epoch ms when it began: the start timeout is held from then on. */
+  since: number;
+  bytesDone: number;
+  bytesTotal: number;
+}
+
 /** What the report of one runtime is made of. */
 export interface RuntimeFacts {
   assignment: Assignment;
@@ -22,6 +30,8 @@ export interface RuntimeFacts {
   message: string | null;
   /** Epoch ms when the launch in progress began (an adopted runtime: when it was started); null when none is. */
   launchStartedAt: number | null;
+  /** The download in progress, while `pulling`. */
+  pull?: Pull | null;
   load: RuntimeLoad;
 }
 
@@ -29,6 +39,7 @@ export interface RuntimeFacts {
 export function runtimeReport(facts: RuntimeFacts, now: number): RuntimeReport {
   const { assignment, state, load } = facts;
   const launching = LAUNCHING.has(state) && facts.launchStartedAt !== null;
+  const pull = facts.pull ?? null;
   return {
     assignmentId: assignment.assignmentId,
     deploymentId: assignment.deploymentId,
@@ -37,10 +48,19 @@ export function runtimeReport(facts: RuntimeFacts, now: number): RuntimeReport {
     activeInvocations: load.active,
     queueDepth: load.queued,
     warm: state === 'ready' && (load.active > 0 || (load.lastServedAt !== null && now - load.lastServedAt < WARM_WINDOW_MS)),
-    progress: launching ? { elapsedMs: Math.max(0, now - facts.launchStartedAt!), timeoutMs: assignment.startup.timeoutMs } : null,
+    progress: launching ? startupProgress(facts.launchStartedAt!, pull, assignment.startup.timeoutMs, now) : null,
     restarts: facts.restarts,
     message: facts.message !== null && facts.message.length > MAX_MESSAGE ? `${facts.message.slice(0, MAX_MESSAGE - 1)}…` : facts.message,
   };
+}
+
+/**
+ * Time counted against the start timeout (held while pulling: the time before the pull), and while pulling the
+ * bytes done against the total. Pure.
+ */
+function startupProgress(launchStartedAt: number, pull: Pull | null, timeoutMs: number, now: number): StartupProgress {
+  const elapsedMs = Math.max(0, (pull ? pull.since : now) - launchStartedAt);
+  return pull ? { elapsedMs, timeoutMs, bytesDone: pull.bytesDone, bytesTotal: pull.bytesTotal } : { elapsedMs, timeoutMs };
 }
 
 /** `draining` while the agent shuts down, `degraded` while a runtime is failed, else `ready`. Pure. */

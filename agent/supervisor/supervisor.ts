@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
-import { LaunchRefused, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
+import { LaunchRefused, type PullProgress, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
 import { drainUntil, planSupervision, restartDelayMs, type ManagedView, type RuntimeLoad, type SupervisorAction } from './plan.js';
-import { machineStatus, runtimeReport, warmModels } from './report.js';
+import { machineStatus, runtimeReport, warmModels, type Pull } from './report.js';
 
 /** Why a launch was aborted: its runtime left the desired state (or its template changed), it ran out of time, or the agent stops. */
 type AbortReason = 'retired' | 'timeout' | 'shutdown';
@@ -15,6 +15,8 @@ interface Launch {
   /** Epoch ms before which the start timeout does not fire, whatever `startedAt`. */
   graceUntil: number;
   timer: NodeJS.Timeout | undefined;
+  /** Set while prepare downloads files: the start timeout is held meanwhile (a stalled download fails by itself). */
+  pull: Pull | null;
 }
 
 interface Managed {
@@ -126,6 +128,7 @@ export class Supervisor {
           restarts: m.restarts,
           message: m.message,
           launchStartedAt: m.launch?.startedAt ?? null,
+          pull: m.launch?.pull ?? null,
           load: this.opts.load(m.assignment.assignmentId),
         },
         now,
@@ -340,13 +343,38 @@ export class Supervisor {
     );
   }
 
-  /** Re-arms the start timeout of the launch in progress, from the assignment's current `startup.timeoutMs`. */
+  /**
+   * Re-arms the start timeout of the launch in progress, from the assignment's current `startup.timeoutMs`. Held
+   * while files are pulled: the timeout is about the runtime loading, however long a download takes.
+   */
   private armLaunchDeadline(m: Managed): void {
     const launch = m.launch;
     if (!launch) return;
     clearTimeout(launch.timer);
+    if (launch.pull) return;
     const remaining = Math.max(launch.startedAt + m.assignment.startup.timeoutMs, launch.graceUntil) - Date.now();
     launch.timer = setTimeout(() => launch.controller.abort('timeout' satisfies AbortReason), Math.max(0, remaining));
+  }
+
+  /** A prepare's download progress: the runtime is `pulling` from the first report on, its start timeout held. */
+  private pulled(m: Managed, launch: Launch, progress: PullProgress): void {
+    if (m.launch !== launch || launch.controller.signal.aborted) return;
+    if (launch.pull) {
+      launch.pull.bytesDone = progress.bytesDone;
+      launch.pull.bytesTotal = progress.bytesTotal;
+      return;
+    }
+    launch.pull = { since: Date.now(), ...progress };
+    this.armLaunchDeadline(m);
+    this.set(m, 'pulling');
+  }
+
+  /** The pull is over: its time does not count against the start timeout, which runs on from where it was held. */
+  private pullEnded(m: Managed, launch: Launch): void {
+    if (!launch.pull) return;
+    launch.startedAt += Date.now() - launch.pull.since;
+    launch.pull = null;
+    this.armLaunchDeadline(m);
   }
 
   /**
@@ -356,7 +384,7 @@ export class Supervisor {
   private async launch(m: Managed, mayAdopt: boolean): Promise<void> {
     if (this.stopped) return;
     const adapter = this.adapter(m.assignment);
-    const launch: Launch = { controller: new AbortController(), startedAt: Date.now(), graceUntil: 0, timer: undefined };
+    const launch: Launch = { controller: new AbortController(), startedAt: Date.now(), graceUntil: 0, timer: undefined, pull: null };
     const { signal } = launch.controller;
     m.launch = launch;
     this.armLaunchDeadline(m);
@@ -378,7 +406,8 @@ export class Supervisor {
       signal.throwIfAborted();
       if (!m.handle) {
         this.set(m, 'preparing');
-        await adapter.prepare(m.assignment, signal);
+        await adapter.prepare(m.assignment, signal, (progress) => this.pulled(m, launch, progress));
+        this.pullEnded(m, launch);
         signal.throwIfAborted();
         this.set(m, 'starting');
         m.handle = await adapter.start(m.assignment);

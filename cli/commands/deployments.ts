@@ -1,10 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
 import { CliError, type ApiClient } from '../client.js';
-import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
+import { checked, connect, JSON_FLAG, print, listCommand, readDocument } from '../context.js';
+import { GateResult, WorkloadProfile } from '../../shared/contracts/benchmark.js';
 import { timeoutMs, waitUntil } from '../progress.js';
 import { table } from '../table.js';
 
@@ -12,19 +11,7 @@ import { table } from '../table.js';
 const DeploymentFile = z.object({ name: DeploymentName }).passthrough();
 
 async function readDeploymentFile(path: string): Promise<{ name: string; spec: unknown }> {
-  let text: string;
-  try {
-    text = path === '-' ? await new Response(process.stdin as unknown as ReadableStream).text() : await readFile(path, 'utf8');
-  } catch (error) {
-    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, 2);
-  }
-  let value: unknown;
-  try {
-    value = parseYaml(text);
-  } catch (error) {
-    throw new CliError(`${path} is neither YAML nor JSON: ${(error as Error).message}`, 2);
-  }
-  const file = DeploymentFile.safeParse(value);
+  const file = DeploymentFile.safeParse(await readDocument(path));
   if (!file.success) throw new CliError(`${path} needs a \`name\` (lowercase letters, digits, dots, dashes): ${file.error.issues[0]?.message}`, 2);
   // What the server adds to a view is dropped, so that `show --json` output can be edited and applied again.
   const { name, id: _id, generation: _g, createdAt: _c, updatedAt: _u, status: _s, events: _e, ...rest } = file.data as Record<string, unknown> & { name: string };
@@ -104,6 +91,31 @@ export function registerDeployments(program: Command): void {
       print(opts.json, result, () => `${name}: ${count} replica${count === 1 ? '' : 's'}${opts.wait ? ', all serving' : ''}`);
     },
   );
+  deployments
+    .command('gate <name>')
+    .description("run the canary's readiness and benchmark gate (operator): passed moves its version to gated; exit 4 when it fails")
+    .option('-f, --file <file>', 'the workload profile (YAML or JSON: name, requests, concurrency, prompt, maxTokens, thresholds)')
+    .option('--profile <name>', "the profile's name when no file gives one", 'smoke')
+    .option('--requests <n>', 'requests to send', (v) => Number(v))
+    .option('--concurrency <n>', 'at once', (v) => Number(v))
+    .option(...JSON_FLAG)
+    .action(async (name: string, opts: { file?: string; profile: string; requests?: number; concurrency?: number; json?: boolean }) => {
+      const given = opts.file ? ((await readDocument(opts.file)) as Record<string, unknown>) : {};
+      const profile = checked(WorkloadProfile, { name: opts.profile, ...given, ...(opts.requests ? { requests: opts.requests } : {}), ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) }, 'profile');
+      const result = await (await connect(program)).call(`${detailPath(name)}/canary/gate`, GateResult, { method: 'POST', body: profile });
+      const e = result.run.evidence;
+      print(opts.json, result, () =>
+        [
+          `${e.model} ${e.version} on ${e.hardware.map((h) => h.machine).join(', ')}: gate ${result.run.passed ? 'passed' : 'FAILED'}, version now ${result.version.state}`,
+          table(
+            ['REQUESTS', 'ERRORS', 'TTFT P50/P95/P99 MS', 'ITL P50/P95/P99 MS', 'TOKENS/S (REQ P50)', 'TOKENS/S (ALL)'],
+            [[String(e.requests), String(e.errors), `${e.ttftMs.p50}/${e.ttftMs.p95}/${e.ttftMs.p99}`, `${e.interTokenMs.p50}/${e.interTokenMs.p95}/${e.interTokenMs.p99}`, String(e.tokensPerSecond.perRequestP50), String(e.tokensPerSecond.aggregate)]],
+          ),
+          ...e.failures.map((f) => `failed: ${f}`),
+        ].join('\n'),
+      );
+      if (!result.run.passed) process.exitCode = 4;
+    });
   deployments
     .command('delete <name>')
     .description('retire a deployment: its replicas drain and stop')

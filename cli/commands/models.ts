@@ -1,9 +1,11 @@
-import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import {
   ApprovalRequest,
   CreateModelRequest,
+  DecisionRequest,
+  PromoteRequest,
+  PromotionResult,
+  RollbackResult,
   Manifest,
   ModelDetail,
   ModelView,
@@ -14,23 +16,13 @@ import {
   type ModelFormat,
 } from '../../shared/contracts/registry.js';
 import { CliError } from '../client.js';
-import { checked, connect, JSON_FLAG, keyValues, print, listCommand } from '../context.js';
+import { checked, connect, JSON_FLAG, keyValues, print, listCommand, readDocument } from '../context.js';
+import { BenchmarkRunView } from '../../shared/contracts/benchmark.js';
+import { z } from 'zod';
 import { table } from '../table.js';
 
 async function readManifest(path: string): Promise<Manifest> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, 2);
-  }
-  let value: unknown;
-  try {
-    value = parseYaml(text);
-  } catch (error) {
-    throw new CliError(`${path} is neither YAML nor JSON: ${(error as Error).message}`, 2);
-  }
-  return checked(Manifest, value, path);
+  return checked(Manifest, await readDocument(path), path);
 }
 
 /** The format a manifest's files suggest, when the operator names none. */
@@ -170,4 +162,48 @@ export function registerModels(program: Command): void {
         print(opts.json, view, () => `${name} ${version}: ${view.state}`);
       });
   }
+  models
+    .command('benchmarks <name> <version>')
+    .description("the version's benchmark gate runs and what each measured")
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { json?: boolean }) => {
+      const { items } = await (await connect(program)).call(versionPath(name, version, 'benchmarks'), z.object({ items: z.array(BenchmarkRunView) }));
+      print(opts.json, items, () =>
+        items.length === 0
+          ? 'no gate runs yet'
+          : table(
+              ['RUN', 'PROFILE', 'RESULT', 'REQUESTS', 'ERRORS', 'TTFT P95 MS', 'TOKENS/S', 'HARDWARE', 'AT'],
+              items.map((r) => [r.id, r.profile, r.passed ? 'passed' : 'failed', String(r.evidence.requests), String(r.evidence.errors), String(r.evidence.ttftMs.p95), String(r.evidence.tokensPerSecond.perRequestP50), r.evidence.hardware.map((h) => h.machine).join(','), r.createdAt]),
+            ),
+      );
+    });
+  models
+    .command('promote <name> <version>')
+    .description('promote a gated version (admin): the alias moves to it and its deployments roll onto it')
+    .requiredOption('--alias <alias>', 'the alias to move')
+    .requiredOption('--reason <text>', 'why: it is audited')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { alias: string; reason: string; json?: boolean }) => {
+      const body = checked(PromoteRequest, { alias: opts.alias, reason: opts.reason }, 'promotion');
+      const result = await (await connect(program)).call(versionPath(name, version, 'promotion'), PromotionResult, { method: 'POST', body });
+      print(opts.json, result, () => `${name} ${version}: ${result.version.state}; ${opts.alias} points at it${result.endedCanaries.length ? `; canary ended on ${result.endedCanaries.join(', ')}` : ''}`);
+    });
+  models
+    .command('release <name> <version>')
+    .description('release a promoted version as stable after observing it (admin)')
+    .requiredOption('--reason <text>', 'why: it is audited')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
+      const view = await (await connect(program)).call(versionPath(name, version, 'release'), VersionView, { method: 'POST', body: checked(DecisionRequest, { reason: opts.reason }, 'release') });
+      print(opts.json, view, () => `${name} ${version}: ${view.state}`);
+    });
+  models
+    .command('rollback <name> <version>')
+    .description('roll a version back for good (admin): its aliases move back one step and its canaries end')
+    .requiredOption('--reason <text>', 'why: it is audited')
+    .option(...JSON_FLAG)
+    .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
+      const result = await (await connect(program)).call(versionPath(name, version, 'rollback'), RollbackResult, { method: 'POST', body: checked(DecisionRequest, { reason: opts.reason }, 'rollback') });
+      print(opts.json, result, () => `${name} ${version}: ${result.version.state}${result.aliases.length ? `; moved back: ${result.aliases.join(', ')}` : ''}`);
+    });
 }

@@ -31,7 +31,8 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
     // Workers: the machine's Durable Object holds its stream; this request only authenticated it.
     const held = ports.relay.hub.holdStream(c.get('machine'), c.req.raw);
     if (held) return await held;
-    const ctx = serviceCtx(ports, machineId);
+    // The artifact store signs the URLs of the versions the machine's assignments fetch.
+    const ctx = { ...serviceCtx(ports, machineId), artifacts: ports.artifacts };
     const connectionId = newId('connection');
     // The lease counts only while this instance's own lease does (a no-op on Node, whose timer renews it).
     await ports.instanceLease.touch(ports.store.db);

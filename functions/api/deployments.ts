@@ -9,6 +9,8 @@ import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from './guarded.js';
 import { keyset, PageQuery } from './paging.js';
+import { GateResult, WorkloadProfile } from '../../shared/contracts/benchmark.js';
+import { runCanaryGate } from '../registry/canary-gate.js';
 
 const list = guarded('viewer', {
   method: 'get',
@@ -47,7 +49,20 @@ const remove = guarded('operator', {
   responses: { 200: { description: 'Retired', content: { 'application/json': { schema: z.object({ id: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404) },
 });
 
+const gate = guarded('operator', {
+  method: 'post',
+  path: '/deployments/{name}/canary/gate',
+  summary:
+    "Run the canary's readiness and benchmark gate: a workload profile sent to the canary replicas alone through the data plane, stored as evidence; passed moves the version to gated, failed rejects it. Canary not serving: 409, nothing recorded",
+  request: { params: z.object({ name: DeploymentName }), body: { content: { 'application/json': { schema: WorkloadProfile } }, required: true } },
+  responses: { 200: { description: 'The run and the version after it', content: { 'application/json': { schema: GateResult } } }, ...errorResponses(400, 401, 403, 404, 409, 413) },
+});
+
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
+  app.openapi(gate, async (c) => {
+    const result = await runCanaryGate({ ports: c.get('ports'), actor: c.get('actor'), input: { name: c.req.valid('param').name, profile: c.req.valid('json') } });
+    return c.json(result, 200);
+  });
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
     const { limit, cursor } = c.req.valid('query');

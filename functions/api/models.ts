@@ -2,6 +2,10 @@ import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import {
   ApprovalRequest,
   CreateModelRequest,
+  DecisionRequest,
+  PromoteRequest,
+  PromotionResult,
+  RollbackResult,
   ModelDetail,
   ModelName,
   ModelView,
@@ -18,6 +22,11 @@ import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
 import { guarded } from './guarded.js';
+import { BenchmarkRunView } from '../../shared/contracts/benchmark.js';
+import { listBenchmarkRuns } from '../registry/canary-gate.js';
+import { promoteVersion, releaseVersion, rollbackVersion } from '../registry/promotion.js';
+import { reconcileOnce } from '../controller/driver.js';
+import type { Context } from 'hono';
 
 const ModelParam = z.object({ name: ModelName });
 const VersionParam = z.object({ name: ModelName, version: VersionLabel });
@@ -103,7 +112,68 @@ const approval = guarded('admin', {
   responses: moved,
 });
 
+const benchmarks = guarded('viewer', {
+  method: 'get',
+  path: stepPath('benchmarks'),
+  summary: "The version's benchmark gate runs with their evidence (model, version, runtime, hardware, TTFT, inter-token latency, tokens/s, errors), newest first",
+  request: { params: VersionParam },
+  responses: { 200: answer('Gate runs', z.object({ items: z.array(BenchmarkRunView) })), ...errorResponses(400, 401, 403, 404) },
+});
+
+const promotion = guarded('admin', {
+  method: 'post',
+  path: stepPath('promotion'),
+  summary: 'Promote a gated version (a person decides): the alias moves to it, its canaries end, and the deployments following the alias roll onto it',
+  request: { params: VersionParam, body: json(PromoteRequest) },
+  responses: { 200: answer('Promoted', PromotionResult), ...errorResponses(400, 401, 403, 404, 409, 413) },
+});
+
+const release = guarded('admin', {
+  method: 'post',
+  path: stepPath('release'),
+  summary: 'Release a promoted version as stable after observing it',
+  request: { params: VersionParam, body: json(DecisionRequest) },
+  responses: moved,
+});
+
+const rollback = guarded('admin', {
+  method: 'post',
+  path: stepPath('rollback'),
+  summary: 'Roll a version back (canary or later): every alias on it moves back one step, its canaries end; for good',
+  request: { params: VersionParam, body: json(DecisionRequest) },
+  responses: { 200: answer('Rolled back', RollbackResult), ...errorResponses(400, 401, 403, 404, 409, 413) },
+});
+
+/** A move that changes what deployments serve is reconciled and routed before the answer, as a deployment PUT is. */
+async function settle(c: Context<AppEnv>): Promise<void> {
+  const ports = c.get('ports');
+  await reconcileOnce({ ctx: serviceCtx(ports, 'system') });
+  await ports.relay.routing.refreshed();
+}
+
 export function registerModels(app: OpenAPIHono<AppEnv>) {
+  app.openapi(benchmarks, async (c) => {
+    const { name, version } = c.req.valid('param');
+    const items = await listBenchmarkRuns({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, model: name, version } });
+    return c.json({ items }, 200);
+  });
+  app.openapi(promotion, async (c) => {
+    const { name, version } = c.req.valid('param');
+    const result = await promoteVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    await settle(c);
+    return c.json(result, 200);
+  });
+  app.openapi(release, async (c) => {
+    const { name, version } = c.req.valid('param');
+    const view = await releaseVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    return c.json(view, 200);
+  });
+  app.openapi(rollback, async (c) => {
+    const { name, version } = c.req.valid('param');
+    const result = await rollbackVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    await settle(c);
+    return c.json(result, 200);
+  });
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
     const page = await listModels({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: modelPages.after(cursor), limit } });

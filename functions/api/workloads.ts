@@ -16,6 +16,10 @@ const WorkloadView = z.object({
   errorCode: z.string().nullable(),
   createdAt: z.string(),
   finishedAt: z.string().nullable(),
+  /** The registry version that answered and from which replica set (`stable` or `canary`); null when none did. */
+  versionId: z.string().nullable(),
+  track: z.string().nullable(),
+  dataClass: z.string().nullable(),
 });
 
 const get = guarded('viewer', {
@@ -60,6 +64,9 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
         errorCode: row.errorCode,
         createdAt: row.createdAt.toISOString(),
         finishedAt: row.finishedAt?.toISOString() ?? null,
+        versionId: row.versionId,
+        track: row.machineId === null ? null : row.track,
+        dataClass: row.dataClass,
       },
       200,
     );

@@ -4,6 +4,9 @@ import { pageOf } from '../../shared/contracts/page.js';
 import { isId } from '../../shared/ids.js';
 import { createWorkspace, listWorkspaces } from '../services/workspaces.js';
 import { addMember, listMembers, removeMember } from '../services/members.js';
+import { WorkspacePolicy } from '../../shared/contracts/placement.js';
+import { loadWorkspacePolicy, setWorkspacePolicy } from '../services/workspace-policy.js';
+import { reconcileOnce } from '../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../context.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
@@ -60,7 +63,30 @@ const removeMemberRoute = guarded('admin', {
   responses: { 200: { description: 'Removed', content: { 'application/json': { schema: MemberRemoved } } }, ...errorResponses(401, 403, 404, 409) },
 });
 
+const getPolicyRoute = guarded('viewer', {
+  method: 'get',
+  path: '/workspaces/current/policy',
+  summary: "The token's workspace's placement policy: quota, data classes (machines and runtimes each may use) and licence rules",
+  responses: { 200: { description: 'Policy', content: { 'application/json': { schema: WorkspacePolicy } } }, ...errorResponses(401, 403) },
+});
+
+const setPolicyRoute = guarded('admin', {
+  method: 'put',
+  path: '/workspaces/current/policy',
+  summary: 'Replace the placement policy (audited); placed replicas stay, new placements follow it and unplaceable ones say which rule refuses them',
+  request: { body: { content: { 'application/json': { schema: WorkspacePolicy } }, required: true } },
+  responses: { 200: { description: 'The policy now', content: { 'application/json': { schema: WorkspacePolicy } } }, ...errorResponses(400, 401, 403, 413) },
+});
+
 export function registerWorkspaces(app: OpenAPIHono<AppEnv>) {
+  app.openapi(getPolicyRoute, async (c) => c.json(await loadWorkspacePolicy(c.get('ports').store.db, c.get('actor').workspaceId), 200));
+  app.openapi(setPolicyRoute, async (c) => {
+    const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
+    const policy = await setWorkspacePolicy({ ctx, input: { workspaceId: c.get('actor').workspaceId, policy: c.req.valid('json') } });
+    // Placement under the new policy (a quota raised, a class allowed more machines) happens before the answer.
+    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    return c.json(policy, 200);
+  });
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
     const page = await listWorkspaces({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { actor: c.get('actor'), after: workspacePages.after(cursor), limit } });

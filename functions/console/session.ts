@@ -2,7 +2,8 @@ import { createHmac } from 'node:crypto';
 import { and, eq, gt, isNull, ne, or, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import { deleteCookie, getSignedCookie, setSignedCookie } from 'hono/cookie';
-import { apiTokens, clusterSettings, consoleSessions } from '../store/schema/index.js';
+import { apiTokens, consoleSessions } from '../store/schema/index.js';
+import { storeSecret } from '../services/store-secrets.js';
 import { newId } from '../../shared/ids.js';
 import type { Role } from '../../shared/contracts/common.js';
 import type { Actor } from '../services/principals.js';
@@ -59,25 +60,8 @@ export function requireRoleOf(session: ConsoleSession, role: Exclude<Role, 'infe
  * mangled cookie be refused before any lookup, and a CSRF token is worthless without the session's cookie.
  * Someone who can read the store could mint CSRF tokens, but not a session.
  */
-const KEY_SETTING = 'console_key';
-const keys = new WeakMap<Ports, Promise<string>>();
-
 export function consoleKey(ports: Ports): Promise<string> {
-  let key = keys.get(ports);
-  if (!key) {
-    key = (async () => {
-      const db = ports.store.db;
-      await db.insert(clusterSettings).values({ key: KEY_SETTING, value: randomToken() }).onConflictDoNothing();
-      const [row] = await db.select().from(clusterSettings).where(eq(clusterSettings.key, KEY_SETTING));
-      const value = row?.value;
-      if (typeof value !== 'string' || value.length < 32) throw new Error('cluster setting console_key is not a key');
-      return value;
-    })();
-    // A store that did not answer is asked again next time, not remembered as failed.
-    key.catch(() => keys.delete(ports));
-    keys.set(ports, key);
-  }
-  return key;
+  return storeSecret(ports, 'console_key');
 }
 
 /** 32 random bytes, base64url. */

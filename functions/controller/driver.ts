@@ -9,42 +9,32 @@ import { loadControllerState, saveControllerState } from '../services/controller
 import { sweepJtis } from '../services/machine-auth.js';
 import { sweepRateWindows } from '../services/rate-limit.js';
 import { nextResumedAt } from './liveness.js';
-import { reconcile, type DesiredDeployment, type ReconcileAction } from './reconcile.js';
+import { reconcile, type ReconcileAction } from './reconcile.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
-import type { TemplateFields } from '../fleet/template.js';
-import { loadRuntimeRegistry } from '../registry/load.js';
-import { EMPTY_REGISTRY, replicaHash, resolveRuntime, type RuntimeRegistry, type SecretEnvRefs } from '../registry/resolve.js';
+import type { RuntimeRegistry } from '../registry/resolve.js';
 import type { StoredAssignment } from '../registry/secret-env.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
+import { replicaSets, type PlacementInputs, type ReplicaSet } from './replica-sets.js';
+import { replicaSetId, replicaSetOf } from './tracks.js';
+import { EMPTY_CATALOG } from './versions.js';
+import { loadPlacementInputs } from './placement-load.js';
+import { recheckReservations } from './recheck.js';
+import { sleepIdleDeployments } from './sleep.js';
 
 /** Advisory lock key that makes one reconciler act at a time across instances. */
 const RECONCILE_LOCK = 0x4c4e5852; // "LNXR"
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
-/** A deployment's replica as the runtime registry resolves it now: what is signed, its secrets, its digest. */
-export interface ReplicaTemplate {
-  fields: TemplateFields;
-  secretEnv: SecretEnvRefs;
-  templateHash: string;
-}
-
-/** The replica template of a deployment, or null when its runtime does not resolve against the registry. */
-export function replicaTemplate(deployment: DeploymentRow, registry: RuntimeRegistry): ReplicaTemplate | null {
-  const resolved = resolveRuntime({ workspaceId: deployment.workspaceId, runtime: deployment.runtime, registry });
-  if (!resolved.ok) return null;
-  const fields = { model: deployment.model, runtime: resolved.value.runtime, artifact: deployment.artifact ?? null, resources: { gpus: deployment.gpus, memoryMiB: deployment.memoryMiB } };
-  return { fields, secretEnv: resolved.value.secretEnv, templateHash: replicaHash(fields, resolved.value.secretEnv) };
-}
-
 /**
- * The assignment a deployment's replica runs, as stored and (with its secrets decrypted into the environment,
- * `revealSecretEnv`) signed into the machine's desired state. Only called for deployments that resolve.
+ * The assignment a replica of a set runs, as stored and (with its secrets decrypted into the environment,
+ * `revealSecretEnv`, and its version's file URLs signed) signed into the machine's desired state. `set` defaults to
+ * the deployment's stable set with no registry version. Only called for sets that resolve.
  */
-export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, registry: RuntimeRegistry): StoredAssignment {
-  const replica = replicaTemplate(deployment, registry);
-  if (!replica) throw new Error(`deployment ${deployment.id}'s runtime does not resolve`);
+export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, registry: RuntimeRegistry, set?: Pick<ReplicaSet, 'track' | 'template'>): StoredAssignment {
+  const { track, template } = set ?? replicaSets(deployment, { registry, versions: EMPTY_CATALOG, policies: new Map() })[0]!;
+  if (!template) throw new Error(`deployment ${deployment.id}'s ${track} replicas do not resolve`);
   return {
     assignmentId,
     deploymentId: deployment.id,
@@ -52,47 +42,33 @@ export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, 
     deploymentGeneration: deployment.generation,
     restartPolicy: deployment.restartPolicy,
     startup: deployment.startup,
-    ...replica.fields,
-    templateHash: replica.templateHash,
-    ...(Object.keys(replica.secretEnv).length ? { secretEnv: replica.secretEnv } : {}),
+    ...template.fields,
+    track,
+    templateHash: template.templateHash,
+    ...(Object.keys(template.secretEnv).length ? { secretEnv: template.secretEnv } : {}),
   };
 }
 
 /**
- * The pure reconciler's view of one deployment. Null for a live deployment whose runtime no longer resolves
- * (the API refuses every change that would cause it, so only a store edited by hand gets there): the
- * controller then leaves its replicas as they are rather than guess. A deleted one is retired either way.
+ * Reconciles the snapshot's workspaces one by one (placement never crosses a workspace), each deployment as its
+ * replica sets (`replicaSets`), each workspace under its quota. Actions name sets (`replicaSetOf`). Pure.
  */
-export function desiredDeployment(d: DeploymentRow, registry: RuntimeRegistry): DesiredDeployment | null {
-  const replica = replicaTemplate(d, registry);
-  if (!replica && d.deletedAt === null) return null;
-  return {
-    id: d.id,
-    model: d.model,
-    generation: d.generation,
-    templateHash: replica?.templateHash ?? '',
-    replicas: d.replicas,
-    selector: d.selector,
-    gpus: d.gpus,
-    memoryMiB: d.memoryMiB,
-    rollout: d.rollout,
-    deleted: d.deletedAt !== null,
-  };
-}
-
-/** Reconciles the snapshot's workspaces one by one (placement never crosses a workspace). Pure. */
-export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly DeploymentRow[], registry: RuntimeRegistry): ReconcileAction[] {
+export function reconcileFleet(
+  snapshot: FleetSnapshot,
+  deploymentRows: readonly DeploymentRow[],
+  inputs: PlacementInputs,
+  config: { replacementPauseFraction?: number } = {},
+): ReconcileAction[] {
   const actions: ReconcileAction[] = [];
-  const desired = deploymentRows.map((d) => ({ row: d, desired: desiredDeployment(d, registry) }));
-  // A deployment that does not resolve is left out with its replicas: nothing is placed, rolled or retired.
-  const unresolved = new Set(desired.filter((d) => d.desired === null).map((d) => d.row.id));
-  const templateOf = new Map(desired.flatMap((d) => (d.desired ? [[d.row.id, d.desired.templateHash] as const] : [])));
+  const sets = deploymentRows.map((row) => ({ row, sets: replicaSets(row, inputs) }));
+  // A failure mark keeps off the set whose template failed there: a fixed template, or the other track, may go there.
+  const setOfTemplate = new Map(sets.flatMap(({ row, sets }) => sets.map((s) => [`${row.id}\u0000${s.desired.templateHash}`, s.desired.id] as const)));
   const workspaceIds = [...new Set([...deploymentRows.map((d) => d.workspaceId), ...snapshot.machines.map((m) => m.workspaceId)])].sort();
   for (const workspaceId of workspaceIds) {
     const machines = snapshot.machines.filter((m) => m.workspaceId === workspaceId);
     actions.push(
       ...reconcile({
-        deployments: desired.flatMap((d) => (d.row.workspaceId === workspaceId && d.desired ? [d.desired] : [])),
+        deployments: sets.flatMap(({ row, sets }) => (row.workspaceId === workspaceId ? sets.map((s) => s.desired) : [])),
         machines: machines.map((m) => ({
           id: m.id,
           labels: m.labels,
@@ -101,22 +77,31 @@ export function reconcileFleet(snapshot: FleetSnapshot, deploymentRows: readonly
           draining: m.draining,
           inventory: m.inventory,
           warmModels: m.warmModels,
+          cachedVersions: m.cachedVersions,
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
-          replicaFailures: new Map(m.replicaFailures.filter((f) => f.templateHash === templateOf.get(f.deploymentId)).map((f) => [f.deploymentId, f.reason])),
+          replicaFailures: new Map(
+            m.replicaFailures.flatMap((f) => {
+              const setId = f.templateHash === null ? undefined : setOfTemplate.get(`${f.deploymentId}\u0000${f.templateHash}`);
+              return setId === undefined ? [] : [[setId, f.reason] as const];
+            }),
+          ),
         })),
         assignments: machines.flatMap((m) =>
           m.runtimes
-            .filter((r) => r.desired && !unresolved.has(r.deploymentId))
+            .filter((r) => r.desired)
             .map((r) => ({
               id: r.assignmentId,
               machineId: m.id,
-              deploymentId: r.deploymentId,
+              deploymentId: replicaSetId(r.deploymentId, r.track),
               deploymentGeneration: r.deploymentGeneration ?? 0,
               templateHash: r.templateHash ?? '',
               available: r.routable,
               failure: r.failure,
+              resources: r.resources,
             })),
         ),
+        quota: inputs.policies.get(workspaceId)?.quota,
+        replacementPauseFraction: config.replacementPauseFraction,
       }),
     );
   }
@@ -139,7 +124,7 @@ export async function reconcileOnce({ ctx, skipIfBusy = false }: { ctx: Controll
 }
 
 /** A reconcile pass, with the snapshot it read (null when it skipped a lock another pass held). */
-async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
+async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean, sleepIdle = false): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
   const timer = ctx.metrics.reconcileDuration.startTimer();
   const touched = new Set<string>();
   let snapshot: FleetSnapshot | null = null;
@@ -154,39 +139,50 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
     // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
     const deploymentRows = await tx.db.select().from(deployments);
     const live = deploymentRows.filter((d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)));
-    // Template rows and secret versions (never values) resolve each deployment's runtime for its assignments.
-    const registry = live.some((d) => d.runtime.kind === 'template') ? await loadRuntimeRegistry(tx.db) : EMPTY_REGISTRY;
-    const all = reconcileFleet(snapshot!, live, registry);
+    if (sleepIdle) {
+      const asleep = await sleepIdleDeployments(tx, live, snapshot);
+      for (const d of live) if (asleep.has(d.id)) d.asleepSince = snapshot.now;
+    }
+    const inputs = await loadPlacementInputs(tx.db, live);
+    const all = reconcileFleet(snapshot!, live, inputs, ctx.config);
     const deploymentById = new Map(live.map((d) => [d.id, d]));
+    const setById = new Map(live.flatMap((d) => replicaSets(d, inputs).map((s) => [s.desired.id, s] as const)));
     const machineById = new Map(snapshot!.machines.map((m) => [m.id, m]));
+    const placed = { machineIds: new Set<string>(), workspaceIds: new Set<string>() };
     const events: NewDeploymentEvent[] = [];
     for (const action of all) {
       if (action.type === 'pending') continue;
       const machine = machineById.get(action.machineId)!;
       const sinceGen = machine.desiredGen + 1;
+      const { deploymentId, track } = replicaSetOf(action.deploymentId);
+      const deployment = deploymentById.get(deploymentId)!;
+      const spec = (assignmentId: string) => assignmentSpec(assignmentId, deployment, inputs.registry, setById.get(action.deploymentId)!);
+      const on = track === 'stable' ? machine.name : `${machine.name}, canary`;
       if (action.type === 'assign') {
         const id = newId('assignment');
-        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId: action.deploymentId, spec: assignmentSpec(id, deploymentById.get(action.deploymentId)!, registry), sinceGen });
-        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'placed', machineId: action.machineId, assignmentId: id, message: `placed on ${machine.name}` });
+        await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId, track, spec: spec(id), sinceGen });
+        placed.machineIds.add(action.machineId);
+        placed.workspaceIds.add(deployment.workspaceId);
+        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'placed', machineId: action.machineId, assignmentId: id, message: `placed on ${on}` });
       } else if (action.type === 'update') {
         // Same template: the running replica stays valid, so it stays routable (its sinceGen is kept).
-        await tx.db
-          .update(assignments)
-          .set({ spec: assignmentSpec(action.assignmentId, deploymentById.get(action.deploymentId)!, registry) })
-          .where(eq(assignments.id, action.assignmentId));
+        await tx.db.update(assignments).set({ spec: spec(action.assignmentId) }).where(eq(assignments.id, action.assignmentId));
       } else if (action.type === 'fail') {
         // The mark is written with the retirement: no pass can see the replica gone and the machine unmarked.
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
         // One failure per assignment (it is retired right here), so the assignment's id names it.
-        await tx.db.insert(replicaFailures).values({ id: action.assignmentId, deploymentId: action.deploymentId, machineId: action.machineId, assignmentId: action.assignmentId, reason: action.reason });
-        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'replica_failed', machineId: action.machineId, assignmentId: action.assignmentId, message: `replica failed on ${machine.name}: ${action.reason}` });
+        await tx.db.insert(replicaFailures).values({ id: action.assignmentId, deploymentId, machineId: action.machineId, assignmentId: action.assignmentId, reason: action.reason });
+        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'replica_failed', machineId: action.machineId, assignmentId: action.assignmentId, message: `replica failed on ${on}: ${action.reason}` });
       } else {
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
-        events.push({ workspaceId: machine.workspaceId, deploymentId: action.deploymentId, type: 'retired', machineId: action.machineId, assignmentId: action.assignmentId, message: `${action.reason} (${machine.name})` });
+        // A canary set that is gone while its deployment lives was removed (or now names the stable version).
+        const reason = track === 'canary' && action.reason === 'deployment deleted' && deployment.deletedAt === null ? 'canary removed' : action.reason;
+        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'retired', machineId: action.machineId, assignmentId: action.assignmentId, message: `${reason} (${on})` });
       }
       touched.add(action.machineId);
-      await audit(tx, { workspaceId: machine.workspaceId, action: `assignment.${action.type}`, target: action.machineId, details: { ...action } });
+      await audit(tx, { workspaceId: machine.workspaceId, action: `assignment.${action.type}`, target: action.machineId, details: { ...action, deploymentId, track } });
     }
+    await recheckReservations(tx.db, { machineIds: [...placed.machineIds], workspaceIds: [...placed.workspaceIds] });
     await recordDeploymentEvents(tx.db, events);
     if (touched.size > 0) {
       await tx.db
@@ -202,7 +198,8 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean): Promise<{
 }
 
 /**
- * The controller tick: records the tick (detecting a control-plane interruption), reconciles, sweeps the
+ * The controller tick: records the tick (detecting a control-plane interruption), puts idle deployments that
+ * scale to zero to sleep and reconciles (one pass), sweeps the
  * replay fence, the rate-limit windows past use and the workloads of dead instances, and refreshes the machine
  * gauges.
  */
@@ -211,7 +208,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   const previous = await loadControllerState(ctx.db);
   const resumedAt = nextResumedAt({ ...previous, now, config: ctx.config });
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
-  const { snapshot } = await reconcilePass(ctx, true);
+  const { snapshot } = await reconcilePass(ctx, true, true);
   await sweepJtis({ ctx });
   await sweepRateWindows(ctx.db);
   const orphans = await sweepOrphanedWorkloads({ ctx });

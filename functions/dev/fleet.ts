@@ -81,12 +81,14 @@ export interface SimNode {
 
 /**
  * The local policy of a simulated node: it runs the built-in simulator and nothing else, as `nobody` when the
- * agent runs as root (a root agent without a run-as user refuses everything). 0600: the agent refuses a policy
- * that others could rewrite.
+ * agent runs as root (a root agent without a run-as user refuses everything), with its model cache beside its
+ * state dir (`<name>.cache`: a runtime user may not enter the state dir). 0600: the agent refuses a policy that
+ * others could rewrite.
  */
 export async function writeSimPolicy(stateDir: string): Promise<string> {
   const path = join(stateDir, 'policy.json');
-  await writeFile(path, JSON.stringify({ simulated: true, runAs: { user: 'nobody' } }), { mode: 0o600 });
+  const policy = { simulated: true, runAs: { user: 'nobody' }, cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 } };
+  await writeFile(path, JSON.stringify(policy), { mode: 0o600 });
   return path;
 }
 

@@ -6,6 +6,7 @@ import type { ControlPlaneConfig } from '../config.js';
 import { isRoutable, machineLiveness, nextResumedAt, runtimeLiveness } from '../controller/liveness.js';
 import type { ControllerState } from '../services/controller-state.js';
 import { mayRestart } from '../../shared/restart-policy.js';
+import type { Track } from '../controller/tracks.js';
 
 /** The rows the snapshot is built from, as the loader reads them (one consistent read). */
 export interface FleetRows {
@@ -25,6 +26,8 @@ export interface FleetRows {
     lastHeartbeatAt: Date | null;
     reportedStatus: string | null;
     warmModels: string[];
+    /** Absent: none (rows built by hand before versions were cached). */
+    cachedVersions?: string[];
     reportedGen: number | null;
     desiredGen: number;
     desiredExpiresAt: Date | null;
@@ -75,6 +78,10 @@ export interface FleetRuntime {
   templateHash: string | null;
   /** The deployment generation its signed spec was written for; null once it left desired state. */
   deploymentGeneration: number | null;
+  /** Which of its deployment's replica sets it belongs to (a retiring one without its spec counts as stable). */
+  track: Track;
+  /** The registry version it runs (`mv_...`); null when its deployment names none, or once it left desired state. */
+  versionId: string | null;
   /** Still in desired state: false for a runtime the node still reports after its assignment was removed. */
   desired: boolean;
   reportedState: RuntimeState | null;
@@ -122,6 +129,8 @@ export interface FleetMachine {
   reserved: { gpus: number; memoryMiB: number; assignments: number };
   /** Models loaded in a ready runtime, as the agent last reported (empty once sight is lost). */
   warmModels: string[];
+  /** Model versions verified in its agent's cache, as it last reported (empty once sight is lost). */
+  cachedVersions: string[];
   /** Its open replica failures, oldest first: shown to the operator, who clears them once the machine is fixed. */
   replicaFailures: FleetReplicaFailure[];
 }
@@ -176,6 +185,8 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
         model: assignment?.spec.model ?? '',
         templateHash: assignment?.spec.templateHash ?? null,
         deploymentGeneration: assignment?.spec.deploymentGeneration ?? null,
+        track: assignment?.spec.track ?? 'stable',
+        versionId: assignment?.spec.version?.versionId ?? null,
         desired: assignment !== undefined,
         reportedState: (report?.state as RuntimeState | undefined) ?? null,
         state,
@@ -223,6 +234,7 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       },
       // As the agent reported them, and only while that report is fresh.
       warmModels: liveness === 'ready' ? m.warmModels : [],
+      cachedVersions: liveness === 'ready' ? (m.cachedVersions ?? []) : [],
       replicaFailures: (failuresOf.get(m.id) ?? []).sort((a, b) => a.failedAt.getTime() - b.failedAt.getTime()),
     };
   });

@@ -1,6 +1,6 @@
 import { newId } from '../../shared/ids.js';
 import { serviceCtx, type Ports } from '../context.js';
-import type { DeploymentRoute } from '../relay/routing.js';
+import type { DeploymentRoute, RoutableReplica } from '../relay/routing.js';
 import { recordWorkload, retakeOrphanedWorkload, workloadByKey, type WorkloadRow } from '../services/workloads.js';
 import { abortAfter } from './abort-after.js';
 import { answer, type Finish } from './answer.js';
@@ -9,6 +9,9 @@ import type { InferenceRequest } from './request.js';
 import type { InferenceError, InferenceResult } from './result.js';
 import { decideRetry, type AttemptFailure } from './retry.js';
 import { modelAllowed } from '../services/token-rules.js';
+import { canaryTurn } from '../scheduler/route.js';
+import { onTrack } from '../relay/tracks.js';
+import { wakeDeployment } from './wake.js';
 
 const notFound = (model: string): InferenceError => ({
   kind: 'not_found',
@@ -42,7 +45,13 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   // A model outside the token's allow-list answers exactly as one that does not exist: nothing leaks.
   let route = modelAllowed(request.actor.models, request.model) ? relay.routing.resolve(request.actor.workspaceId, request.model) : undefined;
   if (!route) return { ok: false, error: notFound(request.model) };
+  if (route.asleep) {
+    await wakeDeployment(ports, route);
+    route = relay.routing.resolve(request.actor.workspaceId, request.model) ?? route;
+  }
   const deploymentId = route.id;
+  const track = request.track ?? (canaryTurn(relay.routing.turn(deploymentId), route.canaryWeight) ? 'canary' : 'stable');
+  const pinned = request.track !== undefined;
   const labels = { model: route.model, deployment: route.name };
 
   // A request held for a replica counts here too: a flood while replicas start gets 429, not an unbounded wait.
@@ -65,10 +74,12 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     // Usage is counted per token and the model as asked (docs/operations.md, "Usage").
     tokenId: request.actor.tokenId,
     model: request.model,
+    dataClass: route.dataClass,
   };
   let finished = false;
   let attempts = 0;
   let machineId: string | null = null;
+  let served: { versionId: string | null; track: string } = { versionId: null, track };
   /** The machine name of the last attempt that failed, for the node label of retries and cancellations. */
   let lastNode: string | null = null;
   let unsubscribeCancel = () => {};
@@ -81,7 +92,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     relay.admission.leave(deploymentId);
     relay.live.delete(workloadId);
     unsubscribeCancel();
-    relay.workloads.put(workloadId, { ...row, ...answered, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
+    relay.workloads.put(workloadId, { ...row, ...answered, ...served, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
   };
 
   if (request.idempotencyKey) {
@@ -138,9 +149,10 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   };
   try {
     for (;;) {
+      const view = onTrack(route, track, pinned);
       const attempt = await tryReplica({
         ports,
-        route,
+        route: view,
         request,
         workloadId,
         body,
@@ -154,10 +166,11 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       });
       if (attempt.ok) {
         machineId = attempt.replica.machineId;
+        served = { versionId: attempt.replica.versionId, track: attempt.replica.track };
         return await answer({ ports, route, request, workloadId, started: attempt, heldMs, cancelled, until, finish });
       }
       if (attempt.node) lastNode = attempt.node;
-      const decision = decideRetry(attempt.outcome, { deployment: route.name, failures, maxAttempts: config.maxAttempts, startingReplicas: route.startingReplicas, lastFailure });
+      const decision = decideRetry(attempt.outcome, { deployment: route.name, failures, maxAttempts: config.maxAttempts, startingReplicas: view.startingReplicas, lastFailure });
       if (decision.next === 'stop') return fail(decision.error);
       if (decision.next === 'retry') {
         if (decision.failure) {
@@ -167,7 +180,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
         continue;
       }
       const heldAt = performance.now();
-      const held = await holdForReplica(ports, route, { until, tried });
+      const held = await holdForReplica(ports, route, { until, usable: (r) => !tried.has(r.assignmentId) && (!pinned || r.track === track) });
       heldMs += performance.now() - heldAt;
       // The next attempt ends the request: it finds it cancelled or past its deadline.
       if (held === 'aborted') continue;
@@ -187,9 +200,9 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
  * Holds the request until routing has a replica of the deployment it has not tried (or the deployment is gone,
  * or asks for none), under the deadline and cancellable: the route as routing has it then, or `aborted`.
  */
-async function holdForReplica(ports: Ports, route: DeploymentRoute, opts: { until: AbortSignal; tried: ReadonlySet<string> }): Promise<DeploymentRoute | undefined | 'aborted'> {
+async function holdForReplica(ports: Ports, route: DeploymentRoute, opts: { until: AbortSignal; usable: (replica: RoutableReplica) => boolean }): Promise<DeploymentRoute | undefined | 'aborted'> {
   try {
-    return await ports.relay.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: (r) => !opts.tried.has(r.assignmentId) });
+    return await ports.relay.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: opts.usable });
   } catch (error) {
     if (opts.until.aborted) return 'aborted';
     throw error;

@@ -1,5 +1,6 @@
 import type { InferencePath } from '../../shared/contracts/relay.js';
 import type { Actor } from '../services/principals.js';
+import type { Track } from '../relay/routing.js';
 
 /** One inference request, validated by the surface that took it. */
 export interface InferenceRequest {
@@ -18,4 +19,6 @@ export interface InferenceRequest {
   signal: AbortSignal;
   /** `performance.now()` when the request arrived, for the request duration metric. */
   startedAt: number;
+  /** Only this replica set may serve it (the benchmark gate measures the canary alone); absent: by the canary weight. */
+  track?: Track;
 }

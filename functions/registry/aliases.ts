@@ -43,7 +43,7 @@ const aliasWhere = (workspaceId: string, name: string) => and(eq(modelAliases.wo
  * Serialises the moves of one alias, including the one that creates it (there is no row to lock yet), and
  * answers where it points now (null: nowhere yet).
  */
-async function lockAlias(tx: ServiceCtx, workspaceId: string, name: string): Promise<string | null> {
+export async function lockAlias(tx: ServiceCtx, workspaceId: string, name: string): Promise<string | null> {
   await tx.db.execute(sql`select pg_advisory_xact_lock(hashtext(${`alias:${workspaceId}:${name}`}))`);
   const [row] = await tx.db.select({ versionId: modelAliases.versionId }).from(modelAliases).where(aliasWhere(workspaceId, name));
   return row?.versionId ?? null;
@@ -54,7 +54,7 @@ function refuseUnaliasable(alias: string, what: string, state: VersionState): vo
 }
 
 /** Points the alias at `toVersionId`, records the move with who and why, and audits it, in the caller's transaction. */
-async function moveAlias(tx: ServiceCtx, input: { workspaceId: string; alias: string; fromVersionId: string | null; toVersionId: string; reason: string; rollback: boolean }): Promise<AliasView> {
+export async function moveAlias(tx: ServiceCtx, input: { workspaceId: string; alias: string; fromVersionId: string | null; toVersionId: string; reason: string; rollback: boolean }): Promise<AliasView> {
   await tx.db
     .insert(modelAliases)
     .values({ workspaceId: input.workspaceId, name: input.alias, versionId: input.toVersionId, updatedBy: tx.actor })

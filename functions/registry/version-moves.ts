@@ -10,13 +10,13 @@ import { findVersion, versionView } from './models.js';
 import type { ArtifactStore } from './artifact-store.js';
 
 /** Which version: a workspace's model and its label. */
-interface VersionRef {
+export interface VersionRef {
   workspaceId: string;
   model: string;
   version: string;
 }
 
-type VersionRow = typeof modelVersions.$inferSelect;
+export type VersionRow = typeof modelVersions.$inferSelect;
 
 /** The verification report keeps this many problems: enough to act on, bounded whatever the folder holds. */
 const PROBLEMS_KEPT = 100;
@@ -32,7 +32,7 @@ function decide(row: VersionRow, event: LifecycleEvent) {
  * Moves a locked version by `event`: the lifecycle decides, the row takes the new state with `set` (the
  * evidence the move records), and the audit entry says who and why, all in the caller's transaction.
  */
-async function move(
+export async function moveVersion(
   tx: ServiceCtx,
   ref: VersionRef,
   row: VersionRow,
@@ -58,7 +58,7 @@ async function move(
 export async function recordProvenance({ ctx, input }: { ctx: ServiceCtx; input: VersionRef & { licence: string; provenance: Provenance } }): Promise<VersionView> {
   return await withTransaction(ctx, async (tx) => {
     const row = await findVersion(tx, { ...input, lock: true });
-    return await move(tx, input, row, { type: 'document', actor: ctx.actor }, { set: { licence: input.licence, provenance: input.provenance }, details: { licence: input.licence, source: input.provenance.source } });
+    return await moveVersion(tx, input, row, { type: 'document', actor: ctx.actor }, { set: { licence: input.licence, provenance: input.provenance }, details: { licence: input.licence, source: input.provenance.source } });
   });
 }
 
@@ -85,7 +85,7 @@ export async function verifyVersion({ ctx, input }: { ctx: ServiceCtx & { artifa
       by: ctx.actor,
       at: (await dbNow(tx.db)).toISOString(),
     };
-    return await move(
+    return await moveVersion(
       tx,
       input,
       row,
@@ -103,7 +103,7 @@ export async function recordEvaluation({ ctx, input }: { ctx: ServiceCtx; input:
     decide(row, { type: 'evaluate', passed: input.passed, actor: ctx.actor });
     const id = newId('run');
     await tx.db.insert(modelEvaluations).values({ id, versionId: row.id, suite: input.suite, passed: input.passed, metrics: input.metrics, notes: input.notes ?? null, recordedBy: ctx.actor });
-    return await move(tx, input, row, { type: 'evaluate', passed: input.passed, actor: ctx.actor }, { details: { evaluation: id, suite: input.suite, passed: input.passed } });
+    return await moveVersion(tx, input, row, { type: 'evaluate', passed: input.passed, actor: ctx.actor }, { details: { evaluation: id, suite: input.suite, passed: input.passed } });
   });
 }
 
@@ -111,6 +111,6 @@ export async function recordEvaluation({ ctx, input }: { ctx: ServiceCtx; input:
 export async function decideApproval({ ctx, input }: { ctx: ServiceCtx; input: VersionRef & ApprovalRequest }): Promise<VersionView> {
   return await withTransaction(ctx, async (tx) => {
     const row = await findVersion(tx, { ...input, lock: true });
-    return await move(tx, input, row, { type: input.decision, actor: ctx.actor }, { details: { reason: input.reason } });
+    return await moveVersion(tx, input, row, { type: input.decision, actor: ctx.actor }, { details: { reason: input.reason } });
   });
 }

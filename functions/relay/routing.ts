@@ -10,7 +10,13 @@ export interface RoutableReplica {
   machineName: string;
   /** The runtime reported itself warm (served recently): routing's tie-break prefers it. */
   warm: boolean;
+  /** The deployment's stable replica set, or its canary's. */
+  track: Track;
+  /** The registry version it serves (`mv_...`); null for a deployment that names none. */
+  versionId: string | null;
 }
+
+export type Track = 'stable' | 'canary';
 
 export interface DeploymentRoute {
   id: string;
@@ -20,12 +26,21 @@ export interface DeploymentRoute {
   maxConcurrency: number;
   queueCapacity: number;
   createdAt: Date;
+  /** The registry alias it follows: requests may name the alias instead of the deployment. */
+  alias: string | null;
+  /** Percent of requests the canary replicas take while both sets serve; 0 without a canary. */
+  canaryWeight: number;
+  dataClass: string | null;
+  /** Scaled to zero: the first request wakes it (functions/inference/wake.ts). */
+  asleep: boolean;
   /**
    * Desired replicas on their way to serving (preparing, pulling, starting, or ready and not routable yet): with none routable but some
    * starting, requests wait for one to be ready; a deployment that cannot be placed or only fails does not hold them.
    */
   startingReplicas: number;
   replicas: RoutableReplica[];
+  /** Of `startingReplicas`, those of the canary set. */
+  startingCanary: number;
 }
 
 /** On their way to serving: loading, or ready but not routable yet (its report has not caught up with its assignment). */
@@ -37,12 +52,17 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
   const { machines } = await loadFleetSnapshot(db, config);
   const replicas = new Map<string, RoutableReplica[]>();
   const starting = new Map<string, number>();
+  const startingCanary = new Map<string, number>();
+  const count = (counts: Map<string, number>, id: string) => counts.set(id, (counts.get(id) ?? 0) + 1);
   for (const machine of machines) {
     for (const runtime of machine.runtimes) {
-      if (runtime.desired && !runtime.routable && STARTING.has(runtime.state)) starting.set(runtime.deploymentId, (starting.get(runtime.deploymentId) ?? 0) + 1);
+      if (runtime.desired && !runtime.routable && STARTING.has(runtime.state)) {
+        count(starting, runtime.deploymentId);
+        if (runtime.track === 'canary') count(startingCanary, runtime.deploymentId);
+      }
       if (!runtime.routable) continue;
       const list = replicas.get(runtime.deploymentId) ?? [];
-      list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name, warm: runtime.warm });
+      list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name, warm: runtime.warm, track: runtime.track, versionId: runtime.versionId });
       replicas.set(runtime.deploymentId, list);
     }
   }
@@ -54,7 +74,12 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
     maxConcurrency: d.maxConcurrency,
     queueCapacity: d.queueCapacity,
     createdAt: d.createdAt,
+    alias: d.source?.kind === 'alias' ? d.source.alias : null,
+    canaryWeight: d.canary?.weight ?? 0,
+    dataClass: d.dataClass,
+    asleep: d.asleepSince !== null,
     startingReplicas: starting.get(d.id) ?? 0,
+    startingCanary: startingCanary.get(d.id) ?? 0,
     replicas: replicas.get(d.id) ?? [],
   }));
 }
@@ -67,6 +92,9 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
  */
 export class RoutingTable {
   private routes = new Map<string, DeploymentRoute>();
+  private aliases = new Map<string, DeploymentRoute>();
+  /** Requests routed per deployment by this instance: the canary's share counts them (`canaryTurn`). */
+  private readonly turns = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | null = null;
   /** A change was signalled while a refresh was in flight (it may have read the state before the change). */
@@ -105,6 +133,8 @@ export class RoutingTable {
     this.refreshing ??= this.load()
       .then((routes) => {
         this.routes = new Map(routes.map((r) => [`${r.workspaceId}/${r.name}`, r]));
+        const followers = routes.filter((r) => r.alias !== null).sort((a, b) => (a.name < b.name ? 1 : -1));
+        this.aliases = new Map(followers.map((r) => [`${r.workspaceId}/${r.alias}`, r]));
         this.refreshedAt = performance.now();
         for (const check of this.waiters) check();
       })
@@ -147,8 +177,24 @@ export class RoutingTable {
     if (performance.now() - this.refreshedAt > 2 * this.refreshMsOf()) await this.refresh();
   }
 
+  /**
+   * The deployment a request's `model` names: a deployment's own name first, else a registry alias some deployment
+   * follows (the first of them by name, so the choice is stable).
+   */
   resolve(workspaceId: string, model: string): DeploymentRoute | undefined {
-    return this.routes.get(`${workspaceId}/${model}`);
+    return this.routes.get(`${workspaceId}/${model}`) ?? this.aliases.get(`${workspaceId}/${model}`);
+  }
+
+  /** The count of requests this instance routed to the deployment before this one. */
+  turn(deploymentId: string): number {
+    const n = this.turns.get(deploymentId) ?? 0;
+    this.turns.set(deploymentId, n + 1);
+    return n;
+  }
+
+  /** The aliases some deployment of the workspace follows, each with the deployment a request naming it reaches. */
+  aliasRoutes(workspaceId: string): Array<{ alias: string; route: DeploymentRoute }> {
+    return [...this.aliases.values()].filter((r) => r.workspaceId === workspaceId).map((route) => ({ alias: route.alias!, route })).sort((a, b) => (a.alias < b.alias ? -1 : 1));
   }
 
   list(workspaceId: string): DeploymentRoute[] {

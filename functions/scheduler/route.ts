@@ -45,3 +45,12 @@ export function pickReplica<C extends RouteCandidate>(candidates: readonly C[], 
   }
   return best;
 }
+
+/**
+ * Whether the `n`-th request (from 0) of a deployment goes to its canary at `weight` percent: exactly `weight` of
+ * every 100 consecutive requests, spread evenly (10 %: the 10th, 20th, ...), so a canary's share is what its weight
+ * says from the first requests on, not only on average. Pure.
+ */
+export function canaryTurn(n: number, weight: number): boolean {
+  return Math.floor(((n + 1) * weight) / 100) > Math.floor((n * weight) / 100);
+}

@@ -7,12 +7,18 @@ import { RolloutSpec, type CanarySpec, type ModelSource, type ScaleToZero, type 
 import { ApiError } from '../errors.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
-import { desiredDeployment, reconcileFleet } from '../controller/driver.js';
+import { reconcileFleet } from '../controller/driver.js';
+import { replicaSets, type PlacementInputs } from '../controller/replica-sets.js';
+import { loadPlacementInputs } from '../controller/placement-load.js';
+import { EMPTY_CATALOG, type VersionCatalog } from '../controller/versions.js';
+import type { Track } from '../controller/tracks.js';
 import { listDeploymentEvents } from './deployment-events.js';
-import { loadRuntimeRegistry, requireResolvableRuntime } from '../registry/load.js';
+import { requireResolvableRuntime } from '../registry/load.js';
 import type { RuntimeRegistry } from '../registry/resolve.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { cutPage, type PageRequest, type RowPage } from './paging.js';
+import { checkDeploymentSource } from '../registry/deployment-source.js';
+import { loadWorkspacePolicy } from './workspace-policy.js';
 
 export interface DeploymentInput {
   workspaceId: string;
@@ -116,6 +122,15 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)))
       .for('update');
     await requireResolvableRuntime(tx.db, { workspaceId: input.workspaceId, runtime: input.runtime });
+    await checkDeploymentSource(tx, {
+      workspaceId: input.workspaceId,
+      name: input.name,
+      source: input.source ?? null,
+      canary: input.canary ?? null,
+      dataClass: input.dataClass ?? null,
+      runtime: input.runtime,
+      policy: await loadWorkspacePolicy(tx.db, input.workspaceId),
+    });
     const spec = {
       model: input.model,
       runtime: input.runtime,
@@ -166,63 +181,100 @@ export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input:
 }
 
 /**
- * A deployment's status, derived from the fleet read model on every read: its replicas, how many are ready,
- * starting or failed, the rollout's progress, (from a dry run of the pure reconciler over the same snapshot)
- * the replicas the scheduler cannot place with its reason for every machine it rejected, and whether it is
- * degraded, and why. Pure.
+ * A deployment's status, derived from the fleet read model on every read: its replicas and their sets, how many of
+ * the stable set are ready, starting or failed, the canary's counts, the rollout's progress, (from a dry run of the
+ * pure reconciler over the same snapshot) the replicas the scheduler cannot place with its reason for every machine
+ * it rejected or the reason that holds a whole set back, and whether it is degraded, and why. `versions` and
+ * `policies` default to none (a deployment without a registry source, a workspace without a policy). Pure.
  */
-export function deploymentStatus(input: { deployment: DeploymentRow; workspaceDeployments: readonly DeploymentRow[]; snapshot: FleetSnapshot; registry: RuntimeRegistry }): DeploymentStatus {
-  const { deployment, snapshot, registry } = input;
-  const desired = desiredDeployment(deployment, registry);
+export function deploymentStatus(input: {
+  deployment: DeploymentRow;
+  workspaceDeployments: readonly DeploymentRow[];
+  snapshot: FleetSnapshot;
+  registry: RuntimeRegistry;
+  versions?: VersionCatalog;
+  policies?: PlacementInputs['policies'];
+  replacementPauseFraction?: number;
+}): DeploymentStatus {
+  const { deployment, snapshot } = input;
+  const inputs: PlacementInputs = { registry: input.registry, versions: input.versions ?? EMPTY_CATALOG, policies: input.policies ?? new Map() };
+  const sets = replicaSets(deployment, inputs);
+  const setOf = (track: Track) => sets.find((s) => s.track === track);
+  const actions = reconcileFleet(snapshot, input.workspaceDeployments, inputs, { replacementPauseFraction: input.replacementPauseFraction });
   const machineName = new Map(snapshot.machines.map((m) => [m.id, m.name]));
   const replicas = snapshot.machines.flatMap((m) =>
     m.runtimes
       .filter((r) => r.deploymentId === deployment.id)
-      .map((r) => ({
-        assignmentId: r.assignmentId,
-        machineId: m.id,
-        machineName: m.name,
-        state: r.state,
-        current: r.desired && desired !== null && r.templateHash === desired.templateHash && !m.draining,
-        desired: r.desired,
-        routable: r.routable,
-        restarts: r.restarts,
-        message: r.message,
-        progress: r.progress,
-      })),
+      .map((r) => {
+        const set = setOf(r.track);
+        return {
+          assignmentId: r.assignmentId,
+          machineId: m.id,
+          machineName: m.name,
+          state: r.state,
+          current: r.desired && set?.template != null && r.templateHash === set.desired.templateHash && !m.draining,
+          track: r.track,
+          desired: r.desired,
+          routable: r.routable,
+          restarts: r.restarts,
+          message: r.message,
+          progress: r.progress,
+        };
+      }),
   );
   const live = replicas.filter((r) => r.desired);
-  const pending = reconcileFleet(snapshot, input.workspaceDeployments, registry).find((a) => a.type === 'pending' && a.deploymentId === deployment.id);
   const updated = live.filter((r) => r.current);
   const retiring = replicas.length - live.length;
   const outdated = live.length - updated.length;
-  const ready = live.filter((r) => r.routable).length;
-  const unplaceable = pending?.type === 'pending' ? pending.missing : 0;
-  const unplaceableReasons = pending?.type === 'pending' ? pending.rejected.map((r) => ({ ...r, machineName: machineName.get(r.machineId) ?? r.machineId })) : [];
+  const isStarting = (r: (typeof live)[number]) => r.state === 'preparing' || r.state === 'pulling' || r.state === 'starting';
+  const counts = (track: Track) => {
+    const mine = live.filter((r) => r.track === track);
+    const wanted = setOf(track)?.desired.replicas ?? 0;
+    return { wanted, ready: mine.filter((r) => r.routable).length, starting: mine.filter(isStarting).length, complete: updated.filter((r) => r.track === track && r.routable).length === wanted && updated.filter((r) => r.track === track).length === wanted };
+  };
+  const stable = counts('stable');
+  const canary = counts('canary');
+  const canarySet = setOf('canary');
+
   const maxRestarts = deployment.restartPolicy.maxRestarts;
   const failing = snapshot.machines.flatMap((m) =>
     m.runtimes
-      .filter((r) => r.deploymentId === deployment.id && r.desired && r.state === 'failed' && desired !== null && r.templateHash === desired.templateHash)
+      .filter((r) => r.deploymentId === deployment.id && r.desired && r.state === 'failed' && r.templateHash === setOf(r.track)?.desired.templateHash)
       // Restarts left are not promised: a launch the node's policy refused is not restarted either.
-      .map((r) => `replica failed on ${m.name}: ${r.failure ?? `${r.message ?? 'failed'} (${r.restarts} of ${maxRestarts} restarts used)`}`),
+      .map((r) => `${r.track === 'canary' ? 'canary ' : ''}replica failed on ${m.name}: ${r.failure ?? `${r.message ?? 'failed'} (${r.restarts} of ${maxRestarts} restarts used)`}`),
   );
   // Marks explain a shortfall; once enough replicas serve elsewhere they are the machine's business, not the deployment's.
-  const short = ready < deployment.replicas;
+  const short = stable.ready < stable.wanted || (canarySet !== undefined && canary.ready < canary.wanted);
   const marks = short ? snapshot.machines.flatMap((m) => m.replicaFailures.filter((f) => f.deploymentId === deployment.id).map((f) => `replica failed on ${m.name}: ${f.reason}`)) : [];
-  const rejections = unplaceableReasons.map((r) => `${r.machineName}: ${r.reason}`).join('; ') || 'no machine in this workspace';
-  const stuck = short && unplaceable > 0 ? [`${unplaceable} ${unplaceable === 1 ? 'replica' : 'replicas'} cannot be placed: ${rejections}`] : [];
+  let unplaceable = 0;
+  const unplaceableReasons: DeploymentStatus['unplaceableReasons'] = [];
+  const stuck: string[] = [];
+  for (const set of sets) {
+    const pending = actions.find((a) => a.type === 'pending' && a.deploymentId === set.desired.id);
+    if (pending?.type !== 'pending') continue;
+    const prefix = set.track === 'canary' ? 'canary: ' : '';
+    const rejected = pending.rejected.map((r) => ({ machineId: r.machineId, machineName: machineName.get(r.machineId) ?? r.machineId, reason: `${prefix}${r.reason}` }));
+    unplaceable += pending.missing;
+    unplaceableReasons.push(...rejected);
+    const setShort = set.track === 'stable' ? stable.ready < stable.wanted : canary.ready < canary.wanted;
+    const why = pending.reason ?? (pending.rejected.map((r) => `${machineName.get(r.machineId) ?? r.machineId}: ${r.reason}`).join('; ') || 'no machine in this workspace');
+    if (pending.missing > 0 && setShort) stuck.push(`${prefix}${pending.missing} ${pending.missing === 1 ? 'replica' : 'replicas'} cannot be placed: ${why}`);
+    else if (pending.missing === 0 && set.desired.hold !== null) stuck.push(`${prefix}replicas kept as they are: ${set.desired.hold}`);
+  }
   const degradedReasons = [...failing, ...marks, ...stuck];
   return {
-    desired: deployment.replicas,
-    ready,
-    starting: live.filter((r) => r.state === 'preparing' || r.state === 'pulling' || r.state === 'starting').length,
-    failed: live.filter((r) => r.state === 'failed').length,
+    desired: stable.wanted,
+    ready: stable.ready,
+    starting: stable.starting,
+    failed: live.filter((r) => r.track === 'stable' && r.state === 'failed').length,
     unplaceable,
     unplaceableReasons,
     degraded: degradedReasons.length > 0,
     degradedReasons,
+    canary: canarySet && deployment.canary ? { version: deployment.canary.version, desired: canary.wanted, ready: canary.ready, starting: canary.starting } : null,
+    asleep: deployment.asleepSince !== null,
     rollout: {
-      state: updated.filter((r) => r.routable).length === deployment.replicas && updated.length === deployment.replicas && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
+      state: stable.complete && canary.complete && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
       updated: updated.length,
       outdated,
       retiring,
@@ -265,8 +317,9 @@ export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pic
   if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
-  const registry = await loadRuntimeRegistry(ctx.db, { workspaceId: input.workspaceId });
-  return { ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, registry }), events: events.get(deployment.id) ?? [] };
+  const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
+  const status = deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
+  return { ...deploymentView(deployment), status, events: events.get(deployment.id) ?? [] };
 }
 
 /**
@@ -285,9 +338,10 @@ export async function describeDeployments({
   const shown = rows.slice(0, input.limit);
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
   const events = await listDeploymentEvents(ctx.db, shown.map((d) => d.id), input.eventsPerDeployment);
-  const registry = await loadRuntimeRegistry(ctx.db, { workspaceId: input.workspaceId });
+  const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
+  const status = (deployment: DeploymentRow) => deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
   return {
-    items: shown.map((deployment) => ({ ...deploymentView(deployment), status: deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, registry }), events: events.get(deployment.id) ?? [] })),
+    items: shown.map((deployment) => ({ ...deploymentView(deployment), status: status(deployment), events: events.get(deployment.id) ?? [] })),
     more: rows.length > shown.length,
   };
 }

@@ -90,6 +90,7 @@ export async function recordHeartbeat({
         reportedStatus: heartbeat.status,
         reportedGen: heartbeat.gen,
         warmModels: heartbeat.warmModels,
+        cachedVersions: heartbeat.cachedVersions,
         metrics: heartbeat.metrics,
       })
       .where(eq(machines.id, machine.machineId));

@@ -6,6 +6,8 @@ import { assignments, machines, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../errors.js';
 import { queryRows } from '../store/rows.js';
 import { revealSecretEnv } from '../registry/secret-env.js';
+import { withArtifactUrls } from '../registry/artifact-urls.js';
+import type { ArtifactStore } from '../registry/artifact-store.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 import type { Db } from '../store/db.js';
 import { column } from '../store/rows.js';
@@ -93,7 +95,7 @@ function withTemplate(spec: Assignment): Assignment {
  * Signs the machine's full desired state (docs/design.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
  */
-export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'>; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
+export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'> & { artifacts?: ArtifactStore }; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
   const identity = await ctx.identity();
   const [machine] = await ctx.db.select({ workspaceId: machines.workspaceId, desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
   if (!machine) throw new ApiError('not_found', 'machine not found');
@@ -104,7 +106,9 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<
     .where(and(eq(assignments.machineId, input.machineId), isNull(assignments.removedAt)))
     .orderBy(asc(assignments.id));
   // Runtime secrets are decrypted into the runtimes that name them here, and only into the signed state.
-  const specs = await revealSecretEnv({ ctx, input: { workspaceId: machine.workspaceId, specs: rows.map((r) => r.spec) } });
+  const revealed = await revealSecretEnv({ ctx, input: { workspaceId: machine.workspaceId, specs: rows.map((r) => r.spec) } });
+  // Likewise the registry versions' file URLs, short-lived and never stored.
+  const specs = await withArtifactUrls({ ctx, input: { workspaceId: machine.workspaceId, specs: revealed } });
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
   const exp = iat + Math.floor(ctx.config.desiredTtlMs / 1000);

@@ -40,7 +40,7 @@ export type WorkloadRow = typeof workloads.$inferInsert & { state: WorkloadState
 export async function writeWorkloads(db: Db, rows: WorkloadRow[]): Promise<void> {
   await db.execute(sql`
     insert into workloads (id, workspace_id, deployment_id, kind, idempotency_key, state, instance_id, machine_id, attempts, status_code, error_code, deadline, created_at, finished_at,
-      token_id, model, prompt_tokens, completion_tokens, first_byte_ms)
+      token_id, model, prompt_tokens, completion_tokens, first_byte_ms, data_class, version_id, track)
     select * from unnest(
       ${column(rows, (r) => r.id)}::text[], ${column(rows, (r) => r.workspaceId)}::text[], ${column(rows, (r) => r.deploymentId)}::text[],
       ${column(rows, (r) => r.kind)}::text[], ${column(rows, (r) => r.idempotencyKey ?? null)}::text[], ${column(rows, (r) => r.state)}::text[],
@@ -48,13 +48,15 @@ export async function writeWorkloads(db: Db, rows: WorkloadRow[]): Promise<void>
       ${column(rows, (r) => r.statusCode ?? null)}::int4[], ${column(rows, (r) => r.errorCode ?? null)}::text[], ${column(rows, (r) => iso(r.deadline))}::timestamptz[],
       ${column(rows, (r) => iso(r.createdAt) ?? new Date().toISOString())}::timestamptz[], ${column(rows, (r) => iso(r.finishedAt))}::timestamptz[],
       ${column(rows, (r) => r.tokenId ?? null)}::text[], ${column(rows, (r) => r.model ?? null)}::text[], ${column(rows, (r) => r.promptTokens ?? null)}::int4[],
-      ${column(rows, (r) => r.completionTokens ?? null)}::int4[], ${column(rows, (r) => r.firstByteMs ?? null)}::int4[]
+      ${column(rows, (r) => r.completionTokens ?? null)}::int4[], ${column(rows, (r) => r.firstByteMs ?? null)}::int4[],
+      ${column(rows, (r) => r.dataClass ?? null)}::text[], ${column(rows, (r) => r.versionId ?? null)}::text[], ${column(rows, (r) => r.track ?? null)}::text[]
     )
     on conflict (id) do update set
       state = excluded.state, machine_id = excluded.machine_id, attempts = excluded.attempts,
       status_code = excluded.status_code, error_code = excluded.error_code, finished_at = excluded.finished_at,
       token_id = excluded.token_id, model = excluded.model, prompt_tokens = excluded.prompt_tokens,
-      completion_tokens = excluded.completion_tokens, first_byte_ms = excluded.first_byte_ms`);
+      completion_tokens = excluded.completion_tokens, first_byte_ms = excluded.first_byte_ms,
+      version_id = excluded.version_id, track = excluded.track`);
 }
 
 export async function getWorkload({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }) {

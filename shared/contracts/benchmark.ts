@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VersionView } from './registry.js';
 
 /** The format of stored benchmark evidence; a reader that meets a newer one knows it cannot judge it. */
 export const BENCHMARK_EVIDENCE_VERSION = 1;
@@ -60,3 +61,6 @@ export const BenchmarkRunView = z.object({
   createdAt: z.string(),
 });
 export type BenchmarkRunView = z.infer<typeof BenchmarkRunView>;
+
+export const GateResult = z.object({ run: BenchmarkRunView, version: VersionView });
+export type GateResult = z.infer<typeof GateResult>;

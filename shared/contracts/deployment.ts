@@ -120,6 +120,8 @@ export const ReplicaStatus = z.object({
   state: z.string(),
   /** Runs the deployment's current template (false: an outdated replica a rollout will replace). */
   current: z.boolean(),
+  /** Its replica set: the stable version's, or the canary's. */
+  track: z.enum(['stable', 'canary']),
   /** Still desired (false: retired, draining on its node until it stops). */
   desired: z.boolean(),
   routable: z.boolean(),
@@ -131,13 +133,18 @@ export type ReplicaStatus = z.infer<typeof ReplicaStatus>;
 
 /** Derived from the fleet read model and the scheduler on every read, never stored. */
 export const DeploymentStatus = z.object({
+  /** Replicas wanted of the stable set (0 while asleep); the canary's are in `canary`. */
   desired: z.number().int(),
-  /** Desired replicas serving (routable). */
+  /** Desired replicas serving (routable), of both sets. */
   ready: z.number().int(),
   /** Desired replicas preparing, pulling or starting. */
   starting: z.number().int(),
   failed: z.number().int(),
-  /** Replicas the scheduler could not place, with its reason for each machine it rejected. */
+  /**
+   * Replicas the scheduler could not place (both sets), with its reason for each machine it rejected; a reason that
+   * holds a whole set back (the workspace quota, a source that does not resolve, replacement paused) is in
+   * `degradedReasons`.
+   */
   unplaceable: z.number().int(),
   unplaceableReasons: z.array(z.object({ machineId: z.string(), machineName: z.string(), reason: z.string() })),
   /**
@@ -146,6 +153,17 @@ export const DeploymentStatus = z.object({
    */
   degraded: z.boolean(),
   degradedReasons: z.array(z.string()),
+  /** The canary's replica set while the deployment has one (of another version than the stable set's), else null. */
+  canary: z
+    .object({
+      version: z.string(),
+      desired: z.number().int(),
+      ready: z.number().int(),
+      starting: z.number().int(),
+    })
+    .nullable(),
+  /** Scaled to zero: no replica is wanted until a request wakes it. */
+  asleep: z.boolean(),
   rollout: z.object({
     /** `complete` once every desired replica runs the current template and serves, and nothing outdated is left. */
     state: z.enum(['complete', 'progressing']),

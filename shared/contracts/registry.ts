@@ -187,3 +187,17 @@ export const AliasView = z.object({
   updatedAt: z.string(),
 });
 export type AliasView = z.infer<typeof AliasView>;
+
+/** A person's promotion of a gated version: the alias moves to it, with the reason. */
+export const PromoteRequest = z.object({ alias: AliasName, reason: Reason });
+export type PromoteRequest = z.infer<typeof PromoteRequest>;
+
+/** A release (promoted -> stable) or a rollback: a person's decision, with a reason. */
+export const DecisionRequest = z.object({ reason: Reason });
+export type DecisionRequest = z.infer<typeof DecisionRequest>;
+
+export const PromotionResult = z.object({ version: VersionView, endedCanaries: z.array(z.string()) });
+export type PromotionResult = z.infer<typeof PromotionResult>;
+
+export const RollbackResult = z.object({ version: VersionView, aliases: z.array(z.string()), endedCanaries: z.array(z.string()) });
+export type RollbackResult = z.infer<typeof RollbackResult>;

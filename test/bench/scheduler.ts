@@ -7,8 +7,9 @@ import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
  * `npm run bench:scheduler`: the pure placement core (`functions/scheduler/place.ts`) deciding where every replica
  * of a large fleet goes, one decision after another as the controller makes them, each decision reserving on the
  * machine it picked. BENCH_MACHINES (1,000) machines of 16 discrete GPUs with 40 GiB each, a third of them labelled
- * `zone=b`; BENCH_REPLICAS (10,000) replicas of 1 GPU and 20 GiB in deployments of 100 (one replica of a
- * deployment per machine, as the core requires), every fifth deployment selecting `zone=b`. Decisions per second
+ * `zone=b`, some with a version cached; BENCH_REPLICAS (10,000) replicas of 1 GPU (of at least 40 GiB) and 20 GiB
+ * in deployments of 100, each naming a registry version, every fifth deployment selecting `zone=b` (replicas that
+ * reserve may share a machine; spreading puts them on distinct ones first). Decisions per second
  * over the whole run and the p50/p99/max of one decision, after an unmeasured warm-up pass of the same work.
  * Prints a markdown table and writes bench/results/scheduler.json.
  */
@@ -53,9 +54,11 @@ function fleet(): CandidateMachine[] {
     draining: false,
     inventory,
     warmModels: i % 7 === 0 ? ['model-0'] : [],
+    cachedVersions: i % 11 === 0 ? ['mv_1'] : [],
     load: i % 5,
     reserved: { gpus: 0, memoryMiB: 0, assignments: 0 },
     deploymentIds: new Set<string>(),
+    replicaCounts: new Map<string, number>(),
     replicaFailures: new Map<string, string>(),
   }));
 }
@@ -67,7 +70,9 @@ const requestOf = (replica: number): PlacementRequest => {
     model: `model-${deployment % 10}`,
     selector: deployment % 5 === 4 ? { zone: 'b' } : {},
     gpus: 1,
+    gpuMemoryMiB: 40 * 1024,
     memoryMiB: 20 * 1024,
+    versionId: `mv_${deployment % 10}`,
   };
 };
 
@@ -92,6 +97,8 @@ function run(): { times: Float64Array; unplaced: number; wallMs: number } {
     picked.reserved.memoryMiB += request.memoryMiB;
     picked.reserved.assignments += 1;
     (picked.deploymentIds as Set<string>).add(request.deploymentId);
+    const counts = picked.replicaCounts as Map<string, number>;
+    counts.set(request.deploymentId, (counts.get(request.deploymentId) ?? 0) + 1);
   }
   return { times, unplaced, wallMs: performance.now() - started };
 }

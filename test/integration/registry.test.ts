@@ -245,6 +245,65 @@ function registrySuite(kind: StoreKind) {
     // The same name is free in another workspace.
     await ok(call(other, 'POST', '/models', { name: 'tiny-llama' }), 201);
   });
+
+  it('serves versions through deployments: sources and canaries checked, canaries started, ended by a rollback; policy enforced', async () => {
+    expect(await ok(call(admin.token, 'GET', '/workspaces/current/policy'))).toEqual({ quota: {}, dataClasses: {}, licences: {} });
+    const policy = { quota: { gpus: 8 }, dataClasses: { internal: { machineSelector: {}, runtimes: ['simulated'] }, pii: { machineSelector: { zone: 'secure' }, runtimes: ['vllm'] } } };
+    expect((await call(operator.token, 'PUT', '/workspaces/current/policy', policy)).status).toBe(403);
+    expect(await ok(call(admin.token, 'PUT', '/workspaces/current/policy', policy))).toMatchObject({ quota: { gpus: 8 }, dataClasses: { pii: { retention: 'none' } } });
+
+    await ok(call(operator.token, 'POST', '/models', { name: 'serve-model' }), 201);
+    await approvedVersion('serve-model', 'v1');
+    await approvedVersion('serve-model', 'v2');
+    await ok(call(admin.token, 'PUT', '/aliases/serve-default', { model: 'serve-model', version: 'v1', reason: 'first' }));
+    await place('serve-model', 'v0', FOLDER);
+    await ok(call(operator.token, 'POST', '/models/serve-model/versions', { version: 'v0', format: 'safetensors', manifest: MANIFEST }), 201);
+
+    const runtime = { kind: 'simulated', model: 'serve', ttftMs: 5, tokensPerSecond: 0, loadMs: 10, memoryMiB: 64, failureRate: 0 };
+    const deploy = (extra: Record<string, unknown>) => call<{ generation: number; canary: unknown; error?: unknown }>(operator.token, 'PUT', '/deployments/serve', { model: 'serve', runtime, replicas: 0, ...extra });
+    const refused = async (extra: Record<string, unknown>, status: number, code: string, message: RegExp) => {
+      const answer = await deploy(extra);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(status);
+      expect(answer.body.error).toMatchObject({ code, message: expect.stringMatching(message) });
+    };
+    await refused({ source: { kind: 'alias', alias: 'nowhere' } }, 400, 'validation_failed', /alias nowhere not found/);
+    await refused({ source: { kind: 'version', model: 'serve-model', version: 'v9' } }, 400, 'validation_failed', /version v9 of model serve-model not found/);
+    await refused({ source: { kind: 'version', model: 'serve-model', version: 'v0' } }, 409, 'invalid_transition', /serves only an approved version: serve-model v0 is candidate/);
+    await refused({ source: { kind: 'alias', alias: 'serve-default' }, artifact: { uri: 'file:///x', sha256: '0'.repeat(64) } }, 400, 'validation_failed', /not both/);
+    await refused({ canary: { version: 'v2', weight: 10 } }, 400, 'validation_failed', /name a source first/);
+    await refused({ dataClass: 'secret' }, 400, 'validation_failed', /data class secret is not in the workspace's policy/);
+    await refused({ dataClass: 'pii' }, 400, 'validation_failed', /data class pii may not run on runtime simulated/);
+    await refused({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v1', weight: 10 } }, 400, 'validation_failed', /already what the deployment serves/);
+    expect((await call(admin.token, 'GET', '/deployments/serve')).status).toBe(404);
+
+    const applied = await ok(deploy({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v2', weight: 20 }, dataClass: 'internal' }));
+    expect(applied.canary).toEqual({ version: 'v2', weight: 20, replicas: 1, selector: {} });
+    expect((await ok(call<VersionView>(admin.token, 'GET', '/models/serve-model/versions/v2'))).state).toBe('canary');
+    const v2 = await ok(call<VersionView>(admin.token, 'GET', '/models/serve-model/versions/v2'));
+    expect((await auditOf(v2.id)).at(-1)).toMatchObject({ action: 'model_version.start_canary', actor: operator.id, details: { from: 'approved', to: 'canary', deployment: 'serve' } });
+
+    // No machine runs the canary: the gate's readiness half refuses, and records nothing.
+    const gate = await call(operator.token, 'POST', '/deployments/serve/canary/gate', { name: 'smoke', requests: 2 });
+    expect(gate.status).toBe(409);
+    expect(gate.body.error?.message).toMatch(/the canary is not ready: 0 of 1 replicas of serve-model v2 serve/);
+    expect(await ok(call(operator.token, 'GET', '/models/serve-model/versions/v2/benchmarks'))).toEqual({ items: [] });
+    const early = await call(admin.token, 'POST', '/models/serve-model/versions/v2/promotion', { alias: 'serve-default', reason: 'too soon' });
+    expect(early.status).toBe(409);
+    expect(early.body.error?.message).toMatch(/must pass its canary's readiness and benchmark gate before it is promoted/);
+
+    // A rollback of the canary's version ends the canary; the alias never pointed at it, so it stays.
+    expect((await call(operator.token, 'POST', '/models/serve-model/versions/v2/rollback', { reason: 'bad canary' })).status).toBe(403);
+    const rolled = await ok(call<{ version: VersionView; aliases: string[]; endedCanaries: string[] }>(admin.token, 'POST', '/models/serve-model/versions/v2/rollback', { reason: 'bad canary' }));
+    expect(rolled).toMatchObject({ version: { state: 'rolled_back' }, aliases: [], endedCanaries: ['serve'] });
+    const after = await ok(call<{ canary: unknown; generation: number }>(admin.token, 'GET', '/deployments/serve'));
+    expect(after).toMatchObject({ canary: null, generation: applied.generation + 1 });
+    await refused({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v2', weight: 20 } }, 409, 'invalid_transition', /serve-model v2 is rolled_back/);
+    // A pinned source is checked the same way; an approved version is no canary yet, so it cannot be rolled back.
+    await ok(call(admin.token, 'PUT', '/deployments/serve', { model: 'serve', runtime, replicas: 0, source: { kind: 'version', model: 'serve-model', version: 'v1' } }));
+    const stuck = await call(admin.token, 'POST', '/models/serve-model/versions/v1/rollback', { reason: 'no' });
+    expect(stuck.status).toBe(409);
+    expect(stuck.body.error?.message).toMatch(/only a version in canary or further on can be rolled back/);
+  });
 }
 
 describe('the model registry on PGlite', () => registrySuite('pglite'));

@@ -17,12 +17,16 @@ function random(seed: number): () => number {
 /** The documented order, as a full sort: what the one-pass pick must agree with. */
 function bestBySort(machines: readonly CandidateMachine[], request: PlacementRequest, eligible: ReadonlySet<string>): string | null {
   const free = (m: CandidateMachine) => machineMemoryMiB(m.inventory) - m.reserved.memoryMiB;
-  const warm = (m: CandidateMachine) => (m.warmModels.includes(request.model) ? 0 : 1);
+  const here = (m: CandidateMachine) => m.replicaCounts?.get(request.deploymentId) ?? 0;
+  const warm = (m: CandidateMachine) => (m.warmModels.includes(request.model) || m.cachedVersions.includes(request.versionId ?? '') ? 0 : 1);
   const sorted = machines
     .filter((m) => eligible.has(m.id))
-    .sort((a, b) => a.reserved.assignments - b.reserved.assignments || warm(a) - warm(b) || free(b) - free(a) || a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort((a, b) => here(a) - here(b) || a.reserved.assignments - b.reserved.assignments || warm(a) - warm(b) || free(b) - free(a) || a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return sorted[0]?.id ?? null;
 }
+
+/** A machine's current replicas of set `d`: `n` of them. */
+const replicasOfD = (n: number) => ({ deploymentIds: new Set(n > 0 ? ['d'] : []), replicaCounts: new Map(n > 0 ? [['d', n]] : []) });
 
 describe('placeReplica picks, in one pass, the first machine of the documented order', () => {
   it('agrees with a full sort on 500 random fleets, and explains every machine it did not pick exactly once', () => {
@@ -34,11 +38,13 @@ describe('placeReplica picks, in one pass, the first machine of the documented o
         liveness: pick(['ready', 'ready', 'ready', 'stale'] as const),
         cordoned: next() < 0.1,
         warmModels: next() < 0.3 ? ['chat'] : [],
+        cachedVersions: next() < 0.3 ? ['mv_1'] : [],
         load: Math.floor(next() * 3),
         reserved: { gpus: 0, memoryMiB: pick([0, 1024, 4096]), assignments: Math.floor(next() * 3) },
-        deploymentIds: new Set(next() < 0.1 ? ['d'] : []),
+        ...replicasOfD(pick([0, 0, 0, 1, 2])),
       }));
-      const request: PlacementRequest = { deploymentId: 'd', model: 'chat', selector: next() < 0.3 ? { zone: 'b' } : {}, gpus: 0, memoryMiB: 1 };
+      // Half the requests reserve nothing (one replica per machine), half reserve memory (spread, then stacked).
+      const request: PlacementRequest = { deploymentId: 'd', model: 'chat', selector: next() < 0.3 ? { zone: 'b' } : {}, gpus: 0, memoryMiB: pick([0, 1]), versionId: pick([null, 'mv_1']) };
       const decision = placeReplica(machines, request);
       const filteredOut = new Set(decision.rejected.filter((r) => r.reason !== 'scored lower').map((r) => r.machineId));
       const eligible = new Set(machines.map((m) => m.id).filter((id) => !filteredOut.has(id)));

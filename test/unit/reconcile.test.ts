@@ -52,12 +52,9 @@ describe('reconcile', () => {
     expect(reconcile({ deployments: [deployment()], machines: [machine('m1'), machine('m2'), machine('m3')], assignments })).toEqual([]);
   });
 
-  it('keeps assignments on stale and down machines (resources stay reserved) and does not double-place', () => {
-    const assignments = [
-      asg('a1', 'm1'),
-      asg('a2', 'm2'),
-    ];
-    const machines = [machine('m1', { liveness: 'down' }), machine('m2', { liveness: 'stale' }), machine('m3')];
+  it('keeps assignments on stale machines and counts them: sight was lost, the runtime may still run', () => {
+    const assignments = [asg('a1', 'm1'), asg('a2', 'm2', { available: false })];
+    const machines = [machine('m1'), machine('m2', { liveness: 'stale' }), machine('m3')];
     expect(reconcile({ deployments: [deployment()], machines, assignments })).toEqual([]);
   });
 
@@ -72,7 +69,7 @@ describe('reconcile', () => {
 
   it('scales down unavailable replicas first, and updates assignments of an older generation in place', () => {
     const assignments = [asg('a1', 'm1'), asg('a2', 'm2', { available: false })];
-    const actions = reconcile({ deployments: [deployment({ replicas: 1, generation: 2 })], machines: [machine('m1'), machine('m2', { liveness: 'down' })], assignments });
+    const actions = reconcile({ deployments: [deployment({ replicas: 1, generation: 2 })], machines: [machine('m1'), machine('m2', { liveness: 'stale' })], assignments });
     expect(actions).toEqual([
       { type: 'unassign', assignmentId: 'a2', deploymentId: 'dep_a', machineId: 'm2', reason: 'scaled down' },
       { type: 'update', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1' },

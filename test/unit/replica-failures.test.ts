@@ -9,7 +9,7 @@ import type { deployments } from '../../functions/store/schema/index.js';
 import { planSupervision, type ManagedView } from '../../agent/supervisor/plan.js';
 import type { RestartPolicy } from '../../shared/contracts/desired.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
-import { currentAssignment, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
+import { currentAssignment, deploymentRow as sharedDeploymentRow, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 
 const machine = observedMachine;
 const deployment = desiredDeployment;
@@ -158,35 +158,8 @@ const ago = (ms: number) => new Date(now.getTime() - ms);
 const config = { heartbeatIntervalMs: 20_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000, runtimeGraceMs: 15_000, reconcileIntervalMs: 5_000 };
 const policy: RestartPolicy = { mode: 'on-failure', maxRestarts: 2, backoffMs: 100 };
 
-const deploymentRow = (extra: Partial<DeploymentRow> = {}): DeploymentRow => ({
-  id: 'dep_a',
-  workspaceId: 'ws_1',
-  name: 'chat',
-  model: 'chat',
-  runtime: { kind: 'simulated', model: 'chat', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 },
-  artifact: null,
-  restartPolicy: policy,
-  replicas: 1,
-  selector: {},
-  source: null,
-  canary: null,
-  gpus: 0,
-  gpuMemoryMiB: 0,
-  memoryMiB: 64,
-  dataClass: null,
-  scaleToZero: null,
-  asleepSince: null,
-  wokenAt: null,
-  maxConcurrency: 16,
-  queueCapacity: 256,
-  startup: { timeoutMs: 60_000, probeIntervalMs: 1_000, failureThreshold: 3 },
-  rollout: { maxSurge: 1, maxUnavailable: 0 },
-  generation: 1,
-  createdAt: ago(3_600_000),
-  updatedAt: ago(3_600_000),
-  deletedAt: null,
-  ...extra,
-});
+/** The shared row, aged an hour and under this file's restart policy. */
+const deploymentRow = (extra: Partial<DeploymentRow> = {}): DeploymentRow => sharedDeploymentRow({ restartPolicy: policy, createdAt: ago(3_600_000), updatedAt: ago(3_600_000), ...extra });
 
 const fleetMachine = (id: string, name: string): FleetRows['machines'][number] => ({
   id,

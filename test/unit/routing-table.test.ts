@@ -9,12 +9,17 @@ const route = (name: string, over: Partial<DeploymentRoute> = {}): DeploymentRou
   maxConcurrency: 1,
   queueCapacity: 1,
   createdAt: new Date(0),
+  alias: null,
+  canaryWeight: 0,
+  dataClass: null,
+  asleep: false,
   startingReplicas: 1,
+  startingCanary: 0,
   replicas: [],
   ...over,
 });
 
-const replica = (assignmentId: string): RoutableReplica => ({ assignmentId, machineId: `mch_${assignmentId}`, machineName: `node-${assignmentId}`, warm: false });
+const replica = (assignmentId: string): RoutableReplica => ({ assignmentId, machineId: `mch_${assignmentId}`, machineName: `node-${assignmentId}`, warm: false, track: 'stable', versionId: null });
 
 /** A loader whose loads finish when the test says, each reading the "store" as it is when the load starts. */
 function store() {

@@ -65,17 +65,17 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
   app.get('/models', async (c) => {
     const ports = c.get('ports');
     await ports.relay.routing.fresh();
+    const { workspaceId, models } = c.get('actor');
+    const deployments = ports.relay.routing.list(workspaceId).map((route) => ({ id: route.name, route }));
+    const named = new Set(deployments.map((d) => d.id));
+    // An alias is a model name too (a deployment's own name wins, as it does in routing).
+    const aliases = ports.relay.routing.aliasRoutes(workspaceId).flatMap(({ alias, route }) => (named.has(alias) ? [] : [{ id: alias, route }]));
     const body: ModelList = {
       object: 'list',
-      data: ports.relay.routing
-        .list(c.get('actor').workspaceId)
-        .filter((route) => modelAllowed(c.get('actor').models, route.name))
-        .map((route) => ({
-          id: route.name,
-          object: 'model',
-          created: Math.floor(route.createdAt.getTime() / 1000),
-          owned_by: 'lunanexa',
-        })),
+      data: [...deployments, ...aliases]
+        .filter(({ id }) => modelAllowed(models, id))
+        .sort((a, b) => (a.id < b.id ? -1 : 1))
+        .map(({ id, route }) => ({ id, object: 'model', created: Math.floor(route.createdAt.getTime() / 1000), owned_by: 'lunanexa' })),
     };
     return c.json(body);
   });
