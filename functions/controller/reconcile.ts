@@ -20,6 +20,8 @@ export interface DesiredDeployment {
   /** Memory each GPU of its machines must have (0: any). */
   gpuMemoryMiB: number;
   memoryMiB: number;
+  /** At most this many of its replicas on one machine. */
+  replicasPerMachine: number;
   /** The registry version it runs (`mv_...`), or null: machines that have it cached are preferred. */
   versionId: string | null;
   /** What the workspace's policy asks of its machines besides the selector (data class, licence). */
@@ -274,6 +276,7 @@ export function reconcile(input: {
         gpus: deployment.gpus,
         gpuMemoryMiB: deployment.gpuMemoryMiB,
         memoryMiB: deployment.memoryMiB,
+        replicasPerMachine: deployment.replicasPerMachine,
         versionId: deployment.versionId,
         constraints: deployment.constraints,
       });

@@ -76,6 +76,7 @@ export function replicaSets(row: DeploymentRow, inputs: PlacementInputs): Replic
         gpus: row.gpus,
         gpuMemoryMiB: row.gpuMemoryMiB,
         memoryMiB: row.memoryMiB,
+        replicasPerMachine: row.replicasPerMachine,
         versionId: resolved?.id ?? null,
         constraints: rules.constraints,
         hold: runtimeHold ?? versionHold ?? rules.refusal,

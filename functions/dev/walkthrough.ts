@@ -124,6 +124,8 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
     runtime: { kind: 'simulated', model: deployment, ttftMs: 15, tokensPerSecond: 400, loadMs: 200, memoryMiB: 64, failureRate: 0 },
     replicas: 2,
     memoryMiB: 64,
+    // Spread first, but two may share a machine (a drain on a small fleet still has room for them).
+    replicasPerMachine: 2,
     maxConcurrency: 8,
   });
   /** Served replicas: every desired one current and serving, nothing left to retire. */

@@ -1,5 +1,8 @@
-import { isNull } from 'drizzle-orm';
-import { deployments } from '../store/schema/index.js';
+import { inArray, isNull } from 'drizzle-orm';
+import { deployments, workspaces } from '../store/schema/index.js';
+import { WorkspacePolicy } from '../../shared/contracts/placement.js';
+import { policyAllows, policyRules } from '../scheduler/policy.js';
+import { runtimeName } from '../registry/deployment-source.js';
 import { loadFleetSnapshot } from '../fleet/load.js';
 import type { Db } from '../store/db.js';
 import type { ControlPlaneConfig } from '../config.js';
@@ -50,12 +53,22 @@ const STARTING: ReadonlySet<string> = new Set(['preparing', 'pulling', 'starting
 export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<DeploymentRoute[]> {
   const rows = await db.select().from(deployments).where(isNull(deployments.deletedAt));
   const { machines } = await loadFleetSnapshot(db, config);
+  // Data classes are enforced here as well as at placement: a policy tightened since stops traffic at once.
+  const classed = rows.filter((d) => d.dataClass !== null);
+  const policies = new Map<string, WorkspacePolicy>();
+  if (classed.length > 0) {
+    const found = await db.select({ id: workspaces.id, policy: workspaces.policy }).from(workspaces).where(inArray(workspaces.id, [...new Set(classed.map((d) => d.workspaceId))]));
+    for (const w of found) policies.set(w.id, WorkspacePolicy.parse(w.policy));
+  }
+  const rulesOf = new Map(classed.map((d) => [d.id, policyRules(policies.get(d.workspaceId) ?? WorkspacePolicy.parse({}), { dataClass: d.dataClass, runtime: runtimeName(d.runtime), licence: null })]));
   const replicas = new Map<string, RoutableReplica[]>();
   const starting = new Map<string, number>();
   const startingCanary = new Map<string, number>();
   const count = (counts: Map<string, number>, id: string) => counts.set(id, (counts.get(id) ?? 0) + 1);
   for (const machine of machines) {
     for (const runtime of machine.runtimes) {
+      const rules = rulesOf.get(runtime.deploymentId);
+      if (rules && !policyAllows(rules, machine.labels)) continue;
       if (runtime.desired && !runtime.routable && STARTING.has(runtime.state)) {
         count(starting, runtime.deploymentId);
         if (runtime.track === 'canary') count(startingCanary, runtime.deploymentId);

@@ -42,6 +42,8 @@ export interface PlacementRequest {
   memoryMiB: number;
   /** Memory each GPU of the machine must have; absent or 0: any. */
   gpuMemoryMiB?: number;
+  /** At most this many replicas of the set on one machine, resources allowing; absent: 1. */
+  replicasPerMachine?: number;
   /** The registry version the replica runs: a machine that has it cached scores like one where the model is warm. */
   versionId?: string | null;
   /** Policy rules besides the selector (data class, licence). */
@@ -93,7 +95,7 @@ export const reservesResources = (request: Pick<PlacementRequest, 'gpus' | 'memo
 
 const replicasHere = (machine: CandidateMachine, setId: string) => machine.replicaCounts?.get(setId) ?? (machine.deploymentIds.has(setId) ? 1 : 0);
 
-function missingLabel(labels: Record<string, string>, wanted: Record<string, string>): string | null {
+export function missingLabel(labels: Record<string, string>, wanted: Record<string, string>): string | null {
   for (const key in wanted) if (labels[key] !== wanted[key]) return `${key}=${wanted[key]}`;
   return null;
 }
@@ -105,7 +107,9 @@ function rejection(machine: CandidateMachine, request: PlacementRequest, capacit
   const failure = machine.replicaFailures.get(request.deploymentId);
   if (failure !== undefined) return `replica failed here: ${failure}`;
   // A set that reserves nothing has nothing that bounds how many of its replicas one machine would take.
-  if (!reservesResources(request) && machine.deploymentIds.has(request.deploymentId)) return 'already runs a replica of this deployment';
+  const perMachine = reservesResources(request) ? (request.replicasPerMachine ?? 1) : 1;
+  const here = replicasHere(machine, request.deploymentId);
+  if (here >= perMachine) return perMachine === 1 ? 'already runs a replica of this deployment' : `already runs ${here} replicas of this deployment (replicasPerMachine ${perMachine})`;
   const label = missingLabel(machine.labels, request.selector);
   if (label) return `label ${label} not present`;
   for (const constraint of request.constraints ?? []) {

@@ -1,5 +1,5 @@
 import type { WorkspacePolicy } from '../../shared/contracts/placement.js';
-import type { PlacementConstraint } from './place.js';
+import { missingLabel, type PlacementConstraint } from './place.js';
 
 /** What a workspace's policy asks of a replica set's machines, or why none may take it. */
 export interface PolicyRules {
@@ -27,4 +27,13 @@ export function policyRules(policy: WorkspacePolicy, set: { dataClass: string | 
     if (Object.keys(rule.machineSelector).length > 0) constraints.push({ rule: `licence ${set.licence}`, labels: rule.machineSelector });
   }
   return { constraints, refusal: null };
+}
+
+/**
+ * Whether a replica on a machine carrying `labels` may serve its set under the policy as it is now: routing asks
+ * this of every replica, so that a policy tightened after placement (a data class moved to other machines, or
+ * removed) stops traffic to the replicas it no longer allows at once, before the controller moves them. Pure.
+ */
+export function policyAllows(rules: PolicyRules, labels: Record<string, string>): boolean {
+  return rules.refusal === null && rules.constraints.every((constraint) => missingLabel(labels, constraint.labels) === null);
 }

@@ -42,6 +42,7 @@ export interface DeploymentInput {
   source?: ModelSource | null;
   canary?: CanarySpec | null;
   gpuMemoryMiB?: number;
+  replicasPerMachine?: number;
   dataClass?: string | null;
   scaleToZero?: ScaleToZero | null;
 }
@@ -66,6 +67,7 @@ function specOf(row: DeploymentRow): Omit<DeploymentInput, 'workspaceId' | 'name
     source: row.source ?? null,
     canary: row.canary ?? null,
     gpuMemoryMiB: row.gpuMemoryMiB,
+    replicasPerMachine: row.replicasPerMachine,
     dataClass: row.dataClass,
     scaleToZero: row.scaleToZero ?? null,
   };
@@ -147,6 +149,7 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
       source: input.source ?? null,
       canary: input.canary ?? null,
       gpuMemoryMiB: input.gpuMemoryMiB ?? 0,
+      replicasPerMachine: input.replicasPerMachine ?? 1,
       dataClass: input.dataClass ?? null,
       scaleToZero: input.scaleToZero ?? null,
     };

@@ -71,6 +71,11 @@ const DeploymentFields = z.object({
   source: ModelSource.nullable().default(null),
   canary: CanarySpec.nullable().default(null),
   gpus: z.number().int().min(0).max(64).default(0),
+  /**
+   * How many of its replicas (per set) one machine may run, while its resources allow: 1 by default, so that a
+   * machine lost takes one replica with it. Raise it to pack GPU replicas onto multi-GPU machines.
+   */
+  replicasPerMachine: z.number().int().min(1).max(64).default(1),
   /** Memory each of its GPUs must offer. */
   gpuMemoryMiB: z.number().int().min(0).max(16 * 1024 * 1024).default(0),
   memoryMiB: z.number().int().min(0).default(0),

@@ -26,7 +26,8 @@ export type LicenceRule = z.infer<typeof LicenceRule>;
 /** A workspace's ceiling on what its replicas reserve, summed over every live assignment; absent: unbounded. */
 export const WorkspaceQuota = z.object({
   gpus: z.number().int().min(0).max(1_000_000).optional(),
-  memoryMiB: z.number().int().min(0).max(2 ** 40).optional(),
+  // Summed against int4 columns' values: bounded as they are (2 PiB of MiB is no limit in practice).
+  memoryMiB: z.number().int().min(0).max(2 ** 31 - 1).optional(),
   replicas: z.number().int().min(0).max(1_000_000).optional(),
 });
 export type WorkspaceQuota = z.infer<typeof WorkspaceQuota>;

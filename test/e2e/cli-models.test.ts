@@ -104,4 +104,36 @@ describe('lunanexa models and aliases against a real control plane', () => {
     expect(verify.code).toBe(4);
     expect(verify.stdout).toContain('config.json: digest mismatch');
   }, 60_000);
+  it('sets the placement policy, starts a canary from a deployment file, refuses a gate it cannot run, and rolls the canary back', async () => {
+    await writeFile(join(dir, 'policy.yaml'), toYaml({ quota: { gpus: 4 }, dataClasses: { internal: { runtimes: ['simulated'] } } }));
+    await writeFile(
+      join(dir, 'chat.yaml'),
+      toYaml({
+        name: 'cli-chat',
+        model: 'cli-chat',
+        source: { kind: 'alias', alias: 'chat-default' },
+        canary: { version: 'v2', weight: 10 },
+        dataClass: 'internal',
+        runtime: { kind: 'simulated', model: 'cli-chat', ttftMs: 5, tokensPerSecond: 0, loadMs: 10, memoryMiB: 64, failureRate: 0 },
+        replicas: 0,
+      }),
+    );
+    const policy = await json<{ quota: { gpus: number } }>('policy', 'set', '-f', join(dir, 'policy.yaml'));
+    expect(policy.quota).toEqual({ gpus: 4 });
+    const [shown] = await Promise.all([run('policy', 'show'), run('deployments', 'apply', '-f', join(dir, 'chat.yaml'))]);
+    expect(shown.stdout).toMatch(/quota: gpus 4/);
+    expect(shown.stdout).toMatch(/internal\s+any machine\s+simulated\s+none/);
+    const [gate, promote, benchmarks] = await Promise.all([
+      lunanexa(['deployments', 'gate', 'cli-chat', '--requests', '2'], env),
+      lunanexa(['models', 'promote', 'cli-llama', 'v2', '--alias', 'chat-default', '--reason', 'too soon'], env),
+      run('models', 'benchmarks', 'cli-llama', 'v2'),
+    ]);
+    expect(gate.code).toBe(1);
+    expect(gate.stderr).toContain('the canary is not ready: 0 of 1 replicas of cli-llama v2 serve');
+    expect(promote.code).toBe(1);
+    expect(promote.stderr).toContain("must pass its canary's readiness and benchmark gate");
+    expect(benchmarks.stdout).toContain('no gate runs yet');
+    const rolled = await json<{ version: VersionView; endedCanaries: string[] }>('models', 'rollback', 'cli-llama', 'v2', '--reason', 'canary regressed');
+    expect(rolled).toMatchObject({ version: { state: 'rolled_back' }, endedCanaries: ['cli-chat'] });
+  }, 60_000);
 });

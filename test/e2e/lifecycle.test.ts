@@ -8,8 +8,12 @@ import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fl
 import { runWalkthrough, type StageFiles, type WalkthroughResult } from '../../functions/dev/walkthrough.js';
 import type { ControlPlaneConfig } from '../../functions/config.js';
 import type { AuditPage } from '../../shared/contracts/audit.js';
+import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
+import { eq } from 'drizzle-orm';
+import { deployments } from '../../functions/store/schema/index.js';
+import { reconcileOnce } from '../../functions/controller/driver.js';
 import { describePg } from '../helpers/pg.js';
-import { STEADY_LIVENESS, startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type StoreKind, type TestPlane } from '../helpers/plane.js';
 
 // The SDK warns once per process that its releases after January 2027 need Node 22; Node 20 runs these.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -72,6 +76,11 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     const dataDir = await mkdtemp(join(tmpdir(), 'lnx-life-'));
     plane = await startTestPlane({ store: storeKind, dataDir, config: { ...STEADY_LIVENESS, ...store.config({ dataDir }) } });
     nodes = await Promise.all(Array.from({ length: nodeCount }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(plane.dataDir, 'nodes'))));
+    // The fleet as `npm start` shows it before anyone deploys: every node ready, so that placement can spread.
+    await waitFor(async () => {
+      const { data } = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
+      return data.length === nodeCount && data.every((m) => m.state === 'ready');
+    }, { timeoutMs: 30_000, what: 'every node ready' });
     const lines: string[] = [];
     try {
       result = await runWalkthrough({ url: plane.url, token: plane.adminToken, stage: store.stage(plane), suffix: storeKind, log: (line) => lines.push(line), waitMs: 60_000 });
@@ -124,6 +133,40 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     }
     expect(folders.some((f) => f.endsWith(`${result.model} v1`))).toBe(true);
     expect(folders.some((f) => f.endsWith(`${result.model} v2`))).toBe(true);
+  });
+
+  it.runIf(storeKind === 'pglite')('wakes a deployment scaled to zero for the request that finds it asleep, holding the request until a replica serves', async () => {
+    const spec = {
+      model: 'sleepy',
+      source: { kind: 'alias', alias: result.alias },
+      runtime: { kind: 'simulated', model: 'sleepy', ttftMs: 5, tokensPerSecond: 0, loadMs: 800, memoryMiB: 64, failureRate: 0 },
+      replicas: 1,
+      memoryMiB: 64,
+      scaleToZero: { idleSeconds: 600 },
+    };
+    expect((await plane.admin('/api/v1/deployments/sleepy', { method: 'PUT', body: JSON.stringify(spec) })).status).toBe(200);
+    const detail = async () => (await (await plane.admin('/api/v1/deployments/sleepy')).json()) as DeploymentDetail;
+    await waitFor(async () => ((await detail()).status.ready === 1 ? true : null), { timeoutMs: 30_000, what: 'sleepy to serve' });
+    // What the controller's tick does after `idleSeconds` without a request (docs/scheduler.md), done at once here.
+    await plane.systemCtx.db.update(deployments).set({ asleepSince: new Date() }).where(eq(deployments.name, 'sleepy'));
+    await reconcileOnce({ ctx: { ...plane.systemCtx, config: plane.ports.config, bus: plane.ports.bus, metrics: plane.ports.metrics } });
+    await waitFor(async () => ((await detail()).status.replicas.length === 0 ? true : null), { timeoutMs: 30_000, what: 'sleepy to stop its replica' });
+    expect((await detail()).status.asleep).toBe(true);
+
+    const started = performance.now();
+    const response = await fetch(`${plane.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sleepy', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
+    });
+    expect(response.status, await response.clone().text()).toBe(200);
+    // The replica's load alone takes 800 ms: the request was held while it started, not refused.
+    expect(performance.now() - started).toBeGreaterThan(800);
+    const after = await detail();
+    expect(after.status.asleep).toBe(false);
+    expect(after.status.ready).toBe(1);
+    const page = (await (await plane.admin(`/api/v1/audit?action=deployment.wake`)).json()) as AuditPage;
+    expect(page.data.map((e) => e.details)).toEqual([expect.objectContaining({ name: 'sleepy' })]);
   });
 
   it('audits every decision with the token that took it', async () => {

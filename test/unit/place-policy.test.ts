@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { policyRules } from '../../functions/scheduler/policy.js';
+import { policyAllows, policyRules } from '../../functions/scheduler/policy.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 
 const policy = WorkspacePolicy.parse({
@@ -36,5 +36,22 @@ describe('placement rules of a workspace policy', () => {
     expect(rules({ licence: 'LicenseRef-llama3' })).toEqual({ constraints: [{ rule: 'licence LicenseRef-llama3', labels: { research: 'yes' } }], refusal: null });
     expect(rules({ licence: 'apache-2.0' })).toEqual({ constraints: [], refusal: null });
     expect(rules({ dataClass: 'pii', licence: 'LicenseRef-llama3' }).constraints.map((c) => c.rule)).toEqual(['data class pii', 'licence LicenseRef-llama3']);
+  });
+});
+
+describe('policyAllows (routing)', () => {
+  const policy = WorkspacePolicy.parse({ dataClasses: { pii: { machineSelector: { zone: 'secure' }, runtimes: ['simulated'] } } });
+  it('lets a replica serve only on a machine the class allows now', () => {
+    const rules = policyRules(policy, { dataClass: 'pii', runtime: 'simulated', licence: null });
+    expect(policyAllows(rules, { zone: 'secure', rack: '1' })).toBe(true);
+    expect(policyAllows(rules, { zone: 'open' })).toBe(false);
+    expect(policyAllows(rules, {})).toBe(false);
+  });
+  it('stops every replica of a class the policy no longer lists, or a runtime it no longer allows', () => {
+    expect(policyAllows(policyRules(WorkspacePolicy.parse({}), { dataClass: 'pii', runtime: 'simulated', licence: null }), { zone: 'secure' })).toBe(false);
+    expect(policyAllows(policyRules(policy, { dataClass: 'pii', runtime: 'vllm', licence: null }), { zone: 'secure' })).toBe(false);
+  });
+  it('leaves a deployment without a class alone', () => {
+    expect(policyAllows(policyRules(policy, { dataClass: null, runtime: 'vllm', licence: null }), {})).toBe(true);
   });
 });

@@ -55,13 +55,19 @@ describe('memory per GPU', () => {
 });
 
 describe('several replicas per machine', () => {
-  it('a set that reserves may place another replica on a machine that already runs one, while it fits', () => {
-    expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 1, memoryMiB: 0, assignments: 1 } })], request()).machineId).toBe('m1');
-    const full = placeReplica([candidate('m1', { ...here(2), reserved: { gpus: 2, memoryMiB: 0, assignments: 2 } })], request());
+  it('a set that reserves may place another replica on a machine that already runs one, up to replicasPerMachine, while it fits', () => {
+    const stacking = (extra = {}) => request({ replicasPerMachine: 4, ...extra });
+    expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 1, memoryMiB: 0, assignments: 1 } })], stacking()).machineId).toBe('m1');
+    const full = placeReplica([candidate('m1', { ...here(2), reserved: { gpus: 2, memoryMiB: 0, assignments: 2 } })], stacking());
     expect(full).toEqual({ machineId: null, rejected: [{ machineId: 'm1', reason: 'needs 1 GPUs, 0 free' }] });
-    expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 0, memoryMiB: 100_000, assignments: 1 } })], request({ gpus: 0, memoryMiB: 70_000 })).rejected).toEqual([
+    expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 0, memoryMiB: 100_000, assignments: 1 } })], stacking({ gpus: 0, memoryMiB: 70_000 })).rejected).toEqual([
       { machineId: 'm1', reason: 'needs 70000 MiB, 63118 MiB free' },
     ]);
+    expect(placeReplica([candidate('m1', here(4))], stacking()).rejected).toEqual([{ machineId: 'm1', reason: 'already runs 4 replicas of this deployment (replicasPerMachine 4)' }]);
+  });
+
+  it('keeps one replica per machine by default, resources or not', () => {
+    expect(placeReplica([candidate('m1', here(1))], request()).rejected).toEqual([{ machineId: 'm1', reason: 'already runs a replica of this deployment' }]);
   });
 
   it('a set that reserves nothing keeps one replica per machine: nothing would bound how many it stacks', () => {
@@ -73,12 +79,12 @@ describe('several replicas per machine', () => {
     const crowded = candidate('a', { ...here(1), warmModels: ['chat'], reserved: { gpus: 1, memoryMiB: 0, assignments: 1 } });
     const busy = candidate('b', { reserved: { gpus: 1, memoryMiB: 0, assignments: 1 }, deploymentIds: new Set(['x']), replicaCounts: new Map([['x', 1]]) });
     expect(placeReplica([crowded, busy], request()).machineId).toBe('b');
-    expect(placeReplica([candidate('a', here(2)), candidate('b', here(1))], request()).machineId).toBe('b');
+    expect(placeReplica([candidate('a', here(2)), candidate('b', here(1))], request({ replicasPerMachine: 3 })).machineId).toBe('b');
   });
 
   it('the reconciler stacks a set\'s replicas once every machine runs one, and stops where the GPUs run out', () => {
     const machines = ['m1', 'm2'].map((id) => observedMachine(id, {}, H100x2));
-    const actions = reconcile({ deployments: [desiredDeployment({ replicas: 5, gpus: 1, memoryMiB: 0 })], machines, assignments: [] });
+    const actions = reconcile({ deployments: [desiredDeployment({ replicas: 5, gpus: 1, memoryMiB: 0, replicasPerMachine: 4 })], machines, assignments: [] });
     expect(actions.filter((a) => a.type === 'assign').map((a) => a.type === 'assign' && a.machineId)).toEqual(['m1', 'm2', 'm1', 'm2']);
     expect(actions.at(-1)).toEqual({
       type: 'pending',

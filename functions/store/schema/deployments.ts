@@ -23,6 +23,8 @@ export const deployments = pgTable(
     canary: jsonb('canary').$type<CanarySpec | null>(),
     gpus: integer('gpus').notNull().default(0),
     gpuMemoryMiB: integer('gpu_memory_mib').notNull().default(0),
+    /** At most this many replicas of one set on one machine (resources allowing). */
+    replicasPerMachine: integer('replicas_per_machine').notNull().default(1),
     memoryMiB: integer('memory_mib').notNull().default(0),
     dataClass: text('data_class'),
     scaleToZero: jsonb('scale_to_zero').$type<ScaleToZero | null>(),

@@ -1,0 +1,1 @@
+ALTER TABLE "deployments" ADD COLUMN "replicas_per_machine" integer DEFAULT 1 NOT NULL;
