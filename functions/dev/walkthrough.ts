@@ -127,6 +127,10 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
     // Spread first, but two may share a machine (a drain on a small fleet still has room for them).
     replicasPerMachine: 2,
     maxConcurrency: 8,
+    // The simulator loads in 200 ms: probing every 200 ms rather than every second shows it ready sooner.
+    startup: { probeIntervalMs: 200 },
+    // Both new replicas start at once on a rollout; the old ones drain only once the new ones serve.
+    rollout: { maxSurge: 2, maxUnavailable: 0 },
   });
   /** Served replicas: every desired one current and serving, nothing left to retire. */
   const settled = (d: DeploymentDetail) => d.status.rollout.state === 'complete' && d.status.ready === d.status.desired && d.status.replicas.every((r) => r.desired && r.current);
@@ -167,13 +171,13 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
       return d.status.canary && d.status.canary.ready >= 1 && settled(d) ? d : null;
     });
   }, (d) => `v2 serving on ${d.status.replicas.filter((r) => r.track === 'canary').map((r) => r.machineName).join(', ')}`);
-  const traffic = await step('send 40 requests naming the alias', () => send(40), (served) => `${served.filter((s) => s.track === 'canary').length} answered by the canary`);
+  const traffic = await step('send 20 requests naming the alias', () => send(20), (served) => `${served.filter((s) => s.track === 'canary').length} answered by the canary`);
   const canaryShare = { canary: traffic.filter((s) => s.track === 'canary').length, total: traffic.length };
   if (traffic.some((s) => (s.track === 'canary' ? s.versionId !== registered.v2!.id : s.versionId !== registered.v1!.id))) throw new WalkthroughError('a request was answered by the wrong version for its replica set');
 
   const gate = await step(
     'benchmark gate on the canary',
-    () => call<GateResult>('POST', `/api/v1/deployments/${deployment}/canary/gate`, { name: 'walkthrough-smoke', requests: 16, concurrency: 4, maxTokens: 16, thresholds: { ttftP95Ms: 5_000, errorRateMax: 0 } }),
+    () => call<GateResult>('POST', `/api/v1/deployments/${deployment}/canary/gate`, { name: 'walkthrough-smoke', requests: 12, concurrency: 4, maxTokens: 16, thresholds: { ttftP95Ms: 5_000, errorRateMax: 0 } }),
     (g) => `${g.run.passed ? 'passed' : 'FAILED'}: TTFT p95 ${g.run.evidence.ttftMs.p95} ms, ${g.run.evidence.tokensPerSecond.perRequestP50} tokens/s per request, ${g.run.evidence.errors} errors; v2 is ${g.version.state}`,
   );
   if (!gate.run.passed) throw new WalkthroughError(`the gate failed: ${gate.run.evidence.failures.join('; ')}`);
@@ -184,7 +188,7 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
         const d = await detail();
         return settled(d) && !d.status.canary ? d : null;
       });
-      return (await send(6)).map((s) => s.versionId!);
+      return (await send(4)).map((s) => s.versionId!);
     }, (ids) => `${ids.filter((id) => id === versionId).length} of ${ids.length} requests answered by ${versionId}`);
   await step('promote v2 (a person decides)', () => call<PromotionResult>('POST', versionPath('v2', 'promotion'), { alias, reason: 'gate passed, canary healthy' }), (r) => `v2 is ${r.version.state}; canary ended on ${r.endedCanaries.join(', ')}`);
   const servedAfterPromotion = await servedBy(registered.v2!.id, 'the deployment rolls onto v2');

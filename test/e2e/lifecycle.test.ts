@@ -95,14 +95,14 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
   });
 
   it("sends the canary exactly its weight's share, each request answered by its set's version", () => {
-    expect(result.canaryShare).toEqual({ canary: 10, total: 40 });
+    expect(result.canaryShare).toEqual({ canary: 5, total: 20 });
   });
 
   it('stores the gate run as evidence with what it ran on, and gates the version', async () => {
     const { run, version } = result.gate;
     expect(version.state).toBe('gated');
     expect(run.passed).toBe(true);
-    expect(run.evidence).toMatchObject({ evidenceVersion: 1, model: result.model, version: 'v2', versionId: result.versionIds.v2, requests: 16, errors: 0, failures: [] });
+    expect(run.evidence).toMatchObject({ evidenceVersion: 1, model: result.model, version: 'v2', versionId: result.versionIds.v2, requests: 12, errors: 0, failures: [] });
     expect(run.evidence.hardware).toHaveLength(1);
     expect(run.evidence.hardware[0]!.inventory).toMatchObject({ hostname: expect.any(String) });
     expect(run.evidence.ttftMs.p50).toBeGreaterThan(0);
@@ -113,8 +113,8 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
   });
 
   it('rolls the deployment onto the promoted version, and back onto v1 after the rollback', () => {
-    expect(result.servedAfterPromotion).toEqual(Array(6).fill(result.versionIds.v2));
-    expect(result.servedAfterRollback).toEqual(Array(6).fill(result.versionIds.v1));
+    expect(result.servedAfterPromotion).toEqual(Array(4).fill(result.versionIds.v2));
+    expect(result.servedAfterRollback).toEqual(Array(4).fill(result.versionIds.v1));
   });
 
   it('moves the replicas off a drained node', () => {
@@ -180,5 +180,5 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
   });
 }
 
-describe('the model lifecycle on the local artifact store (PGlite, three nodes)', () => lifecycleSuite('pglite', localStore, 3));
+describe('the model lifecycle on the local artifact store (PGlite, two nodes)', () => lifecycleSuite('pglite', localStore, 2));
 describePg('the model lifecycle on S3 (s3rver, PostgreSQL, two nodes)', () => lifecycleSuite('pg', s3Store, 2));
