@@ -23,13 +23,14 @@ function describe(d: DeploymentDetail): string {
   const s = d.status;
   const lines = [
     `name:        ${d.name} (generation ${d.generation})`,
-    `model:       ${d.model}, runtime ${d.runtime.kind}`,
-    `replicas:    ${s.ready}/${s.desired} ready, ${s.starting} starting, ${s.failed} failed, ${s.unplaceable} unplaceable`,
+    `model:       ${d.model}, runtime ${d.runtime.kind}${d.source ? `, serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : ''}`,
+    `replicas:    ${s.ready}/${s.desired} ready, ${s.starting} starting, ${s.failed} failed, ${s.unplaceable} unplaceable${s.asleep ? ' (scaled to zero: the next request wakes it)' : ''}`,
     `rollout:     ${s.rollout.state} (${s.rollout.updated} updated, ${s.rollout.outdated} outdated, ${s.rollout.retiring} retiring)`,
   ];
+  if (s.canary) lines.push(`canary:      ${s.canary.version}, ${d.canary?.weight ?? 0} % of requests: ${s.canary.ready}/${s.canary.desired} ready, ${s.canary.starting} starting`);
   if (s.degraded) lines.push(`degraded:    ${s.degradedReasons.join('; ')}`);
   for (const r of s.unplaceableReasons) lines.push(`unplaceable: ${r.machineName}: ${r.reason}`);
-  lines.push('', table(['REPLICA', 'MACHINE', 'STATE', 'CURRENT', 'ROUTABLE', 'RESTARTS', 'MESSAGE'], s.replicas.map((r) => [r.assignmentId, r.machineName, r.state, r.current ? 'yes' : 'no', r.routable ? 'yes' : 'no', String(r.restarts), r.message ?? ''])));
+  lines.push('', table(['REPLICA', 'MACHINE', 'SET', 'STATE', 'CURRENT', 'ROUTABLE', 'RESTARTS', 'MESSAGE'], s.replicas.map((r) => [r.assignmentId, r.machineName, r.track, r.state, r.current ? 'yes' : 'no', r.routable ? 'yes' : 'no', String(r.restarts), r.message ?? ''])));
   if (d.events.length) lines.push('', table(['AT', 'EVENT', 'MACHINE', 'MESSAGE'], d.events.map((e) => [e.at, e.type, e.machineId ?? '', e.message ?? ''])));
   return lines.join('\n');
 }
