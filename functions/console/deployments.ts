@@ -50,6 +50,9 @@ function scaleForm(d: DeploymentDetail, session: ConsoleSession): Html {
   </form>`;
 }
 
+/** What a deployment serves, when it names a registry version: ` · serving alias chat-default`. */
+const sourceText = (d: DeploymentDetail) => (d.source ? ` · serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : '');
+
 function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: ConsoleSession): Html {
   const s = d.status;
   const updatedServing = s.replicas.filter((r) => r.desired && r.current && r.routable).length;
@@ -59,7 +62,13 @@ function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: Con
   return html`<section class="card" aria-labelledby="${title}" data-deployment="${d.name}">
   <h2 id="${title}">${d.name}</h2>
   <p class="small muted">model <span class="mono">${d.model}</span> · ${runtimeText(d)} · generation ${d.generation} ·
-    ${d.gpus} GPU${d.gpus === 1 ? '' : 's'}, ${d.memoryMiB} MiB per replica</p>
+    ${d.gpus} GPU${d.gpus === 1 ? '' : 's'}, ${d.memoryMiB} MiB per replica${sourceText(d)}</p>
+  ${s.asleep ? html`<p>${badge('asleep', 'scaled to zero')} <span class="small muted">the next request wakes it</span></p>` : nothing}
+  ${
+    s.canary
+      ? html`<p data-canary>Canary <span class="mono">${s.canary.version}</span> takes ${d.canary?.weight ?? 0} % of requests: ${s.canary.ready} of ${s.canary.desired} ready, ${s.canary.starting} starting</p>`
+      : nothing
+  }
   <ul class="counts" aria-label="Replicas of ${d.name}">
     <li><strong data-ready>${s.ready}</strong> of ${s.desired} ready</li>
     <li>${s.starting} starting</li>
@@ -81,11 +90,12 @@ function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: Con
       ? html`<p class="muted">No replica.</p>`
       : html`<div class="table-wrap"><table class="grid">
     <caption class="vh">Replicas of ${d.name}</caption>
-    <thead><tr><th scope="col">Machine</th><th scope="col">State</th><th scope="col">Template</th><th scope="col">Routable</th><th scope="col" class="num">Restarts</th></tr></thead>
+    <thead><tr><th scope="col">Machine</th><th scope="col">State</th><th scope="col">Set</th><th scope="col">Template</th><th scope="col">Routable</th><th scope="col" class="num">Restarts</th></tr></thead>
     <tbody>${s.replicas.map(
       (r) => html`<tr data-replica-machine="${r.machineName}" data-desired="${String(r.desired)}">
       <th scope="row">${r.machineName}</th>
       <td data-label="State">${badge(r.desired ? r.state : 'retiring', r.desired ? r.state : `retiring (${r.state})`)}${r.message ? html`<br><span class="small muted">${r.message}</span>` : nothing}</td>
+      <td data-label="Set">${r.track}</td>
       <td data-label="Template">${r.current ? 'current' : 'outdated'}</td>
       <td data-label="Routable">${r.routable ? 'yes' : 'no'}</td>
       <td data-label="Restarts" class="num">${r.restarts}</td>
