@@ -3,6 +3,7 @@ import { deployments, workloads } from '../store/schema/index.js';
 import type { ScaleToZero } from '../../shared/contracts/deployment.js';
 import type { FleetSnapshot } from '../fleet/snapshot.js';
 import { audit, type ServiceCtx } from '../services/service-context.js';
+import { recordDeploymentEvents } from '../services/deployment-events.js';
 
 type DeploymentRow = typeof deployments.$inferSelect;
 
@@ -53,6 +54,7 @@ export async function sleepIdleDeployments(tx: ServiceCtx, rows: readonly Deploy
     if (!slept) continue;
     asleep.add(d.id);
     await audit(tx, { workspaceId: d.workspaceId, action: 'deployment.sleep', target: d.id, details: { name: d.name, idleSeconds: d.scaleToZero!.idleSeconds } });
+    await recordDeploymentEvents(tx.db, [{ workspaceId: d.workspaceId, deploymentId: d.id, type: 'asleep', message: `scaled to zero after ${d.scaleToZero!.idleSeconds} s without a request` }]);
   }
   return asleep;
 }

@@ -3,6 +3,7 @@ import { deployments } from '../store/schema/index.js';
 import { serviceCtx, type Ports } from '../context.js';
 import { reconcileOnce } from '../controller/driver.js';
 import { audit, withTransaction } from '../services/service-context.js';
+import { recordDeploymentEvents } from '../services/deployment-events.js';
 import type { DeploymentRoute } from '../relay/routing.js';
 
 /**
@@ -18,7 +19,9 @@ export async function wakeDeployment(ports: Ports, route: DeploymentRoute): Prom
       .set({ asleepSince: null, wokenAt: sql`now()` })
       .where(and(eq(deployments.id, route.id), isNotNull(deployments.asleepSince)))
       .returning({ id: deployments.id });
-    if (woken.length > 0) await audit(tx, { workspaceId: route.workspaceId, action: 'deployment.wake', target: route.id, details: { name: route.name } });
+    if (woken.length === 0) return;
+    await audit(tx, { workspaceId: route.workspaceId, action: 'deployment.wake', target: route.id, details: { name: route.name } });
+    await recordDeploymentEvents(tx.db, [{ workspaceId: route.workspaceId, deploymentId: route.id, type: 'woken', message: 'woken by a request' }]);
   });
   await reconcileOnce({ ctx });
   await ports.relay.routing.refreshed();

@@ -104,7 +104,7 @@ export const DeploymentView = DeploymentFields.extend({
 });
 export type DeploymentView = z.infer<typeof DeploymentView>;
 
-export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'replica_failed', 'drained', 'retired']);
+export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'replica_failed', 'drained', 'retired', 'asleep', 'woken']);
 export type DeploymentEventType = z.infer<typeof DeploymentEventType>;
 
 /** One thing that happened to a deployment's replicas (bounded list, oldest first). */

@@ -165,6 +165,7 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     const after = await detail();
     expect(after.status.asleep).toBe(false);
     expect(after.status.ready).toBe(1);
+    expect(after.events.map((e) => e.type)).toContain('woken');
     const page = (await (await plane.admin(`/api/v1/audit?action=deployment.wake`)).json()) as AuditPage;
     expect(page.data.map((e) => e.details)).toEqual([expect.objectContaining({ name: 'sleepy' })]);
   });

@@ -164,5 +164,6 @@ describePg('placement on PostgreSQL', () => {
     expect(audits).toHaveLength(1);
     const { items } = await describeDeployments({ ctx, input: { workspaceId: ws, limit: 5, eventsPerDeployment: 5 } });
     expect(items[0]!.status).toMatchObject({ asleep: true, desired: 0, canary: { version: 'v2', desired: 0 } });
+    expect(items[0]!.events.filter((e) => e.type === 'asleep').map((e) => e.message)).toEqual([expect.stringMatching(/^scaled to zero after \d+ s without a request$/)]);
   });
 });
