@@ -1,10 +1,23 @@
 import { createHash } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import type { GateResult } from '../../shared/contracts/benchmark.js';
 import type { ManifestFile, PromotionResult, RollbackResult, VersionView } from '../../shared/contracts/registry.js';
 
 /** Puts a version's files where the control plane's artifact store reads them (a local folder, an S3 bucket). */
 export type StageFiles = (version: { workspaceId: string; model: string; version: string }, files: ReadonlyArray<{ path: string; bytes: Uint8Array }>) => Promise<void>;
+
+/** Staging into the local store's layout (docs/artifacts.md): `<dir>/<workspace id>/<model>/<version>/<path>`. */
+export const stageLocally =
+  (artifactsDir: string): StageFiles =>
+  async (version, files) => {
+    for (const file of files) {
+      const path = join(artifactsDir, version.workspaceId, version.model, version.version, file.path);
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, file.bytes);
+    }
+  };
 
 export interface WalkthroughOptions {
   url: string;

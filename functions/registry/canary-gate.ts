@@ -10,10 +10,9 @@ import { loadFleetSnapshot } from '../fleet/load.js';
 import type { Actor } from '../services/principals.js';
 import { withTransaction, type ServiceCtx } from '../services/service-context.js';
 import { judgeGate, TokenStreamReader, type GateObservation } from './gate-measure.js';
-import { transition } from './lifecycle.js';
 import { findVersion } from './models.js';
 import { canaryVersion, liveDeployment } from './canary.js';
-import { moveVersion } from './version-moves.js';
+import { decide, moveVersion } from './version-moves.js';
 
 /** Each gate request's own deadline: a canary that cannot answer within it counts an error, not a hung gate. */
 const REQUEST_DEADLINE_MS = 60_000;
@@ -94,8 +93,8 @@ export async function runCanaryGate({ ports, actor, input }: { ports: Ports; act
   const ctx = serviceCtx(ports, actor.tokenId);
   const deployment = await liveDeployment(ctx, actor.workspaceId, input.name);
   const canary = await canaryVersion(ctx, deployment);
-  const allowed = transition(canary.row.state, { type: 'gate', passed: true, actor: actor.tokenId });
-  if (!allowed.ok) throw new ApiError('invalid_transition', allowed.reason, { state: canary.row.state });
+  // Refused before any request is sent when the lifecycle would refuse the gate anyway.
+  decide(canary.row, { type: 'gate', passed: true, actor: actor.tokenId });
 
   await ports.relay.routing.refreshed();
   const serving = (ports.relay.routing.resolve(actor.workspaceId, deployment.name)?.replicas ?? []).filter((r) => r.track === 'canary' && r.versionId === canary.row.id);

@@ -22,7 +22,7 @@ export type VersionRow = typeof modelVersions.$inferSelect;
 const PROBLEMS_KEPT = 100;
 
 /** The lifecycle's answer to `event`, or 409 `invalid_transition` with its reason. */
-function decide(row: VersionRow, event: LifecycleEvent) {
+export function decide(row: VersionRow, event: LifecycleEvent) {
   const moved = transition(row.state, event);
   if (!moved.ok) throw new ApiError('invalid_transition', moved.reason, { state: row.state, event: event.type });
   return moved.next;

@@ -1,11 +1,11 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
-import { runWalkthrough, type StageFiles, type WalkthroughResult } from '../../functions/dev/walkthrough.js';
+import { runWalkthrough, stageLocally, type StageFiles, type WalkthroughResult } from '../../functions/dev/walkthrough.js';
 import type { ControlPlaneConfig } from '../../functions/config.js';
 import type { AuditPage } from '../../shared/contracts/audit.js';
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
@@ -27,13 +27,7 @@ interface Store {
 /** The local store: the control plane's own folder, served to the agents through its signed URLs. */
 const localStore = async (): Promise<Store> => ({
   config: () => ({}),
-  stage: (plane) => async (version, files) => {
-    for (const file of files) {
-      const path = join(plane.dataDir, 'artifacts', version.workspaceId, version.model, version.version, file.path);
-      await mkdir(dirname(path), { recursive: true });
-      await writeFile(path, file.bytes);
-    }
-  },
+  stage: (plane) => stageLocally(join(plane.dataDir, 'artifacts')),
   close: async () => {},
 });
 
