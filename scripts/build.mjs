@@ -220,7 +220,7 @@ export async function build(opts = {}) {
         const outfile = join(outDir, BUNDLE_FILES.worker);
         const result = await esbuild.build({
           ...COMMON,
-          entryPoints: [join(ROOT, 'functions/worker.ts')],
+          entryPoints: [join(ROOT, 'functions/hosts/worker.ts')],
           outfile,
           write: false,
           platform: 'browser',
@@ -239,7 +239,7 @@ export async function build(opts = {}) {
       (async () => {
         await esbuild.build({
           ...COMMON,
-          entryPoints: [join(ROOT, 'functions/node.ts')],
+          entryPoints: [join(ROOT, 'functions/hosts/node.ts')],
           outfile: join(outDir, BUNDLE_FILES['control-plane']),
           platform: 'node',
           target: 'node20',

@@ -3,7 +3,7 @@ import { assignments, deployments, machines, workspaces } from '../store/schema/
 import type { Db } from '../store/db.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
-import { machineMemoryMiB } from '../scheduler/place.js';
+import { machineMemoryMiB } from '../core/scheduler/place.js';
 
 /** A reconcile pass that would overcommit a machine or a quota: thrown in its transaction, which then rolls back. */
 export class OvercommitError extends Error {

@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, max, sql } from 'drizzle-orm';
 import { deployments, workloads } from '../store/schema/index.js';
 import type { ScaleToZero } from '../../shared/contracts/deployment.js';
-import type { FleetSnapshot } from '../fleet/snapshot.js';
+import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import { audit, type ServiceCtx } from '../services/service-context.js';
 import { recordDeploymentEvents } from '../services/deployment-events.js';
 

@@ -1,16 +1,16 @@
 import { and, eq, gt, isNull, or, sql, type SQL } from 'drizzle-orm';
 import { apiTokens, workspaceMembers, workspaces } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Role } from '../../shared/contracts/common.js';
 import type { ApiTokenCreated, ApiTokenView, TokenState } from '../../shared/contracts/tokens.js';
-import { TOKENS_CHANNEL } from '../relay/bus.js';
+import { TOKENS_CHANNEL } from '../kernel/ports/bus.js';
 import { queryRows } from '../store/rows.js';
-import type { Actor } from './principals.js';
+import type { Actor } from '../core/principals.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
-import { cutPage, type PageRequest, type RowPage } from './paging.js';
-import { roleCeilingBroken, tokenFieldsProblem } from './token-rules.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
+import { roleCeilingBroken, tokenFieldsProblem } from '../core/token-rules.js';
 import type { TokenCache } from './token-cache.js';
 
 /** Neither revoked nor expired, by the database's clock. */

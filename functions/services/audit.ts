@@ -2,7 +2,7 @@ import { and, asc, desc, eq, gt, gte, lt } from 'drizzle-orm';
 import { verifyChain } from '../../shared/audit-chain.js';
 import type { AuditEntry, AuditOutcome, ChainVerdict } from '../../shared/contracts/audit.js';
 import { auditEvents } from '../store/schema/index.js';
-import { cutPage, type PageRequest, type RowPage } from './paging.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import type { ServiceCtx } from './service-context.js';
 
 /** Rows read per query when a whole chain is read (export, verification): memory stays bounded by it. */

@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 
 /**
  * Checks of an Ed25519 public key a machine registers (enrollment, rotation). node:crypto (and WebCrypto) import

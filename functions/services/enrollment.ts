@@ -1,6 +1,6 @@
 import { and, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import { enrollmentTokens, machineCredentials, machines } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { CreateEnrollmentTokenRequest, EnrollmentTokenCreated, EnrollRequest } from '../../shared/contracts/enrollment.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';

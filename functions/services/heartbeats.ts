@@ -1,8 +1,8 @@
 import { and, eq, inArray, isNotNull, notInArray, sql } from 'drizzle-orm';
 import { assignments, machines, runtimeReports } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
-import type { MachinePrincipal } from './principals.js';
+import type { MachinePrincipal } from '../core/principals.js';
 import { withTransaction, type ServiceCtx } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';

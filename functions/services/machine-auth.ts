@@ -1,13 +1,13 @@
 import { eq, sql } from 'drizzle-orm';
 import { machineCredentials, machineJtis, machines } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { sha256Base64Url } from '../../shared/canonical.js';
 import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
-import type { MachinePrincipal } from './principals.js';
+import type { MachinePrincipal } from '../core/principals.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
-import { TtlCache } from './ttl-cache.js';
+import { TtlCache } from '../kernel/ttl-cache.js';
 import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
 
 /**

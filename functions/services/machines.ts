@@ -1,10 +1,10 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import { machineCredentials, machines, replicaFailures, streamLeases } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { loadFleetSnapshot } from '../fleet/load.js';
-import type { FleetMachine } from '../fleet/snapshot.js';
-import { cutPage, type PageRequest, type RowPage } from './paging.js';
+import { loadFleetSnapshot } from './fleet-load.js';
+import type { FleetMachine } from '../core/fleet/snapshot.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 /** The API's view of a machine of the fleet read model. */

@@ -1,11 +1,11 @@
 import { and, eq, gt, isNull, sql } from 'drizzle-orm';
 import { workspaceMembers } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Role } from '../../shared/contracts/common.js';
 import type { MemberRemoved, MemberView } from '../../shared/contracts/tokens.js';
 import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
-import { cutPage, type PageRequest, type RowPage } from './paging.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { revokeMemberTokens, signalTokensRevoked } from './api-tokens.js';
 
 const memberView = (row: typeof workspaceMembers.$inferSelect): MemberView => ({ id: row.id, name: row.name, role: row.role, createdAt: row.createdAt.toISOString() });

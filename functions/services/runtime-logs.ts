@@ -1,6 +1,6 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { assignments, machines } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 
 /** How long the node has to answer a log request. */

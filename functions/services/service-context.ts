@@ -1,7 +1,7 @@
 import type { Db } from '../store/db.js';
-import type { Bus } from '../relay/bus.js';
-import type { ControlPlaneConfig } from '../config.js';
-import type { Metrics } from '../telemetry/metrics.js';
+import type { Bus } from '../kernel/ports/bus.js';
+import type { ControlPlaneConfig } from '../kernel/config.js';
+import type { Metrics } from '../kernel/telemetry/metrics.js';
 import type { WriteBehind } from '../store/write-behind.js';
 import type { ControlPlaneIdentity } from './identity.js';
 import { auditEvents, type machineJtis } from '../store/schema/index.js';

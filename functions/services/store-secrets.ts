@@ -34,7 +34,7 @@ export function storeSecret(owner: { store: { db: Db } }, setting: string): Prom
   return secret;
 }
 
-/** The key of the local artifact store's signed URLs (functions/registry/local-urls.ts). */
+/** The key of the local artifact store's signed URLs (functions/store/artifacts/local-urls.ts). */
 export function artifactUrlKey(owner: { store: { db: Db } }): Promise<string> {
   return storeSecret(owner, 'artifact_url_key');
 }

@@ -1,13 +1,13 @@
 import { Assignment } from '../../shared/contracts/desired.js';
-import { templateHash } from '../fleet/template.js';
+import { templateHash } from '../core/fleet/template.js';
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
 import { assignments, machines, streamLeases } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { queryRows } from '../store/rows.js';
-import { revealSecretEnv } from '../registry/secret-env.js';
-import { withArtifactUrls } from '../registry/artifact-urls.js';
-import type { ArtifactStore } from '../registry/artifact-store.js';
+import { revealSecretEnv } from './registry/secret-env.js';
+import { withArtifactUrls } from './registry/artifact-urls.js';
+import type { ArtifactStore } from '../kernel/ports/artifact-store.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 import type { Db } from '../store/db.js';
 import { column } from '../store/rows.js';

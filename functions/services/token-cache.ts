@@ -1,5 +1,5 @@
-import type { Actor } from './principals.js';
-import { TtlCache } from './ttl-cache.js';
+import type { Actor } from '../core/principals.js';
+import { TtlCache } from '../kernel/ttl-cache.js';
 
 /** How long a successful lookup is reused when nothing says otherwise (no revocation signal reached us). */
 export const TOKEN_CACHE_MS = 2_000;

@@ -1,6 +1,6 @@
 import { and, eq, gte, lt, sql } from 'drizzle-orm';
 import { UsageDimension, type UsageRow } from '../../shared/contracts/usage.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { apiTokens, workloads } from '../store/schema/index.js';
 import type { ServiceCtx } from './service-context.js';
 

@@ -85,7 +85,7 @@ export const CANCEL_REQUESTED = 'cancel_requested';
 
 /**
  * Records a cancel request on a running workload before it is signalled, so that an instance whose bus missed the
- * signal (a reconnect) still finds it when it re-reads (`functions/relay/resync.ts`). The workload stays running
+ * signal (a reconnect) still finds it when it re-reads (`functions/dataplane/resync.ts`). The workload stays running
  * until its holder records how it ended, which replaces the mark.
  */
 export async function recordCancelRequest({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<void> {

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { workspaces } from '../store/schema/index.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import type { Db } from '../store/db.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 
 /** A workspace's placement policy with every default filled in (a workspace that never set one has `{}`). */

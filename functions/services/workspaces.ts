@@ -1,12 +1,12 @@
 import { and, eq, gt } from 'drizzle-orm';
 import { workspaces } from '../store/schema/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../kernel/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { WorkspaceCreated, WorkspaceView } from '../../shared/contracts/tokens.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
-import { cutPage, type PageRequest, type RowPage } from './paging.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { createApiToken } from './api-tokens.js';
-import type { Actor } from './principals.js';
+import type { Actor } from '../core/principals.js';
 
 /** The workspace created on first start (`ensureWorkspace`): its admins administer the others. */
 export const ROOT_WORKSPACE = 'default';

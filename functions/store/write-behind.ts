@@ -1,4 +1,4 @@
-import { isRowFault } from './db-errors.js';
+import { isRowFault } from '../kernel/db-errors.js';
 
 /**
  * Group commit for hot-path writes no request waits on (workload records, replay-fence entries): items

@@ -68,7 +68,7 @@ export const Heartbeat = z.object({
   cachedVersions: z.array(Text(64)).max(256).default([]),
   /**
    * Bounded numeric metrics; names are fixed by the agent, values are gauges. The control plane re-exposes only
-   * the names the agent sends (functions/telemetry/node-metrics.ts).
+   * the names the agent sends (functions/kernel/telemetry/node-metrics.ts).
    */
   metrics: z.record(Text(64), z.number()).refine((m) => Object.keys(m).length <= 64, 'at most 64 metrics'),
 });

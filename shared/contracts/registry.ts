@@ -20,7 +20,7 @@ export const VersionLabel = z.string().regex(/^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[
 export type VersionLabel = z.infer<typeof VersionLabel>;
 
 /**
- * Where a version is in its lifecycle (docs/design.md section 7; the moves are functions/registry/lifecycle.ts).
+ * Where a version is in its lifecycle (docs/design.md section 7; the moves are functions/core/registry/lifecycle.ts).
  * `canary` onwards belong to the canary and gate slice, which is not built yet.
  */
 export const VersionState = z.enum(['candidate', 'documented', 'verified', 'evaluated', 'approved', 'canary', 'gated', 'promoted', 'stable', 'rolled_back', 'rejected']);

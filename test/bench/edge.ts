@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { writeSimPolicy } from '../../functions/dev/fleet.js';
+import { writeSimPolicy } from '../../functions/hosts/dev/fleet.js';
 import { createTestDatabase } from '../helpers/pg.js';
 import { startEdgeFixture, workerOptions, type EdgeFixture } from '../helpers/edge.js';
 import { waitFor } from '../helpers/plane.js';

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { freePort } from '../../agent/runtimes/process.js';
 import { build } from '../../scripts/build.mjs';
-import { writeSimPolicy } from '../../functions/dev/fleet.js';
+import { writeSimPolicy } from '../../functions/hosts/dev/fleet.js';
 import { waitFor } from '../helpers/plane.js';
 import { allPages } from '../helpers/pages.js';
 import { pidsByCommandLine, withDescendants, type Tracked } from './proc-cpu.js';

@@ -1,10 +1,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { loadAverage } from './proc-cpu.js';
-import { placeReplica, type CandidateMachine, type PlacementRequest } from '../../functions/scheduler/place.js';
+import { placeReplica, type CandidateMachine, type PlacementRequest } from '../../functions/core/scheduler/place.js';
 import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
 
 /**
- * `npm run bench:scheduler`: the pure placement core (`functions/scheduler/place.ts`) deciding where every replica
+ * `npm run bench:scheduler`: the pure placement core (`functions/core/scheduler/place.ts`) deciding where every replica
  * of a large fleet goes, one decision after another as the controller makes them, each decision reserving on the
  * machine it picked. BENCH_MACHINES (1,000) machines of 16 discrete GPUs with 40 GiB each, a third of them labelled
  * `zone=b`, some with a version cached; BENCH_REPLICAS (10,000) replicas of 1 GPU (of at least 40 GiB) and 20 GiB

@@ -4,7 +4,7 @@ import { workspaces } from '../../functions/store/schema/index.js';
 import type { TestPlane } from '../helpers/plane.js';
 
 /**
- * Runs `enroll` with a stand-in for a control plane that `startSimNode` (functions/dev/fleet.ts) and
+ * Runs `enroll` with a stand-in for a control plane that `startSimNode` (functions/hosts/dev/fleet.ts) and
  * `enrollTestMachine` (test/helpers/machine.ts) accept: they read no more of one than its URL, its workspace and
  * a service context to mint enrollment tokens with. The chaos control planes run in processes of their own, so
  * the tokens are minted here, in their database, as an operator's `POST /api/v1/enrollment-tokens` would.

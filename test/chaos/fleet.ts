@@ -1,4 +1,4 @@
-import type { SimNode } from '../../functions/dev/fleet.js';
+import type { SimNode } from '../../functions/hosts/dev/fleet.js';
 import type { PrivateCluster } from '../helpers/private-pg.js';
 import { servingOn, simulatedDeployment, type Api } from './api.js';
 import { secondsUntil } from './measure.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { waitForExit } from '../../functions/dev/fleet.js';
+import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { startBalancer, type Balancer } from '../helpers/balancer.js';
 import { spawnControlPlane, type PlaneProcess } from '../helpers/plane-process.js';
 import { startPrivateCluster, type PrivateCluster } from '../helpers/private-pg.js';
@@ -30,7 +30,7 @@ export interface ChaosPlane extends PlaneProcess {
 const SECRET_KEY = randomBytes(32).toString('base64');
 
 /**
- * A control plane in its own process on `databaseUrl`, with `env` (timing overrides read by functions/env.ts),
+ * A control plane in its own process on `databaseUrl`, with `env` (timing overrides read by functions/hosts/node-env.ts),
  * stopped with the scenario: SIGTERM, SIGKILL if it has not exited within 10 s.
  */
 export async function controlPlane(scope: Scope, opts: { name: string; databaseUrl: string; dir: string; env?: Record<string, string> }): Promise<ChaosPlane> {

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { MachineView } from '../../shared/contracts/machine.js';
 import { ServerTime } from '../../shared/contracts/time.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';

@@ -1,7 +1,7 @@
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { MachineView } from '../../shared/contracts/machine.js';
 import { loadIdentity } from '../../agent/state.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';

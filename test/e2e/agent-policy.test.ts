@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AgentPolicy } from '../../agent/policy.js';
 import { DEFAULT_POLICY_PATH } from '../../agent/policy-file.js';
 import { runtimeUser } from '../../agent/runtime-user.js';
-import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { machines, runtimeReports } from '../../functions/store/schema/index.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, eq, isNull } from 'drizzle-orm';
 import { exportJWK, generateKeyPair } from 'jose';
-import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { assignments, machines, runtimeReports } from '../../functions/store/schema/index.js';
 import type { MachineList } from '../../shared/contracts/machine.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { buildCli, CLI_BIN, runCli } from '../helpers/cli.js';
 

@@ -2,7 +2,7 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { describePg } from '../helpers/pg.js';

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { machineCredentials } from '../../functions/store/schema/index.js';
 import { AgentIdentity } from '../../agent/state.js';
 import type { MachineView } from '../../shared/contracts/machine.js';

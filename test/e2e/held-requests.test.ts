@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 

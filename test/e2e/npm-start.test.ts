@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, pidAlive } from '../../agent/runtimes/process.js';
-import { waitForExit } from '../../functions/dev/fleet.js';
+import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { waitFor } from '../helpers/plane.js';
 

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createProxy, type ProxyServer } from 'proxy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnAgent, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/dev/fleet.js';
+import { spawnAgent, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { applyTestDeployment } from '../helpers/deployments.js';

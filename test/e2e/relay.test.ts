@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { applyDeployment } from '../../functions/services/deployments.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import type { SimStats } from '../../agent/runtimes/sim-server.js';

@@ -7,7 +7,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import OpenAI from 'openai';
 import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
 import { Miniflare } from 'miniflare';
-import { seedDemoDeployment, spawnAgent, waitForExit, writeSimPolicy } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, spawnAgent, waitForExit, writeSimPolicy } from '../../functions/hosts/dev/fleet.js';
 import { assignments, workloads } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
 import { startEdgeFixture, workerOptions, type EdgeFixture } from '../helpers/edge.js';

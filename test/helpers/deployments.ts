@@ -1,4 +1,4 @@
-import { seedDemoDeployment } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment } from '../../functions/hosts/dev/fleet.js';
 import type { DeploymentInput } from '../../functions/services/deployments.js';
 import type { TestPlane } from './plane.js';
 

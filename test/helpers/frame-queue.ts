@@ -1,4 +1,4 @@
-import type { FrameQueue, QueueItem } from '../../functions/relay/frame-queue.js';
+import type { FrameQueue, QueueItem } from '../../functions/link/frame-queue.js';
 
 /** Everything the waiting side has received so far (without waiting), up to and with a failure (which stays). */
 export async function received(queue: FrameQueue): Promise<QueueItem[]> {

@@ -12,7 +12,7 @@ export interface PlaneProcess {
 }
 
 /**
- * A control plane in its own process (`functions/node.ts`, as production runs it), so that a test can SIGKILL
+ * A control plane in its own process (`functions/hosts/node.ts`, as production runs it), so that a test can SIGKILL
  * it. Its output goes to `<dataDir>/plane.log`; resolves once `/readyz` answers 200.
  */
 export async function spawnControlPlane(opts: { databaseUrl: string; dataDir: string; env?: Record<string, string> }): Promise<PlaneProcess> {
@@ -20,7 +20,7 @@ export async function spawnControlPlane(opts: { databaseUrl: string; dataDir: st
   const logFile = join(opts.dataDir, 'plane.log');
   await mkdir(opts.dataDir, { recursive: true });
   const out = openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'functions/hosts/node.ts'], {
     cwd: join(import.meta.dirname, '..', '..'),
     env: { ...process.env, DATABASE_URL: opts.databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: opts.dataDir, LUNANEXA_LOG_LEVEL: 'warn', ...opts.env },
     stdio: ['ignore', out, out],

@@ -2,8 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
-import { FAST_TEST_CONFIG, type ControlPlaneConfig } from '../../functions/config.js';
-import { startControlPlane, type RunningControlPlane } from '../../functions/node.js';
+import { FAST_TEST_CONFIG, type ControlPlaneConfig } from '../../functions/kernel/config.js';
+import { startControlPlane, type RunningControlPlane } from '../../functions/hosts/node.js';
 import { createTestDatabase } from './pg.js';
 
 export type StoreKind = 'pglite' | 'pg';

@@ -1,4 +1,4 @@
-import type { CurrentAssignment, DesiredDeployment, ObservedMachine } from '../../functions/controller/reconcile.js';
+import type { CurrentAssignment, DesiredDeployment, ObservedMachine } from '../../functions/core/fleet/reconcile.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
 import type { deployments } from '../../functions/store/schema/index.js';
 import { TEST_INVENTORY } from './machine.js';

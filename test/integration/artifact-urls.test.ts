@@ -8,7 +8,7 @@ import { Assignment } from '../../shared/contracts/desired.js';
 import { newId } from '../../shared/ids.js';
 import { assignments } from '../../functions/store/schema/index.js';
 import { signDesiredState } from '../../functions/services/streams.js';
-import type { ArtifactStore, VersionFolder } from '../../functions/registry/artifact-store.js';
+import type { ArtifactStore, VersionFolder } from '../../functions/kernel/ports/artifact-store.js';
 import { enrollTestMachine } from '../helpers/machine.js';
 import { applyTestDeployment } from '../helpers/deployments.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';

@@ -7,9 +7,9 @@ import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../shared/ids.js';
 import type { ManifestFile } from '../../shared/contracts/registry.js';
-import { s3ArtifactStore } from '../../functions/registry/s3-artifacts.js';
-import { ArtifactsS3Config } from '../../functions/config.js';
-import type { ArtifactStore, VersionFolder } from '../../functions/registry/artifact-store.js';
+import { s3ArtifactStore } from '../../functions/store/artifacts/s3.js';
+import { ArtifactsS3Config } from '../../functions/kernel/config.js';
+import type { ArtifactStore, VersionFolder } from '../../functions/kernel/ports/artifact-store.js';
 
 /**
  * The S3 artifact store against a real S3-compatible server (s3rver, on loopback): verification of a version's

@@ -1,12 +1,12 @@
 import { request } from 'node:http';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { seedDemoDeployment } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import { apiTokens, auditEvents, consoleSessions, deployments } from '../../functions/store/schema/index.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
-import { liveConsoleStreams } from '../../functions/console/sse.js';
+import { liveConsoleStreams } from '../../functions/api/console/sse.js';
 import { SseReader } from '../helpers/sse.js';
 
 /**

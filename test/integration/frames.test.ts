@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { concat, encodeFrame } from '../../shared/frame-codec.js';
-import { FrameQueue, type QueueItem } from '../../functions/relay/frame-queue.js';
-import type { StreamSink } from '../../functions/relay/hub.js';
+import { FrameQueue, type QueueItem } from '../../functions/link/frame-queue.js';
+import type { StreamSink } from '../../functions/link/holder.js';
 import { newId } from '../../shared/ids.js';
 import { enrollTestMachine, type TestMachine } from '../helpers/machine.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { applyDeployment, type DeploymentInput } from '../../functions/services/deployments.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
 import { deployments, workloads } from '../../functions/store/schema/index.js';

@@ -3,8 +3,8 @@ import { Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
-import type { AppEnv } from '../../functions/context.js';
-import { bodyText, openStream } from '../../functions/http/node-io.js';
+import type { AppEnv } from '../../functions/dataplane/ports.js';
+import { bodyText, openStream } from '../../functions/api/http/node-io.js';
 
 /**
  * The hot path's request and response I/O, both ways it runs: on Node through @hono/node-server (Node's own

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { newApp } from '../../functions/app.js';
+import { newApp } from '../../functions/api/app.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';
 
 type Doc = { openapi: string; paths: Record<string, Record<string, { servers?: Array<{ url: string }>; responses?: Record<string, unknown> }>> };

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { machines } from '../../functions/store/schema/index.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';
-import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '../../functions/api/paging.js';
+import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '../../functions/api/management/paging.js';
 import { newId } from '../../shared/ids.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import type { Page } from '../../shared/contracts/page.js';

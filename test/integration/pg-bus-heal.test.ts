@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterEach, expect, it } from 'vitest';
-import { createPgBus, LISTENER_NAME, type PgBus } from '../../functions/relay/pg-bus.js';
-import type { BusMessage } from '../../functions/relay/bus.js';
+import { createPgBus, LISTENER_NAME, type PgBus } from '../../functions/store/pg-bus.js';
+import type { BusMessage } from '../../functions/kernel/ports/bus.js';
 import { createTestDatabase, describePg, PG_URL } from '../helpers/pg.js';
 import { waitFor } from '../helpers/plane.js';
 

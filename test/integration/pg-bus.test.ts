@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createPgBus } from '../../functions/relay/pg-bus.js';
-import type { Bus, BusMessage } from '../../functions/relay/bus.js';
+import { createPgBus } from '../../functions/store/pg-bus.js';
+import type { Bus, BusMessage } from '../../functions/kernel/ports/bus.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
 import { waitFor } from '../helpers/plane.js';
 

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/dev/fleet.js';
+import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { usageReport } from '../../functions/services/usage.js';
 import { writeWorkloads, type WorkloadRow } from '../../functions/services/workloads.js';
 import { workloads } from '../../functions/store/schema/index.js';

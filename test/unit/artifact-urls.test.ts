@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { newId } from '../../shared/ids.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
-import { checkSignature, localFileUrl, parseFilePath, signFile, LOCAL_FILES_PREFIX } from '../../functions/registry/local-urls.js';
-import { byteRange } from '../../functions/http/byte-range.js';
-import { withArtifactUrls } from '../../functions/registry/artifact-urls.js';
-import { fileKey, servesFiles, type ArtifactStore } from '../../functions/registry/artifact-store.js';
-import { ControlPlaneConfig } from '../../functions/config.js';
-import { configFromEnv, NodeEnv } from '../../functions/env.js';
+import { checkSignature, localFileUrl, parseFilePath, signFile, LOCAL_FILES_PREFIX } from '../../functions/store/artifacts/local-urls.js';
+import { byteRange } from '../../functions/api/http/byte-range.js';
+import { withArtifactUrls } from '../../functions/services/registry/artifact-urls.js';
+import { fileKey, servesFiles, type ArtifactStore } from '../../functions/kernel/ports/artifact-store.js';
+import { ControlPlaneConfig } from '../../functions/kernel/config.js';
+import { configFromEnv, NodeEnv } from '../../functions/hosts/node-env.js';
 
 const KEY = 'k'.repeat(43);
 const WS = newId('workspace');

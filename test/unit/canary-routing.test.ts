@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { canaryTurn } from '../../functions/scheduler/route.js';
-import { onTrack } from '../../functions/relay/tracks.js';
-import { RoutingTable, type DeploymentRoute, type RoutableReplica, type Track } from '../../functions/relay/routing.js';
+import { canaryTurn } from '../../functions/core/scheduler/route.js';
+import { onTrack } from '../../functions/dataplane/tracks.js';
+import { RoutingTable, type DeploymentRoute, type RoutableReplica, type Track } from '../../functions/dataplane/routing.js';
 
 const replica = (id: string, track: Track): RoutableReplica => ({ assignmentId: id, machineId: `mch_${id}`, machineName: id, warm: true, track, versionId: `mv_${track}` });
 

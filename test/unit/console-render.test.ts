@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { lineChart, niceCeil } from '../../functions/console/charts.js';
-import { fleetFragment } from '../../functions/console/fleet.js';
-import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/console/requests.js';
-import type { ConsoleSession } from '../../functions/console/session.js';
-import { duration, quantile } from '../../functions/console/format.js';
+import { lineChart, niceCeil } from '../../functions/api/console/charts.js';
+import { fleetFragment } from '../../functions/api/console/fleet.js';
+import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/api/console/requests.js';
+import type { ConsoleSession } from '../../functions/api/console/session.js';
+import { duration, quantile } from '../../functions/api/console/format.js';
 
 const session = (role: ConsoleSession['role']): ConsoleSession => ({ id: 'ses_1', tokenId: 'tok_1', workspaceId: 'ws_1', role, expiresAt: new Date(), csrf: 'csrf-token' });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildFleetSnapshot, type FleetRows } from '../../functions/fleet/snapshot.js';
-import { templateHash } from '../../functions/fleet/template.js';
+import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
+import { templateHash } from '../../functions/core/fleet/template.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
-import type { FrameSink, InvocationHub } from '../../functions/relay/hub.js';
-import { readForwarded, serveForwarded } from '../../functions/relay/forwarded.js';
+import type { FrameSink, InvocationHub } from '../../functions/link/holder.js';
+import { readForwarded, serveForwarded } from '../../functions/link/forwarded.js';
 
 /**
- * A forwarded invocation's frames (functions/relay/forwarded.ts) are decoded by the link holder and encoded again
+ * A forwarded invocation's frames (functions/link/forwarded.ts) are decoded by the link holder and encoded again
  * for the caller, over the peer channel on Node and from a machine's Durable Object on Workers: what the agent
  * said, its usage included, reaches the caller as it was said.
  */

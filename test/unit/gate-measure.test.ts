@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { judgeGate, TokenStreamReader, type GateObservation } from '../../functions/registry/gate-measure.js';
+import { judgeGate, TokenStreamReader, type GateObservation } from '../../functions/core/registry/gate-measure.js';
 import { WorkloadProfile } from '../../shared/contracts/benchmark.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { aliasable, transition, type LifecycleEvent } from '../../functions/registry/lifecycle.js';
-import { rollbackTarget, type AliasMove } from '../../functions/registry/alias-history.js';
+import { aliasable, transition, type LifecycleEvent } from '../../functions/core/registry/lifecycle.js';
+import { rollbackTarget, type AliasMove } from '../../functions/core/registry/alias-history.js';
 import { VersionState } from '../../shared/contracts/registry.js';
 import { newId } from '../../shared/ids.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { effectiveAgeMs, isRoutable, machineLiveness, nextResumedAt, runtimeLiveness } from '../../functions/controller/liveness.js';
-import { ControlPlaneConfig } from '../../functions/config.js';
+import { effectiveAgeMs, isRoutable, machineLiveness, nextResumedAt, runtimeLiveness } from '../../functions/core/fleet/liveness.js';
+import { ControlPlaneConfig } from '../../functions/kernel/config.js';
 
 const config = ControlPlaneConfig.parse({});
 const t0 = new Date('2026-01-01T00:00:00Z');

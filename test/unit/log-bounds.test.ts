@@ -5,11 +5,11 @@ import pino from 'pino';
 import { sql } from 'drizzle-orm';
 import { openPgliteStore } from '../../functions/store/pglite.js';
 import type { Store } from '../../functions/store/db.js';
-import { createLogger } from '../../functions/telemetry/logger.js';
-import { errorFields } from '../../functions/telemetry/error-fields.js';
-import { handleError } from '../../functions/http/errors.js';
+import { createLogger } from '../../functions/kernel/telemetry/logger.js';
+import { errorFields } from '../../functions/kernel/telemetry/error-fields.js';
+import { handleError } from '../../functions/api/http/errors.js';
 import { handleOpenAIError } from '../../functions/api/v1/errors.js';
-import type { AppEnv, Ports } from '../../functions/context.js';
+import type { AppEnv, Ports } from '../../functions/dataplane/ports.js';
 
 /**
  * A failing query never logs its parameters (issue 7, finding 1): drizzle puts them in its error's message

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { duplicatePaths, manifestPathProblem } from '../../shared/manifest.js';
 import { Manifest, MANIFEST_FILES_MAX } from '../../shared/contracts/registry.js';
-import { compareFile } from '../../functions/registry/artifact-store.js';
+import { compareFile } from '../../functions/kernel/ports/artifact-store.js';
 
 const DIGEST = 'a'.repeat(64);
 const file = (path: string, size = 1, sha256 = DIGEST) => ({ path, size, sha256 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { machineMemoryMiB, placeReplica, type CandidateMachine, type PlacementRequest } from '../../functions/scheduler/place.js';
+import { machineMemoryMiB, placeReplica, type CandidateMachine, type PlacementRequest } from '../../functions/core/scheduler/place.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 import { observedMachine } from '../helpers/reconcile-fixtures.js';
 

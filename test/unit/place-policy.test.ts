@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { policyAllows, policyRules } from '../../functions/scheduler/policy.js';
+import { policyAllows, policyRules } from '../../functions/core/scheduler/policy.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 
 const policy = WorkspacePolicy.parse({

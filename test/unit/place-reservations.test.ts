@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { gpuMemoryEachMiB, placeReplica, type CandidateMachine, type PlacementConstraint, type PlacementRequest } from '../../functions/scheduler/place.js';
-import { reconcile } from '../../functions/controller/reconcile.js';
+import { gpuMemoryEachMiB, placeReplica, type CandidateMachine, type PlacementConstraint, type PlacementRequest } from '../../functions/core/scheduler/place.js';
+import { reconcile } from '../../functions/core/fleet/reconcile.js';
 import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 import { currentAssignment, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';

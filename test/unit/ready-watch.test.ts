@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { watchUntilReady } from '../../functions/dev/ready-watch.js';
+import { watchUntilReady } from '../../functions/hosts/dev/ready-watch.js';
 import { waitFor } from '../helpers/plane.js';
 
 describe('the launcher waiting for its nodes', () => {

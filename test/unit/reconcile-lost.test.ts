@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { reconcile, type ObservedMachine } from '../../functions/controller/reconcile.js';
-import { replacementPause } from '../../functions/controller/lost-machines.js';
+import { reconcile, type ObservedMachine } from '../../functions/core/fleet/reconcile.js';
+import { replacementPause } from '../../functions/core/fleet/lost-machines.js';
 import type { MachineLiveness } from '../../shared/contracts/machine.js';
 import { currentAssignment as asg, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { reconcile } from '../../functions/controller/reconcile.js';
-import { NO_USAGE, quotaRefusal } from '../../functions/scheduler/quota.js';
+import { reconcile } from '../../functions/core/fleet/reconcile.js';
+import { NO_USAGE, quotaRefusal } from '../../functions/core/scheduler/quota.js';
 import { currentAssignment as asg, desiredDeployment as deployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 
 describe('quotaRefusal', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { planRollout, reconcile, type CurrentAssignment, type DesiredDeployment, type ObservedMachine } from '../../functions/controller/reconcile.js';
-import { machineMemoryMiB, placeReplica, type CandidateMachine } from '../../functions/scheduler/place.js';
+import { planRollout, reconcile, type CurrentAssignment, type DesiredDeployment, type ObservedMachine } from '../../functions/core/fleet/reconcile.js';
+import { machineMemoryMiB, placeReplica, type CandidateMachine } from '../../functions/core/scheduler/place.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
 import { currentAssignment, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 

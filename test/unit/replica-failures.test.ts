@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { reconcile, type CurrentAssignment } from '../../functions/controller/reconcile.js';
+import { reconcile, type CurrentAssignment } from '../../functions/core/fleet/reconcile.js';
 import { assignmentSpec } from '../../functions/controller/driver.js';
-import { placeReplica, type CandidateMachine } from '../../functions/scheduler/place.js';
-import { buildFleetSnapshot, type FleetRows } from '../../functions/fleet/snapshot.js';
+import { placeReplica, type CandidateMachine } from '../../functions/core/scheduler/place.js';
+import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
 import { deploymentStatus } from '../../functions/services/deployments.js';
-import { EMPTY_REGISTRY } from '../../functions/registry/resolve.js';
+import { EMPTY_REGISTRY } from '../../functions/core/registry/resolve.js';
 import type { deployments } from '../../functions/store/schema/index.js';
 import { planSupervision, type ManagedView } from '../../agent/supervisor/plan.js';
 import type { RestartPolicy } from '../../shared/contracts/desired.js';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { assignmentSpec, reconcileFleet } from '../../functions/controller/driver.js';
-import { replicaSets, type PlacementInputs } from '../../functions/controller/replica-sets.js';
-import { catalogOf, EMPTY_CATALOG, resolveSource, type CatalogVersion } from '../../functions/controller/versions.js';
-import { replicaSetId, replicaSetOf } from '../../functions/controller/tracks.js';
-import { buildFleetSnapshot, type FleetRows } from '../../functions/fleet/snapshot.js';
-import { templateHash } from '../../functions/fleet/template.js';
-import { EMPTY_REGISTRY } from '../../functions/registry/resolve.js';
+import { replicaSets, type PlacementInputs } from '../../functions/core/fleet/replica-sets.js';
+import { catalogOf, EMPTY_CATALOG, resolveSource, type CatalogVersion } from '../../functions/core/fleet/versions.js';
+import { replicaSetId, replicaSetOf } from '../../functions/core/fleet/tracks.js';
+import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
+import { templateHash } from '../../functions/core/fleet/template.js';
+import { EMPTY_REGISTRY } from '../../functions/core/registry/resolve.js';
 import { deploymentStatus } from '../../functions/services/deployments.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import type { Assignment } from '../../shared/contracts/desired.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideRetry, REPLICA_DRAINING, type AttemptOutcome, type RetryState } from '../../functions/inference/retry.js';
+import { decideRetry, REPLICA_DRAINING, type AttemptOutcome, type RetryState } from '../../functions/dataplane/retry.js';
 
 const state = (over: Partial<RetryState> = {}): RetryState => ({ deployment: 'chat', failures: 0, maxAttempts: 3, startingReplicas: 1, lastFailure: null, ...over });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pickReplica, routeCandidates, type RouteCandidate } from '../../functions/scheduler/route.js';
+import { pickReplica, routeCandidates, type RouteCandidate } from '../../functions/core/scheduler/route.js';
 
 const replica = (assignmentId: string, over: Partial<RouteCandidate> = {}): RouteCandidate & { machineName: string } => ({
   assignmentId,

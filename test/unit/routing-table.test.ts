@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { RoutingTable, type DeploymentRoute, type RoutableReplica } from '../../functions/relay/routing.js';
+import { RoutingTable, type DeploymentRoute, type RoutableReplica } from '../../functions/dataplane/routing.js';
 
 const route = (name: string, over: Partial<DeploymentRoute> = {}): DeploymentRoute => ({
   id: `dep_${name}`,

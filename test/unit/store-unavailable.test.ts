@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDataError, isStoreUnavailable } from '../../functions/store/db-errors.js';
+import { isDataError, isStoreUnavailable } from '../../functions/kernel/db-errors.js';
 
 const withCode = (code: string, message = 'boom') => Object.assign(new Error(message), { code });
 /** As drizzle wraps a driver error: the driver's error is the cause. */

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { RuntimeTemplateSpec } from '../../shared/contracts/runtime-template.js';
 import { DeploymentRuntime } from '../../shared/contracts/deployment.js';
-import { checkTemplate } from '../../functions/registry/template-check.js';
-import { registryOf, replicaHash, resolveRuntime } from '../../functions/registry/resolve.js';
-import { newSecretKey, parseSecretKey, secretBox } from '../../functions/registry/secret-box.js';
-import { templateHash } from '../../functions/fleet/template.js';
+import { checkTemplate } from '../../functions/core/registry/template-check.js';
+import { registryOf, replicaHash, resolveRuntime } from '../../functions/core/registry/resolve.js';
+import { newSecretKey, parseSecretKey, secretBox } from '../../functions/core/registry/secret-box.js';
+import { templateHash } from '../../functions/core/fleet/template.js';
 
 const SHA = 'b'.repeat(64);
 const spec = (over: Record<string, unknown> = {}) =>

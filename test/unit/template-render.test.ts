@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RuntimeTemplateSpec, type TemplateParam } from '../../shared/contracts/runtime-template.js';
-import { paramValueProblem, placeholdersIn, renderArgs, renderEnv, tokenizeArg, type ParamValue } from '../../functions/registry/render.js';
+import { paramValueProblem, placeholdersIn, renderArgs, renderEnv, tokenizeArg, type ParamValue } from '../../functions/core/registry/render.js';
 
 const SHA = 'a'.repeat(64);
 

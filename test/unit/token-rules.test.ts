@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { modelAllowed, roleCeilingBroken, roleCovers, tokenFieldsProblem } from '../../functions/services/token-rules.js';
+import { modelAllowed, roleCeilingBroken, roleCovers, tokenFieldsProblem } from '../../functions/core/token-rules.js';
 import type { Role } from '../../shared/contracts/common.js';
 
 const ROLES: Role[] = ['inference', 'viewer', 'operator', 'admin'];

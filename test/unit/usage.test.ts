@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { toCsv } from '../../shared/csv.js';
-import { ApiError } from '../../functions/errors.js';
-import { recordedTokens } from '../../functions/inference/answer.js';
+import { ApiError } from '../../functions/kernel/errors.js';
+import { recordedTokens } from '../../functions/dataplane/answer.js';
 import { usageQuery, USAGE_MAX_DAYS } from '../../functions/services/usage.js';
 import { parseCsv } from '../helpers/csv.js';
 

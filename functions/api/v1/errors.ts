@@ -1,12 +1,12 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { HTTPException } from 'hono/http-exception';
-import type { AppEnv } from '../../context.js';
+import type { AppEnv } from '../../dataplane/ports.js';
 import type { OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
-import type { InferenceError, InferenceErrorKind } from '../../inference/result.js';
-import { ApiError } from '../../errors.js';
-import { isDataError, isStoreUnavailable, sqlState } from '../../store/db-errors.js';
-import { errorFields } from '../../telemetry/error-fields.js';
+import type { InferenceError, InferenceErrorKind } from '../../dataplane/result.js';
+import { ApiError } from '../../kernel/errors.js';
+import { isDataError, isStoreUnavailable, sqlState } from '../../kernel/db-errors.js';
+import { errorFields } from '../../kernel/telemetry/error-fields.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
 export class OpenAIError extends Error {

@@ -1,6 +1,6 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { ROLE_EXTENSION } from '../guarded.js';
+import { ROLE_EXTENSION } from '../management/guarded.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ModelList, OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
-import type { AppEnv } from '../../context.js';
-import { openStream } from '../../http/node-io.js';
-import type { InferenceResult, InferenceTiming } from '../../inference/result.js';
+import type { AppEnv } from '../../dataplane/ports.js';
+import { openStream } from '../http/node-io.js';
+import type { InferenceResult, InferenceTiming } from '../../dataplane/result.js';
 import { errorEvent, openAIErrorOf, openAIErrorResponse } from './errors.js';
 
 const serverTiming = (t: InferenceTiming) => `queue;dur=${t.queueMs.toFixed(2)}, accel;dur=${t.accelMs.toFixed(2)}`;
@@ -15,7 +15,7 @@ export function inferenceResponse(c: Context<AppEnv>, result: InferenceResult): 
     'server-timing': serverTiming(result.timing),
   };
   if (result.kind === 'body') return new Response(result.body as Uint8Array<ArrayBuffer>, { status: result.status, headers });
-  // Streamed: the head goes out now, then the runtime's bytes as they come (see functions/http/node-io.ts).
+  // Streamed: the head goes out now, then the runtime's bytes as they come (see functions/api/http/node-io.ts).
   headers['cache-control'] = 'no-cache, no-transform';
   headers['x-accel-buffering'] = 'no';
   const sink = openStream(c, result.status, headers, () => result.clientGone());

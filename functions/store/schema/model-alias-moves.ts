@@ -3,7 +3,7 @@ import { modelVersions } from './model-versions.js';
 
 /**
  * Every move of an alias: who moved it, from which version to which, and why. A rollback
- * walks this history back one step (functions/registry/alias-history.ts).
+ * walks this history back one step (functions/core/registry/alias-history.ts).
  */
 export const modelAliasMoves = pgTable(
   'model_alias_moves',

@@ -5,7 +5,7 @@ import { workspaces } from './workspaces.js';
 
 /**
  * A version of a model: its files (manifest), the evidence gathered about it (licence, provenance, the digest
- * verification) and where it is in the lifecycle (functions/registry/lifecycle.ts), which only that core moves.
+ * verification) and where it is in the lifecycle (functions/core/registry/lifecycle.ts), which only that core moves.
  */
 export const modelVersions = pgTable(
   'model_versions',

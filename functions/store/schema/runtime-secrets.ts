@@ -3,7 +3,7 @@ import { workspaces } from './workspaces.js';
 
 /**
  * Runtime secrets (tokens a runtime needs, e.g. HF_TOKEN), sealed with AES-256-GCM under the control plane's
- * secret key, which is never stored here (functions/registry/secret-box.ts).
+ * secret key, which is never stored here (functions/core/registry/secret-box.ts).
  */
 export const runtimeSecrets = pgTable(
   'runtime_secrets',

@@ -1,4 +1,4 @@
-import { ControlPlaneConfig } from '../../../functions/config.js';
+import { ControlPlaneConfig } from '../../../functions/kernel/config.js';
 import { startFleet } from '../fleet.js';
 import { clientLoad, tally } from '../load.js';
 import { countFailures, secondsUntil, sleep } from '../measure.js';

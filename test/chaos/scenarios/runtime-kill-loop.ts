@@ -1,4 +1,4 @@
-import type { SimNode } from '../../../functions/dev/fleet.js';
+import type { SimNode } from '../../../functions/hosts/dev/fleet.js';
 import type { DeploymentStatus } from '../../../shared/contracts/deployment.js';
 import { servingOn, type Api } from '../api.js';
 import { startFleet } from '../fleet.js';

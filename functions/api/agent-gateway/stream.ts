@@ -1,0 +1,141 @@
+import type { Hono, MiddlewareHandler } from 'hono';
+import { eq } from 'drizzle-orm';
+import { machines } from '../../store/schema/index.js';
+import { ApiError } from '../../kernel/errors.js';
+import { newId } from '../../../shared/ids.js';
+import { STREAM_PROTOCOL_VERSION } from '../../../shared/contracts/stream.js';
+import { attachStream, detachStream, pingAnswered, renewStream, signDesiredState } from '../../services/streams.js';
+import { errorFields } from '../../kernel/telemetry/error-fields.js';
+import { machineAuth } from '../http/machine-auth.js';
+import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
+import type { BusMessage } from '../../kernel/ports/bus.js';
+import type { StreamSink } from '../../link/holder.js';
+import { openSse } from '../http/sse-out.js';
+import type { Invoke } from '../../../shared/contracts/relay.js';
+
+const LAST_EVENT_ID = /^desired-\d{1,12}$/;
+
+/**
+ * GET /agent/v1/stream: the machine's long-lived SSE stream. Sends `hello`, then the full signed desired
+ * state on connect and on every change (level-triggered), comment keep-alives that also renew the stream
+ * lease, a re-signed state before the current one expires, and `revoked` before closing on revocation. The
+ * relay's events ride it too (`invoke`, `cancel`, uplink `ack`s and confirmation, `ping`), written straight to
+ * the response and coalesced per event-loop turn.
+ */
+export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv> = machineAuth) {
+  app.get('/stream', auth, async (c) => {
+    const ports = c.get('ports');
+    const { machineId } = c.get('machine');
+    const lastEventId = c.req.header('last-event-id');
+    if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
+    // Workers: the machine's Durable Object holds its stream; this request only authenticated it.
+    const held = ports.relay.hub.holdStream(c.get('machine'), c.req.raw);
+    if (held) return await held;
+    // The artifact store signs the URLs of the versions the machine's assignments fetch.
+    const ctx = { ...serviceCtx(ports, machineId), artifacts: ports.artifacts };
+    const connectionId = newId('connection');
+    // The lease counts only while this instance's own lease does (a no-op on Node, whose timer renews it).
+    await ports.instanceLease.touch(ports.store.db);
+    await attachStream({ ctx, input: { machineId, connectionId } });
+    // Sign before the stream opens so that a failure is an ordinary error response.
+    const first = await signDesiredState({ ctx, input: { machineId } });
+
+    ports.metrics.streamsAttached.inc();
+    let closed = false;
+    let signedExp = first.exp;
+    let tasks = Promise.resolve();
+    // Tasks that read the store before writing (signing, renewing) run one at a time, in order: a desired state
+    // signed later is never written before one signed earlier.
+    const enqueue = (task: () => Promise<void>) => {
+      tasks = tasks.then(task).catch(() => close());
+      return tasks;
+    };
+    const sendDesired = async (signed?: { jws: string; gen: number; exp: number }) => {
+      const desired = signed ?? (await signDesiredState({ ctx, input: { machineId } }));
+      signedExp = desired.exp;
+      out.event('desired', JSON.stringify({ jws: desired.jws }), `desired-${desired.gen}`);
+      ports.metrics.desiredSent.inc();
+    };
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      clearInterval(keepAlive);
+      clearInterval(ping);
+      ports.relay.pingAnswers.delete(connectionId);
+      unsubscribe();
+      detachRelay();
+      out.close();
+      ports.metrics.streamsAttached.dec();
+      void detachStream({ ctx, input: { machineId, connectionId } })
+        .catch(() => {})
+        // The lease is gone: stop routing to this node now rather than at the next refresh.
+        .finally(() => ports.relay.routing.invalidate());
+    };
+    const out = openSse(c, {}, close);
+    // Relay events are queued at once, never behind a renewal: the hot path does not wait on the store.
+    const sink: StreamSink = {
+      invoke: (invoke: Invoke) => out.event('invoke', JSON.stringify(invoke)),
+      cancel: (invocationId, reason) => out.event('cancel', JSON.stringify({ invocationId, reason })),
+      ack: (offsets) => out.event('ack', JSON.stringify({ offsets: Object.fromEntries(offsets) })),
+      confirmUplink: (uplinkId) => out.event('uplink', JSON.stringify({ uplinkId })),
+      pong: () => {
+        ports.relay.pingAnswers.set(connectionId, Date.now());
+        ports.relay.pongs.put(connectionId, { machineId, connectionId });
+      },
+    };
+    const detachRelay = ports.relay.hub.attachStream(machineId, sink);
+    ports.relay.routing.invalidate();
+    const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
+      if (signal.type === 'desired') void enqueue(() => sendDesired());
+      else if (signal.type === 'logs') {
+        const { requestId, assignmentId, lines } = signal;
+        out.event('logs', JSON.stringify({ requestId, assignmentId, lines }));
+      } else if (signal.type === 'revoked') {
+        void enqueue(async () => {
+          out.event('revoked', JSON.stringify({ reason: signal.reason }));
+          close();
+        });
+      }
+    });
+    const keepAlive = setInterval(() => {
+      void enqueue(async () => {
+        await ports.instanceLease.touch(ports.store.db);
+        if (!(await renewStream({ ctx, input: { machineId, connectionId } }))) return close();
+        if (signedExp * 1000 - Date.now() < ports.config.desiredTtlMs / 3) await sendDesired();
+        out.comment('keep-alive');
+      });
+    }, ports.config.streamKeepAliveMs);
+    // Queued at once like relay events: a ping held behind a slow renewal would prove nothing. An agent that stops
+    // answering (frozen) loses its stream: the invocations sent through it fail at once and are retried elsewhere
+    // before their first byte, instead of waiting for the node to thaw.
+    let pingSeq = 0;
+    let checking = false;
+    ports.relay.pingAnswers.set(connectionId, Date.now());
+    const ping = setInterval(() => {
+      out.event('ping', `{"seq":${++pingSeq}}`);
+      const heardAt = ports.relay.pingAnswers.get(connectionId) ?? 0;
+      if (checking || Date.now() - heardAt <= ports.config.streamPingTimeoutMs) return;
+      // Not heard here: the answer may have reached another instance, which wrote it to the lease.
+      checking = true;
+      void pingAnswered({ ctx, input: { machineId, connectionId } })
+        .then((fresh) => {
+          if (fresh) ports.relay.pingAnswers.set(connectionId, Date.now());
+          else {
+            ports.logger.warn({ machineId }, 'the agent stopped answering pings: closing its stream');
+            close();
+          }
+        })
+        .catch((error: unknown) => ports.logger.warn({ err: errorFields(error), machineId }, 'checking ping answers failed'))
+        .finally(() => (checking = false));
+    }, ports.config.streamPingMs);
+
+    out.event('hello', JSON.stringify({ protocol: STREAM_PROTOCOL_VERSION, machineId, connectionId, keepAliveMs: ports.config.streamKeepAliveMs }));
+    void enqueue(() => sendDesired(first));
+    // A change committed between signing `first` and subscribing above signalled nobody: catch up once.
+    void enqueue(async () => {
+      const [current] = await ports.store.db.select({ gen: machines.desiredGen }).from(machines).where(eq(machines.id, machineId));
+      if (current && current.gen !== first.gen) await sendDesired();
+    });
+    return out.response;
+  });
+}

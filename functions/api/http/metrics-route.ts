@@ -1,0 +1,30 @@
+import type { Context, Hono } from 'hono';
+import { and, inArray, isNull } from 'drizzle-orm';
+import { machines } from '../../store/schema/index.js';
+import type { AppEnv, Ports } from '../../dataplane/ports.js';
+import { requireRole } from './api-auth.js';
+
+/**
+ * GET /metrics (Prometheus text). It names machines, deployments and models of every workspace, so it needs an
+ * API token of role viewer or above unless `metricsPublic` opens it (`npm start` does, for the demo). Before each
+ * scrape the node-metric series of machines revoked, deleted or silent for a heartbeat lifetime are removed.
+ */
+export function registerMetrics(app: Hono<AppEnv>, ports: Ports) {
+  const scrape = async () => {
+    const reported = ports.metrics.nodeMetrics.machines();
+    if (reported.length > 0) {
+      const live = await ports.store.db
+        .select({ id: machines.id })
+        .from(machines)
+        .where(and(inArray(machines.id, reported), isNull(machines.revokedAt)));
+      ports.metrics.nodeMetrics.keepOnly(new Set(live.map((row) => row.id)), ports.config.machineLifetimeMs);
+    }
+    return await ports.metrics.registry.metrics();
+  };
+  const handler = async (c: Context<AppEnv>) => {
+    c.header('Content-Type', ports.metrics.registry.contentType);
+    return c.body(await scrape());
+  };
+  if (ports.config.metricsPublic) app.get('/metrics', handler);
+  else app.get('/metrics', requireRole('viewer'), handler);
+}

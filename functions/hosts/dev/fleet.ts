@@ -1,0 +1,139 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { access, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createEnrollmentToken } from '../../services/enrollment.js';
+import { enrollAgent } from '../../../agent/agent.js';
+import { applyDeployment, type DeploymentInput } from '../../services/deployments.js';
+import type { RunningControlPlane } from '../node.js';
+
+/** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
+const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.url));
+
+/** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
+export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', AGENT_ENTRY, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...opts.env },
+  });
+  const log = createWriteStream(opts.logFile, { flags: 'a', mode: 0o600 });
+  child.stdout!.pipe(log, { end: false });
+  child.stderr!.pipe(log, { end: false });
+  child.once('exit', () => log.end());
+  return child;
+}
+
+export async function waitForExit(child: ChildProcess, timeoutMs = 15_000): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  return await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${timeoutMs} ms`)), timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/**
+ * The demo deployment `npm start` serves: model `sim-chat` on every simulated node. The deployment reserves
+ * the memory its runtime reports; `overrides` replace whole fields of the input.
+ */
+export async function seedDemoDeployment(
+  plane: Pick<RunningControlPlane, 'systemCtx' | 'workspaceId'>,
+  replicas: number,
+  runtime: { loadMs?: number; memoryMiB?: number; tokensPerSecond?: number } = {},
+  overrides: Partial<DeploymentInput> = {},
+) {
+  const memoryMiB = runtime.memoryMiB ?? 1024;
+  return await applyDeployment({
+    ctx: plane.systemCtx,
+    input: {
+      workspaceId: plane.workspaceId,
+      name: 'sim-chat',
+      model: 'sim-chat',
+      runtime: {
+        kind: 'simulated',
+        model: 'sim-chat',
+        ttftMs: 20,
+        tokensPerSecond: runtime.tokensPerSecond ?? 200,
+        loadMs: runtime.loadMs ?? 300,
+        memoryMiB,
+        failureRate: 0,
+      },
+      artifact: null,
+      restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 500 },
+      replicas,
+      selector: { sim: 'true' },
+      gpus: 0,
+      memoryMiB,
+      ...overrides,
+    },
+  });
+}
+
+export interface SimNode {
+  name: string;
+  stateDir: string;
+  logFile: string;
+  process: ChildProcess;
+}
+
+/**
+ * The local policy of a simulated node: it runs the built-in simulator and nothing else, as `nobody` when the
+ * agent runs as root (a root agent without a run-as user refuses everything), with its model cache beside its
+ * state dir (`<name>.cache`: a runtime user may not enter the state dir). 0600: the agent refuses a policy that
+ * others could rewrite.
+ */
+export async function writeSimPolicy(stateDir: string): Promise<string> {
+  const path = join(stateDir, 'policy.json');
+  const policy = { simulated: true, runAs: { user: 'nobody' }, cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 } };
+  await writeFile(path, JSON.stringify(policy), { mode: 0o600 });
+  return path;
+}
+
+/**
+ * Enrolls (first time only, through the real enrollment path) and runs one simulated node: a separate agent
+ * process with its own identity and state dir.
+ */
+export async function startSimNode(
+  plane: RunningControlPlane,
+  name: string,
+  rootDir: string,
+  /** `url`: where the agent dials the control plane, when not at `plane.url` (a balancer or proxy in front). */
+  opts: { env?: NodeJS.ProcessEnv; url?: string } = {},
+): Promise<SimNode> {
+  const stateDir = join(rootDir, name);
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  const logFile = join(stateDir, 'agent.log');
+  const enrolled = await access(join(stateDir, 'identity.json')).then(
+    () => true,
+    () => false,
+  );
+  if (!enrolled) {
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
+    });
+    if (opts.env === undefined && opts.url === undefined) {
+      // The agent's own enrollment code over HTTP, run here: the same path as `lunanexa-agent enroll` without one
+      // more process per node (on two cores a Node process start is seconds). An agent that needs its own
+      // environment (a proxy, a fake clock) or another address enrolls as its own process instead.
+      await enrollAgent({ url: plane.url, token: token.token, name, stateDir, log: () => {} });
+    } else {
+      const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
+        logFile,
+        env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
+      });
+      const code = await waitForExit(enroll, 60_000);
+      if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
+    }
+  }
+  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
+}
+
+/** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */
+export async function stopSimNodes(nodes: SimNode[]): Promise<void> {
+  for (const node of nodes) node.process.kill('SIGTERM');
+  await Promise.all(nodes.map((node) => waitForExit(node.process).catch(() => node.process.kill('SIGKILL'))));
+}

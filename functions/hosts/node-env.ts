@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { ControlPlaneConfig } from '../kernel/config.js';
+
+const ms = z.coerce.number().int().positive().optional();
+
+/** The Node control plane's environment, parsed once at start (docs/design.md section 10). */
+export const NodeEnv = z.object({
+  /** Port of the HTTP server. */
+  LUNANEXA_PORT: z.coerce.number().int().min(0).max(65535).default(8787),
+  /** Interface to bind; loopback unless an operator opens it up deliberately. */
+  LUNANEXA_HOST: z.string().default('127.0.0.1'),
+  /**
+   * The peer channel: its own listener, where the other instances forward invocations for the machines whose
+   * links this one holds. Loopback and a free port by default (one host); on several hosts, bind an interface the
+   * others reach and advertise its URL. Never the public port, and answered only to peer tokens of the cluster.
+   */
+  LUNANEXA_PEER_HOST: z.string().default('127.0.0.1'),
+  LUNANEXA_PEER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  LUNANEXA_PEER_URL: z.string().url().optional(),
+  /** Embedded store, admin token and simulator state live here. */
+  LUNANEXA_DATA_DIR: z.string().default('.lunanexa'),
+  /** When set, the store is this PostgreSQL instead of the embedded one. */
+  DATABASE_URL: z.string().url().optional(),
+  /**
+   * Key of runtime secrets, base64 of 32 bytes. Unset on Node: `<data dir>/secret.key`, generated on first
+   * start. Instances sharing one database need the same key.
+   */
+  LUNANEXA_SECRET_KEY: ControlPlaneConfig.shape.secretKey,
+  /** The local artifact store; unset: `<data dir>/artifacts`. */
+  LUNANEXA_ARTIFACTS_DIR: ControlPlaneConfig.shape.artifactsDir,
+  /**
+   * The artifact store as an S3-compatible bucket instead (docs/artifacts.md): the bucket, and where and how to
+   * reach it. The secret access key is never logged; without the key pair the AWS SDK's own chain applies.
+   */
+  LUNANEXA_ARTIFACTS_S3_BUCKET: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_ENDPOINT: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_REGION: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_PREFIX: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE: z.stringbool().optional(),
+  LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID: z.string().optional(),
+  LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY: z.string().optional(),
+  /** How long the artifact URLs of a signed desired state work (default an hour). */
+  LUNANEXA_ARTIFACT_URL_TTL_MS: ms,
+  /** The control plane's URL as agents reach it, when not the one it listens on (a proxy, a bind to 0.0.0.0). */
+  LUNANEXA_PUBLIC_URL: ControlPlaneConfig.shape.publicUrl,
+  /** Simulated nodes `npm start` launches (0 = none). */
+  LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
+  /** Overrides of the protocol's timings, for demos and tests. */
+  LUNANEXA_HEARTBEAT_INTERVAL_MS: ms,
+  LUNANEXA_MACHINE_LIFETIME_MS: ms,
+  LUNANEXA_RUNTIME_TTL_MS: ms,
+  LUNANEXA_RUNTIME_GRACE_MS: ms,
+  LUNANEXA_STREAM_KEEPALIVE_MS: ms,
+  LUNANEXA_RECONCILE_INTERVAL_MS: ms,
+  LUNANEXA_INSTANCE_LEASE_TTL_MS: ms,
+  LUNANEXA_STREAM_PING_MS: ms,
+  LUNANEXA_STREAM_PING_TIMEOUT_MS: ms,
+  LUNANEXA_INVOKE_ACK_TIMEOUT_MS: ms,
+  /** See `replacementPauseFraction` in functions/kernel/config.ts. */
+  LUNANEXA_REPLACEMENT_PAUSE_FRACTION: z.coerce.number().min(0).max(1).optional(),
+});
+export type NodeEnv = z.infer<typeof NodeEnv>;
+
+/** The control-plane configuration the environment asks for. */
+export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
+  return ControlPlaneConfig.parse({
+    heartbeatIntervalMs: env.LUNANEXA_HEARTBEAT_INTERVAL_MS,
+    machineLifetimeMs: env.LUNANEXA_MACHINE_LIFETIME_MS,
+    runtimeTtlMs: env.LUNANEXA_RUNTIME_TTL_MS,
+    runtimeGraceMs: env.LUNANEXA_RUNTIME_GRACE_MS,
+    streamKeepAliveMs: env.LUNANEXA_STREAM_KEEPALIVE_MS,
+    reconcileIntervalMs: env.LUNANEXA_RECONCILE_INTERVAL_MS,
+    instanceLeaseTtlMs: env.LUNANEXA_INSTANCE_LEASE_TTL_MS,
+    streamPingMs: env.LUNANEXA_STREAM_PING_MS,
+    streamPingTimeoutMs: env.LUNANEXA_STREAM_PING_TIMEOUT_MS,
+    invokeAckTimeoutMs: env.LUNANEXA_INVOKE_ACK_TIMEOUT_MS,
+    replacementPauseFraction: env.LUNANEXA_REPLACEMENT_PAUSE_FRACTION,
+    secretKey: env.LUNANEXA_SECRET_KEY,
+    artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
+    artifactsS3: artifactsS3FromEnv(env),
+    artifactUrlTtlMs: env.LUNANEXA_ARTIFACT_URL_TTL_MS,
+    publicUrl: env.LUNANEXA_PUBLIC_URL,
+  });
+}
+
+/** The bucket the LUNANEXA_ARTIFACTS_S3_* variables name; any of them set without a bucket is refused, not ignored. */
+function artifactsS3FromEnv(env: NodeEnv) {
+  const s3 = {
+    bucket: env.LUNANEXA_ARTIFACTS_S3_BUCKET,
+    endpoint: env.LUNANEXA_ARTIFACTS_S3_ENDPOINT,
+    region: env.LUNANEXA_ARTIFACTS_S3_REGION,
+    prefix: env.LUNANEXA_ARTIFACTS_S3_PREFIX,
+    forcePathStyle: env.LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE,
+    accessKeyId: env.LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID,
+    secretAccessKey: env.LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY,
+  };
+  return Object.values(s3).some((value) => value !== undefined) ? s3 : undefined;
+}

@@ -1,0 +1,211 @@
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { serve, type ServerType } from '@hono/node-server';
+import { ControlPlaneConfig } from '../kernel/config.js';
+import { NodeEnv, configFromEnv } from './node-env.js';
+import { newApp } from '../api/app.js';
+import { createMemoryBus } from '../kernel/ports/bus.js';
+import { createPgBus } from '../store/pg-bus.js';
+import { afterBusReconnect } from '../dataplane/resync.js';
+import { createRelay } from '../dataplane/data-plane.js';
+import { createLogger, type Logger } from '../kernel/telemetry/logger.js';
+import { createMetrics } from '../kernel/telemetry/metrics.js';
+import { createIdentityLoader } from '../services/identity.js';
+import { createApiToken, ensureWorkspace } from '../services/api-tokens.js';
+import { ROOT_WORKSPACE } from '../services/workspaces.js';
+import { controllerTick } from '../controller/driver.js';
+import { openPgStore } from '../store/pg.js';
+import { loadSecretKeyFile } from '../services/registry/secret-key.js';
+import { localArtifactStore } from '../store/artifacts/local.js';
+import { artifactUrlKey } from '../services/store-secrets.js';
+import { newId } from '../../shared/ids.js';
+import { InstanceLease } from '../services/instances.js';
+import { PeerAuth } from '../link/peer-auth.js';
+import { PeerLinks } from '../link/peer-holders.js';
+import { startPeerServer, type PeerServer } from '../api/peer/server.js';
+import { errorFields } from '../kernel/telemetry/error-fields.js';
+import { serviceCtx, type Ports } from '../dataplane/ports.js';
+import type { ServiceCtx, ServicePorts } from '../services/service-context.js';
+
+export interface ControlPlaneOptions {
+  port?: number;
+  host?: string;
+  dataDir: string;
+  databaseUrl?: string;
+  /** The peer channel's listener (loopback, a free port by default) and the URL advertised to the other instances. */
+  peer?: { host?: string; port?: number; url?: string };
+  config?: Partial<ControlPlaneConfig>;
+  logger?: Logger;
+}
+
+export interface RunningControlPlane {
+  url: string;
+  port: number;
+  ports: Ports;
+  workspaceId: string;
+  /** Path of the admin token file (mode 0600). */
+  adminTokenPath: string;
+  adminToken: string;
+  /** A service context for seeding and tests. */
+  systemCtx: ServiceCtx & ServicePorts;
+  close(): Promise<void>;
+}
+
+/**
+ * The admin token is written once, on first start, to `<data dir>/admin.token` (mode 0600). Only its hash
+ * is in the store; if the file is lost a new admin token is minted on the next start.
+ */
+async function bootstrapAdminToken(ctx: ServiceCtx, workspaceId: string, path: string): Promise<string> {
+  try {
+    return (await readFile(path, 'utf8')).trim();
+  } catch {
+    const { token } = await createApiToken({ ctx, input: { workspaceId, name: 'bootstrap admin', role: 'admin' } });
+    await writeFile(path, `${token}\n`, { mode: 0o600 });
+    return token;
+  }
+}
+
+/** Starts the control plane on Node: store (PGlite or `pg`), migrations, bootstrap, HTTP server, controller tick. */
+export async function startControlPlane(opts: ControlPlaneOptions): Promise<RunningControlPlane> {
+  const dataDir = resolve(opts.dataDir);
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  // An existing dir keeps the mode it was made with: the data dir holds the store and the admin token, owner only.
+  await chmod(dataDir, 0o700);
+  const logger = opts.logger ?? createLogger();
+  const artifactsDir = resolve(opts.config?.artifactsDir ?? join(dataDir, 'artifacts'));
+  // Runtime secrets are sealed under LUNANEXA_SECRET_KEY (in `config`) or else the data dir's own key file.
+  const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)), artifactsDir });
+  // Operators copy versions' files in: it is theirs to lay out (docs/artifacts.md); it only has to exist.
+  if (!config.artifactsS3) await mkdir(artifactsDir, { recursive: true });
+  // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
+  const store = opts.databaseUrl
+    ? await openPgStore(opts.databaseUrl)
+    : await (await import('../store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
+  // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
+  const bus = opts.databaseUrl
+    ? await createPgBus(opts.databaseUrl, {
+        onError: (error) => logger.warn({ err: errorFields(error) }, 'relay bus error'),
+        // Only ever called after a loss and a reconnect, long after `ports` below exists.
+        onReconnect: () => afterBusReconnect(ports),
+      })
+    : createMemoryBus();
+  const instanceId = newId('instance');
+  const identity = createIdentityLoader(store.db);
+  const peerAuth = new PeerAuth(instanceId, identity);
+  // The peer channel matters only where several instances share a store; the embedded store has one.
+  const peerLinks = opts.databaseUrl ? new PeerLinks({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
+  let peerServer: PeerServer | null = null;
+  // Known once the server listens; the local store's URLs are made only after that.
+  let listening = '';
+  const ports: Ports = {
+    store,
+    bus,
+    config,
+    logger,
+    metrics: createMetrics({ processMetrics: true }),
+    instanceId,
+    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
+    identity,
+    relay: createRelay({ bus, remote: peerLinks, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    // The AWS SDK is loaded only where a bucket is configured: most planes never need it.
+    artifacts: config.artifactsS3
+      ? (await import('../store/artifacts/s3.js')).s3ArtifactStore(config.artifactsS3)
+      : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
+  };
+  peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
+  const systemCtx = serviceCtx(ports, 'system');
+  const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
+  const adminTokenPath = join(dataDir, 'admin.token');
+  const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
+  await ports.identity();
+  await ports.instanceLease.touch(store.db);
+  // Renewed well within its TTL; a failed renewal (store away) is retried on the next beat, never fatal.
+  const leaseTimer = setInterval(() => {
+    void ports.instanceLease.touch(store.db).catch((error: unknown) => {
+      ports.metrics.backgroundErrors.inc({ task: 'instance-lease' });
+      logger.warn({ err: errorFields(error) }, 'instance lease renewal failed');
+    });
+  }, config.instanceLeaseTtlMs / 6);
+  await ports.relay.routing.start();
+
+  const app = newApp(ports);
+  const server: ServerType = await new Promise((resolveServer) => {
+    const s = serve({ fetch: app.fetch, port: opts.port ?? 8787, hostname: opts.host ?? '127.0.0.1' }, () => resolveServer(s));
+  });
+  // Idle keep-alive connections outlive the usual 60 s idle timeout of the load balancers and clients in
+  // front: the side that closes first must be the client, or a request sent on a connection the server is
+  // closing at that instant fails ("other side closed"). Node's default is 5 s.
+  if ('keepAliveTimeout' in server) {
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 66_000;
+  }
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
+  listening = `http://${opts.host ?? '127.0.0.1'}:${port}`;
+
+  let ticking: Promise<void> | null = null;
+  const tick = () => {
+    ticking ??= controllerTick({ ctx: systemCtx })
+      .catch((error: unknown) => logger.error({ err: error instanceof Error ? error.message : String(error) }, 'controller tick failed'))
+      .finally(() => (ticking = null));
+    return ticking;
+  };
+  await tick();
+  const interval = setInterval(tick, config.reconcileIntervalMs);
+
+  return {
+    url: listening,
+    port,
+    ports,
+    workspaceId,
+    adminTokenPath,
+    adminToken,
+    systemCtx,
+    async close() {
+      clearInterval(interval);
+      clearInterval(leaseTimer);
+      ports.relay.routing.stop();
+      await ticking;
+      await ports.bus.close();
+      await peerServer?.close();
+      await peerLinks?.close();
+      await new Promise<void>((done) => {
+        server.close(() => done());
+        // SSE streams never end on their own; cut them so close() returns.
+        if ('closeAllConnections' in server) server.closeAllConnections();
+      });
+      // Requests the cut connections ended have recorded how they ended; write that before the store goes.
+      await ports.relay.workloads.flush();
+      await ports.relay.jtis.flush();
+      await ports.instanceLease.retire(store.db).catch((error: unknown) => logger.warn({ err: errorFields(error) }, 'instance lease retirement failed'));
+      await store.close();
+    },
+  };
+}
+
+async function main() {
+  const env = NodeEnv.parse(process.env);
+  const plane = await startControlPlane({
+    port: env.LUNANEXA_PORT,
+    host: env.LUNANEXA_HOST,
+    dataDir: env.LUNANEXA_DATA_DIR,
+    databaseUrl: env.DATABASE_URL,
+    peer: { host: env.LUNANEXA_PEER_HOST, port: env.LUNANEXA_PEER_PORT, url: env.LUNANEXA_PEER_URL },
+    config: configFromEnv(env),
+  });
+  plane.ports.logger.info({ url: plane.url, store: plane.ports.store.kind }, 'control plane listening');
+  const stop = async () => {
+    try {
+      await plane.close();
+    } catch (error) {
+      plane.ports.logger.error({ err: errorFields(error) }, 'stopping failed');
+      process.exit(1);
+    }
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -1,0 +1,93 @@
+import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import { encodeFrame, FrameDecoder } from '../../shared/frame-codec.js';
+import { turnBatch } from '../../shared/turn-batch.js';
+import type { FrameSink, InvocationHub } from './holder.js';
+
+/**
+ * A forwarded invocation (docs/design.md section 5, step 3): the caller sends `invoke` as JSON to the link holder
+ * (another instance over the peer channel on Node, the machine's Durable Object on Workers), and the holder
+ * answers with the invocation's frames, binary as on the uplink. A failure that is not a frame of the node (the
+ * node or its link went away) travels as an `error` frame at this offset.
+ */
+export const FORWARDED_FAILED_OFFSET = 0xffffffff;
+/** The media type of a forwarded invocation's answer. */
+export const FRAMES_TYPE = 'application/vnd.lunanexa.frames';
+/** The header naming the machine a forwarded request is for; whoever forwards it authenticated the machine. */
+export const MACHINE_HEADER = 'x-lunanexa-machine';
+
+/** Where the holder writes the frames of a forwarded invocation. */
+export interface ForwardedOut {
+  write(chunks: Uint8Array[]): void;
+  end(): void;
+}
+
+/**
+ * The holder's half: dispatches `invoke` to the machine whose link is held here and writes its frames to `out`,
+ * those of one event-loop turn in one write. `gone` is what the caller going away calls: the invocation is
+ * cancelled on the node; `stop` ends it from the holder's side. `done` tells whether the last frame was written
+ * (or the caller went).
+ */
+export function serveForwarded(
+  hub: InvocationHub,
+  invoke: Invoke,
+  machineId: string,
+  out: ForwardedOut,
+): { dispatched: Promise<void>; gone(): void; stop(code: string, message: string): void; done(): boolean } {
+  let done = false;
+  const batch = turnBatch<Uint8Array>((chunks) => {
+    out.write(chunks);
+    if (done) out.end();
+  });
+  const send = (frame: Frame) => batch.push(encodeFrame(invoke.invocationId, frame));
+  const sink: FrameSink = {
+    frame(frame) {
+      if (done) return;
+      if (frame.t === 'end' || frame.t === 'error') done = true;
+      send(frame);
+    },
+    fail(code, message) {
+      if (done) return;
+      done = true;
+      send({ o: FORWARDED_FAILED_OFFSET, t: 'error', code, message });
+    },
+  };
+  return {
+    dispatched: hub.dispatch(invoke, machineId, sink),
+    gone() {
+      if (done) return;
+      done = true;
+      hub.cancel(invoke.invocationId, machineId, 'cancelled');
+      hub.release(invoke.invocationId);
+    },
+    /** Ends the invocation here with a failure the caller is told (`code`), and cancels it on the node. */
+    stop(code, message) {
+      if (done) return;
+      sink.fail(code, message);
+      hub.cancel(invoke.invocationId, machineId, 'cancelled');
+      hub.release(invoke.invocationId);
+    },
+    done: () => done,
+  };
+}
+
+/**
+ * The caller's half: reads the holder's answer into `sink` until it ends. An answer that breaks off before its
+ * last frame fails the invocation (`holder_lost`) unless `aborted()` says the caller stopped it itself.
+ */
+export async function readForwarded(body: AsyncIterable<Uint8Array>, sink: FrameSink, aborted: () => boolean): Promise<void> {
+  let finished = false;
+  const decoder = new FrameDecoder({
+    frame: (_id, frame) => {
+      if (frame.t === 'end' || frame.t === 'error') finished = true;
+      if (frame.t === 'error' && frame.o === FORWARDED_FAILED_OFFSET) sink.fail(frame.code, frame.message);
+      else sink.frame(frame);
+    },
+    control: () => {},
+  });
+  try {
+    for await (const chunk of body) decoder.push(chunk);
+  } catch {
+    // Aborted by the caller, or the holder went away: told below unless the invocation is over.
+  }
+  if (!finished && !aborted()) sink.fail('holder_lost', 'the link holder of the node went away');
+}

@@ -1,0 +1,175 @@
+import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import type { MachinePrincipal } from '../core/principals.js';
+
+/** Where the frames of one invocation go, in order: the waiting request, or the peer it was forwarded from. */
+export interface FrameSink {
+  frame(frame: Frame): void;
+  /** The invocation failed without a frame of its own saying so (its node or its link holder went away). */
+  fail(code: string, message: string): void;
+}
+
+/** How a machine's stream, held by this instance, is told things. Each call is one write to its response. */
+export interface StreamSink {
+  invoke(invoke: Invoke): void;
+  cancel(invocationId: string, reason: string): void;
+  /** Acknowledges uplink progress: per invocation, the next offset this instance expects. */
+  ack(offsets: ReadonlyMap<string, number>): void;
+  /** The uplink that said `hello` with this id is bound to the stream: the agent may send frames on it. */
+  confirmUplink(uplinkId: string): void;
+  /** The agent answered a ping over its uplink (instead of `POST /agent/v1/pong`). */
+  pong(): void;
+}
+
+/** A machine's link held by another instance: the whole invocation is forwarded there (docs/design.md section 5). */
+export interface RemoteLinks {
+  /**
+   * Sends `invoke` through the holder of `machineId`'s link; frames come back into `sink`. Rejects if no one holds
+   * it, or (Workers) when the replica's `concurrency` slots stay full until the invocation's deadline.
+   */
+  forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void>;
+  /** Stops a forwarded invocation: its holder cancels it on the node. An id it did not forward is ignored. */
+  cancel(invocationId: string): void;
+  /**
+   * Pipes an agent upload that landed here (its uplink, or one invocation's frames; `path` under `/agent/v1`) to
+   * the instance holding the machine's link, and answers what the holder answered. Null when no other one holds it.
+   */
+  pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null>;
+  /**
+   * Where streams are always held elsewhere (Workers: the machine's Durable Object), hands the authenticated
+   * stream request of `machine` there and answers with what the holder streams. Absent on Node, where the
+   * instance the agent reached holds its stream.
+   */
+  holdStream?(machine: MachinePrincipal, request: Request): Promise<Response>;
+}
+
+/** What the holder of a link enforces for the invocation: the replica's concurrency (Workers). */
+export interface DispatchOptions {
+  concurrency: number;
+}
+
+/** What a piped agent upload was answered by the link holder: relayed to the agent as it is. */
+export interface PipedAnswer {
+  status: number;
+  body: string;
+}
+
+interface Dispatched {
+  machineId: string;
+  nextOffset: number;
+  sink: FrameSink;
+}
+
+export type FrameAcceptance = { ok: true; nextOffset: number; duplicate: boolean } | { ok: false; reason: 'unknown' | 'not_yours' | 'gap' };
+
+/**
+ * The link holder of one control-plane instance (docs/design.md section 5, step 3): the one place where each
+ * machine's stream, uplink and invocations meet. An invocation for a machine whose stream is held here is sent
+ * down that stream and its frames, arriving on the machine's uplink (or per-invocation upload), go straight to
+ * the waiting sink. One for a machine whose link another instance holds is forwarded there whole (`RemoteLinks`).
+ * Payloads cross in memory and over those connections only: nothing is stored in transit.
+ */
+export class InvocationHub {
+  private readonly streams = new Map<string, StreamSink>();
+  private readonly dispatched = new Map<string, Dispatched>();
+  private readonly detachHooks = new Map<string, Set<() => void>>();
+
+  constructor(private readonly remote: RemoteLinks | null) {}
+
+  hasLocalStream(machineId: string): boolean {
+    return this.streams.has(machineId);
+  }
+
+  stream(machineId: string): StreamSink | undefined {
+    return this.streams.get(machineId);
+  }
+
+  /** Registers a local stream; on detach every invocation still running through it fails, and its uplinks close. */
+  attachStream(machineId: string, sink: StreamSink): () => void {
+    this.streams.set(machineId, sink);
+    return () => {
+      if (this.streams.get(machineId) !== sink) return;
+      this.streams.delete(machineId);
+      const hooks = this.detachHooks.get(machineId);
+      this.detachHooks.delete(machineId);
+      for (const hook of hooks ?? []) hook();
+      for (const [invocationId, entry] of this.dispatched) {
+        if (entry.machineId !== machineId) continue;
+        this.dispatched.delete(invocationId);
+        entry.sink.fail('node_lost', 'the node running this request disconnected');
+      }
+    };
+  }
+
+  /** Runs `hook` when the machine's current stream detaches (an uplink bound to it closes then). */
+  onDetach(machineId: string, hook: () => void): () => void {
+    let hooks = this.detachHooks.get(machineId);
+    if (!hooks) this.detachHooks.set(machineId, (hooks = new Set()));
+    hooks.add(hook);
+    return () => hooks.delete(hook);
+  }
+
+  /** Sends `invoke` to the machine: down its stream here, or through the instance holding its link. */
+  async dispatch(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
+    const local = this.streams.get(machineId);
+    if (local) {
+      this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0, sink });
+      local.invoke(invoke);
+      return;
+    }
+    if (!this.remote) throw new Error('no instance holds the node stream');
+    await this.remote.forward(invoke, machineId, sink, opts);
+  }
+
+  /** Asks the node to abort the runtime call (best effort: a node that is gone has dropped it already). */
+  cancel(invocationId: string, machineId: string, reason: string): void {
+    // Down the machine's stream if it is held here, else through the holder it was forwarded to (a no-op when it
+    // was not).
+    this.streams.get(machineId)?.cancel(invocationId, reason);
+    this.remote?.cancel(invocationId);
+  }
+
+  /** The request is over: later frames of the invocation are unknown here (the agent is told to stop). */
+  release(invocationId: string): void {
+    this.dispatched.delete(invocationId);
+    this.remote?.cancel(invocationId);
+  }
+
+  /** See `RemoteLinks.holdStream`: null where the stream is held by the instance it reached. */
+  holdStream(machine: MachinePrincipal, request: Request): Promise<Response> | null {
+    return this.remote?.holdStream ? this.remote.holdStream(machine, request) : null;
+  }
+
+  /** See `RemoteLinks.pipe`; null also where there is no other holder (one instance, or the link's own object). */
+  pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
+    return this.remote ? this.remote.pipe(machine, method, path, body) : Promise.resolve(null);
+  }
+
+  /** The next frame offset this instance expects, for resuming an upload. */
+  nextOffset(machineId: string, invocationId: string): FrameAcceptance {
+    const entry = this.dispatched.get(invocationId);
+    if (!entry) return { ok: false, reason: 'unknown' };
+    if (entry.machineId !== machineId) return { ok: false, reason: 'not_yours' };
+    return { ok: true, nextOffset: entry.nextOffset, duplicate: false };
+  }
+
+  /**
+   * One frame from the machine. Only the machine the invocation was sent to may send its frames; a frame below
+   * the expected offset is a resent duplicate and is dropped; one above it means frames were lost, which fails
+   * the invocation (an agent resends contiguously from the acknowledged offset, so it never happens in order).
+   */
+  accept(machineId: string, invocationId: string, frame: Frame): FrameAcceptance {
+    const entry = this.dispatched.get(invocationId);
+    if (!entry) return { ok: false, reason: 'unknown' };
+    if (entry.machineId !== machineId) return { ok: false, reason: 'not_yours' };
+    if (frame.o < entry.nextOffset) return { ok: true, nextOffset: entry.nextOffset, duplicate: true };
+    if (frame.o > entry.nextOffset) {
+      this.dispatched.delete(invocationId);
+      entry.sink.fail('frames_lost', `frames ${entry.nextOffset}..${frame.o - 1} of the answer never arrived`);
+      return { ok: false, reason: 'gap' };
+    }
+    entry.nextOffset = frame.o + 1;
+    if (frame.t === 'end' || frame.t === 'error') this.dispatched.delete(invocationId);
+    entry.sink.frame(frame);
+    return { ok: true, nextOffset: entry.nextOffset, duplicate: false };
+  }
+}
