@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import type { PagedPath, PageItem } from '../shared/api/client.js';
 import { apiClient, CliError, type ApiClient } from './client.js';
 import { readLogin } from './config.js';
 import { table } from './table.js';
@@ -56,7 +57,7 @@ export function keyValues<T>(flag: string, pairs: readonly string[] | undefined,
 }
 
 /** `<noun> ls`: every item of a management list (all pages), as a table of `header` columns or as JSON. */
-export function listCommand<T>(program: Command, parent: Command, what: { description: string; path: string; item: z.ZodType<T>; header: string[]; row(item: T): string[] }): void {
+export function listCommand<P extends PagedPath, T extends PageItem<P>>(program: Command, parent: Command, what: { description: string; path: P; item: z.ZodType<T>; header: string[]; row(item: T): string[] }): void {
   parent
     .command('ls')
     .description(what.description)

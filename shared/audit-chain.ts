@@ -5,7 +5,10 @@ export type { AuditEntry, AuditEntryFields, ChainVerdict } from './contracts/aud
 
 /** Hash of the first entry's `prevHash` in a workspace's chain. */
 export const CHAIN_START = '';
-/** `hash` of entries written before the chain existed: accepted only before the first chained entry. */
+/**
+ * `hash` of entries written before the chain existed: accepted only before the first chained entry. Kept for good:
+ * chaining such a row would rewrite it, which the append-only trigger refuses (test/integration/audit.test.ts).
+ */
 export const LEGACY_HASH = 'legacy';
 
 /** The entry's hash: SHA-256 (hex) of the RFC 8785 canonical JSON of its fields, `prevHash` included. */

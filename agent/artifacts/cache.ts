@@ -3,13 +3,17 @@ import { chmod, copyFile, link, lstat, mkdir, readdir, rename, rm, stat } from '
 import { dirname, join } from 'node:path';
 import type { Dispatcher } from 'undici';
 import type { VersionArtifact } from '../../shared/contracts/artifacts.js';
-import type { PullProgress } from '../runtimes/adapter.js';
 import { cachedVersionIds, loadIndex, saveIndex, type CacheIndex } from './cache-index.js';
 import { fetchBlob } from './download.js';
 import { planEviction } from './evict.js';
 import { cacheLayout, versionBlobs, type CacheLayout } from './layout.js';
 import { SharedWork } from './shared-work.js';
 
+/** How far a prepare's download has come: bytes of its files in the cache against their total. */
+export interface PullProgress {
+  bytesDone: number;
+  bytesTotal: number;
+}
 
 export interface ArtifactCacheOptions {
   dir: string;

@@ -1,4 +1,4 @@
-import { EnvHttpProxyAgent, fetch, type Dispatcher, type RequestInit } from 'undici';
+import { fetch, type Dispatcher, type RequestInit } from 'undici';
 import type { CryptoKey } from 'jose';
 import type { z } from 'zod';
 import { canonicalize } from '../../shared/canonical.js';
@@ -6,11 +6,6 @@ import { signMachineRequest } from '../../shared/machine-jwt.js';
 import type { ServerClock } from './clock.js';
 
 export type LinkResult<T> = { success: true; data: T } | { success: false; status: number; error: { code: string; message: string } };
-
-/** The dispatcher for every outbound request: honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY. */
-export function proxyDispatcher(): Dispatcher {
-  return new EnvHttpProxyAgent();
-}
 
 function failure(status: number, code: string, message: string): { success: false; status: number; error: { code: string; message: string } } {
   return { success: false, status, error: { code, message } };

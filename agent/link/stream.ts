@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { request, type Dispatcher } from 'undici';
 import { parseStreamEvent, StreamEvents, type StreamEvent } from '../../shared/contracts/stream.js';
-import { SseParser, type SseItem } from '../../shared/sse.js';
 import { backoffDelayMs } from './backoff.js';
 import type { SignedClient } from './http.js';
 
@@ -25,7 +25,7 @@ const KNOWN = new Set(Object.keys(StreamEvents));
 /**
  * The dial-out stream: an SSE connection the agent opens and keeps open, with jittered exponential backoff
  * between attempts, `Last-Event-ID` on reconnect, and a silence watchdog fed by every byte (the server's
- * comment keep-alives included). Read as a Node stream with our own parser: every `invoke` of the relay
+ * comment keep-alives included). Read as a Node stream into eventsource-parser: every `invoke` of the relay
  * arrives here, and the web-stream layers of fetch and EventSource cost more than the parsing.
  */
 export function openStreamLink(opts: StreamLinkOptions) {
@@ -57,16 +57,17 @@ export function openStreamLink(opts: StreamLinkOptions) {
     } else retryTimer = setTimeout(() => void connect(), backoffDelayMs(attempt++, { baseMs: 250, capMs: 30_000 }));
   }
 
-  function handle(item: SseItem) {
-    if (item.kind === 'comment') return;
+  function handle(item: EventSourceMessage) {
     if (item.id !== undefined) lastEventId = item.id;
-    if (item.event === 'message') {
+    // An unnamed event is a `message` (the SSE default), which is none of ours.
+    const name = item.event ?? 'message';
+    if (name === 'message') {
       opts.onMalformed('unnamed stream message');
       return;
     }
     // Events of a newer protocol are not ours to act on.
-    if (!KNOWN.has(item.event)) return;
-    const parsed = parseStreamEvent(item.event, item.data);
+    if (!KNOWN.has(name)) return;
+    const parsed = parseStreamEvent(name, item.data);
     if (parsed.success) opts.onEvent(parsed.value);
     else {
       opts.onMalformed(parsed.error);
@@ -99,7 +100,7 @@ export function openStreamLink(opts: StreamLinkOptions) {
       lastByteAt = Date.now();
       opts.onState('open');
       const decoder = new StringDecoder('utf8');
-      const parser = new SseParser(handle);
+      const parser = createParser({ onEvent: handle });
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         lastByteAt = Date.now();
         parser.feed(decoder.write(chunk));

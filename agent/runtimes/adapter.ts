@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { Assignment } from '../../shared/contracts/desired.js';
+import type { PullProgress } from '../artifacts/cache.js';
 
 /** A running runtime the agent supervises (its own child, or one adopted after an agent restart). */
 export interface RuntimeHandle {
@@ -76,10 +77,4 @@ export interface RuntimeAdapter {
   forget(assignmentId: string): Promise<void>;
   /** The model versions (`mv_...`) verified in this adapter's cache, for heartbeats; absent: it caches none. */
   cachedVersions?(): string[];
-}
-
-/** How far a prepare's download has come: bytes of its files in the cache against their total. */
-export interface PullProgress {
-  bytesDone: number;
-  bytesTotal: number;
 }

@@ -27,3 +27,8 @@ export function createAdapters(opts: AdaptersOptions): Record<Assignment['runtim
   });
   return { template: adapter, simulated: adapter };
 }
+
+/** The versions verified in the adapters' caches (both kinds share one adapter, hence one cache), each once. */
+export function cachedVersions(adapters: Record<Assignment['runtime']['kind'], RuntimeAdapter>): string[] {
+  return [...new Set(Object.values(adapters).flatMap((adapter) => adapter.cachedVersions?.() ?? []))].sort().slice(0, 256);
+}

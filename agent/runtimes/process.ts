@@ -10,9 +10,9 @@ import { cacheSettings, insideRoots, policyRefusal, type AgentPolicy } from '../
 import type { RuntimeUser } from '../runtime-user.js';
 import { writeFileAtomic } from '../state.js';
 import type { Dispatcher } from 'undici';
-import { ArtifactCache } from '../artifacts/cache.js';
-import { proxyDispatcher } from '../link/http.js';
-import { refusedByPolicy, type Adoption, type PullProgress, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
+import { ArtifactCache, type PullProgress } from '../artifacts/cache.js';
+import { proxyDispatcher } from '../proxy.js';
+import { refusedByPolicy, type Adoption, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
 import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './files.js';
 import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
-import { LaunchRefused, type PullProgress, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
+import type { PullProgress } from '../artifacts/cache.js';
+import { LaunchRefused, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
 import { drainUntil, planSupervision, restartDelayMs, type ManagedView, type RuntimeLoad, type SupervisorAction } from './plan.js';
 import { machineStatus, runtimeReport, warmModels, type Pull } from './report.js';
 

@@ -2,13 +2,11 @@ import type { Command } from 'commander';
 import { AliasRollbackRequest, AliasView, SetAliasRequest } from '../../shared/contracts/registry.js';
 import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
 
-const aliasPath = (alias: string, step = '') => `/api/v1/aliases/${encodeURIComponent(alias)}${step}`;
-
 export function registerAliases(program: Command): void {
   const aliases = program.command('aliases').description('names (chat-default) that point at approved model versions');
   listCommand(program, aliases, {
     description: 'list aliases and where they point',
-    path: '/api/v1/aliases',
+    path: '/aliases',
     item: AliasView,
     header: ['ALIAS', 'MODEL', 'VERSION', 'BY', 'UPDATED'],
     row: (a) => [a.name, a.model, a.version, a.updatedBy, a.updatedAt],
@@ -20,7 +18,8 @@ export function registerAliases(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (alias: string, model: string, version: string, opts: { reason: string; json?: boolean }) => {
       const request = checked(SetAliasRequest, { model, version, reason: opts.reason }, 'alias');
-      const view = await (await connect(program)).call(aliasPath(alias), AliasView, { method: 'PUT', body: request });
+      const api = await connect(program);
+      const view = await api.answer(api.http.PUT('/aliases/{alias}', { params: { path: { alias } }, body: request }), AliasView);
       print(opts.json, view, () => `${view.name} -> ${view.model} ${view.version}`);
     });
   aliases
@@ -30,7 +29,8 @@ export function registerAliases(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (alias: string, opts: { reason: string; json?: boolean }) => {
       const request = checked(AliasRollbackRequest, { reason: opts.reason }, 'rollback');
-      const view = await (await connect(program)).call(aliasPath(alias, '/rollback'), AliasView, { method: 'POST', body: request });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/aliases/{alias}/rollback', { params: { path: { alias } }, body: request }), AliasView);
       print(opts.json, view, () => `${view.name} -> ${view.model} ${view.version} (rolled back)`);
     });
 }

@@ -7,9 +7,12 @@ import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import { AuditEntry, AuditOutcome, AuditPage } from '../../shared/contracts/audit.js';
 import { ChainVerifier } from '../../shared/audit-chain.js';
+import type { ManagementPaths } from '../../shared/api/client.js';
 import { CliError } from '../client.js';
 import { connect, JSON_FLAG, print } from '../context.js';
 import { table } from '../table.js';
+
+type AuditQuery = ManagementPaths['/audit']['get']['parameters']['query'];
 
 /** Each entry of a JSON Lines export, checked against the contract; a line that is not one stops with exit 2. */
 async function* exportEntries(lines: AsyncIterable<string>, source: string): AsyncGenerator<AuditEntry> {
@@ -50,9 +53,11 @@ export function registerAudit(program: Command): void {
     .option('-n, --limit <n>', 'entries to show', '50')
     .option(...JSON_FLAG)
     .action(async (opts: { action?: string; actor?: string; target?: string; outcome?: string; since?: string; limit: string; json?: boolean }) => {
-      const query = new URLSearchParams({ limit: opts.limit });
-      for (const key of ['action', 'actor', 'target', 'outcome', 'since'] as const) if (opts[key]) query.set(key, opts[key]!);
-      const page = await (await connect(program)).call(`/api/v1/audit?${query}`, AuditPage);
+      const query: NonNullable<AuditQuery> = { limit: Number(opts.limit) };
+      for (const key of ['action', 'actor', 'target', 'since'] as const) if (opts[key]) query[key] = opts[key];
+      if (opts.outcome) query.outcome = opts.outcome as AuditOutcome;
+      const api = await connect(program);
+      const page = await api.answer(api.http.GET('/audit', { params: { query } }), AuditPage);
       print(opts.json, page.data, () => table(['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME'], page.data.map((e) => [String(e.seq), e.at, e.actor, e.action, e.target, e.outcome])));
     });
   audit
@@ -60,7 +65,8 @@ export function registerAudit(program: Command): void {
     .description('the whole chain as JSON Lines, oldest first (to keep, or to verify later)')
     .option('-o, --output <file>', 'write to a file (0600) instead of stdout')
     .action(async (opts: { output?: string }) => {
-      const body = await (await connect(program)).stream('/api/v1/audit/export');
+      const api = await connect(program);
+      const body = await api.stream(api.http.GET('/audit/export', { parseAs: 'stream' }));
       await pipeline(Readable.fromWeb(body as WebStream), opts.output ? createWriteStream(opts.output, { mode: 0o600 }) : process.stdout);
     });
   audit
@@ -70,7 +76,8 @@ export function registerAudit(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (opts: { file?: string; json?: boolean }) => {
       const source = opts.file ?? 'the export';
-      const input = opts.file ? await openExport(opts.file) : Readable.fromWeb((await (await connect(program)).stream('/api/v1/audit/export')) as WebStream);
+      const api = opts.file ? undefined : await connect(program);
+      const input = api ? Readable.fromWeb((await api.stream(api.http.GET('/audit/export', { parseAs: 'stream' }))) as WebStream) : await openExport(opts.file!);
       const verifier = new ChainVerifier();
       for await (const entry of exportEntries(createInterface({ input, crlfDelay: Infinity }), source)) if (!(await verifier.push(entry))) break;
       const verdict = verifier.verdict();

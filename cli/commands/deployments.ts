@@ -35,13 +35,14 @@ function describe(d: DeploymentDetail): string {
   return lines.join('\n');
 }
 
-const detailPath = (name: string) => `/api/v1/deployments/${encodeURIComponent(name)}`;
+/** The typed client's parameters of `/deployments/{name}` and the routes under it. */
+const named = (name: string) => ({ params: { path: { name } } });
 
 /** Waits until the rollout of `name` is complete with every desired replica serving. */
 async function waitForRollout(api: ApiClient, name: string, seconds: string): Promise<DeploymentDetail> {
   let detail!: DeploymentDetail;
   await waitUntil(`rolling out ${name}`, async () => {
-    detail = await api.call(detailPath(name), DeploymentDetail);
+    detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
     const s = detail.status;
     const done = s.rollout.state === 'complete' && s.ready === s.desired;
     const blocked = s.unplaceable ? `, ${s.unplaceable} unplaceable` : '';
@@ -54,7 +55,7 @@ export function registerDeployments(program: Command): void {
   const deployments = program.command('deployments').description('what runs on the fleet');
   listCommand(program, deployments, {
     description: 'list deployments',
-    path: '/api/v1/deployments',
+    path: '/deployments',
     item: DeploymentView,
     header: ['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'],
     row: (d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id],
@@ -64,7 +65,8 @@ export function registerDeployments(program: Command): void {
     .description('one deployment: replicas, rollout, unplaceable reasons, events')
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { json?: boolean }) => {
-      const detail = await (await connect(program)).call(detailPath(name), DeploymentDetail);
+      const api = await connect(program);
+      const detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
       print(opts.json, detail, () => describe(detail));
     });
   const waitOptions = (command: Command) => command.option('--wait', 'wait until the rollout is complete and every replica serves').option('--timeout <seconds>', 'how long --wait waits', '600').option(...JSON_FLAG);
@@ -76,7 +78,7 @@ export function registerDeployments(program: Command): void {
   ).action(async (opts: { file: string; wait?: boolean; timeout: string; json?: boolean }) => {
     const { name, spec } = await readDeploymentFile(opts.file);
     const api = await connect(program);
-    const view = await api.call(detailPath(name), DeploymentView, { method: 'PUT', body: spec });
+    const view = await api.answer(api.http.PUT('/deployments/{name}', { ...named(name), body: spec as DeploymentSpec }), DeploymentView);
     const result = opts.wait ? await waitForRollout(api, name, opts.timeout) : view;
     print(opts.json, result, () => `${view.name}: applied, generation ${view.generation}${opts.wait ? ', rolled out' : ''}`);
   });
@@ -85,9 +87,9 @@ export function registerDeployments(program: Command): void {
       const count = Number(replicas);
       if (!Number.isInteger(count) || count < 0 || count > 1024) throw new CliError(`replicas must be a whole number from 0 to 1024, not ${replicas}`, 2);
       const api = await connect(program);
-      const current = await api.call(detailPath(name), DeploymentDetail);
+      const current = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
       const { id: _id, name: _n, generation: _g, createdAt: _c, updatedAt: _u, status: _s, events: _e, ...spec } = current;
-      const view = await api.call(detailPath(name), DeploymentView, { method: 'PUT', body: { ...spec, replicas: count } });
+      const view = await api.answer(api.http.PUT('/deployments/{name}', { ...named(name), body: { ...spec, replicas: count } }), DeploymentView);
       const result = opts.wait ? await waitForRollout(api, name, opts.timeout) : view;
       print(opts.json, result, () => `${name}: ${count} replica${count === 1 ? '' : 's'}${opts.wait ? ', all serving' : ''}`);
     },
@@ -103,7 +105,8 @@ export function registerDeployments(program: Command): void {
     .action(async (name: string, opts: { file?: string; profile: string; requests?: number; concurrency?: number; json?: boolean }) => {
       const given = opts.file ? ((await readDocument(opts.file)) as Record<string, unknown>) : {};
       const profile = checked(WorkloadProfile, { name: opts.profile, ...given, ...(opts.requests ? { requests: opts.requests } : {}), ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) }, 'profile');
-      const result = await (await connect(program)).call(`${detailPath(name)}/canary/gate`, GateResult, { method: 'POST', body: profile });
+      const api = await connect(program);
+      const result = await api.answer(api.http.POST('/deployments/{name}/canary/gate', { ...named(name), body: profile }), GateResult);
       const e = result.run.evidence;
       print(opts.json, result, () =>
         [
@@ -122,7 +125,8 @@ export function registerDeployments(program: Command): void {
     .description('retire a deployment: its replicas drain and stop')
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { json?: boolean }) => {
-      const result = await (await connect(program)).call(detailPath(name), z.object({ id: z.string(), deleted: z.literal(true) }), { method: 'DELETE' });
+      const api = await connect(program);
+      const result = await api.answer(api.http.DELETE('/deployments/{name}', named(name)), z.object({ id: z.string(), deleted: z.literal(true) }));
       print(opts.json, result, () => `${name}: deleted`);
     });
 }

@@ -15,7 +15,8 @@ export function registerEnrollTokens(program: Command): void {
     .action(async (opts: { name?: string; label?: string[]; ttl: string; json?: boolean }) => {
       const labels = keyValues('--label', opts.label, (value) => value);
       const body = { ...(opts.name ? { name: opts.name } : {}), labels, ttlSeconds: Number(opts.ttl) };
-      const created = await (await connect(program)).call('/api/v1/enrollment-tokens', EnrollmentTokenCreated, { method: 'POST', body });
+      const api = await connect(program);
+      const created = await api.answer(api.http.POST('/enrollment-tokens', { body }), EnrollmentTokenCreated);
       print(opts.json, created, () => [`token:   ${created.token}`, `expires: ${created.expiresAt}`, '', 'It is shown once. On the machine: LUNANEXA_ENROLLMENT_TOKEN=<token> npx lunanexa-agent enroll --url <control plane> --token -'].join('\n'));
     });
 }

@@ -34,10 +34,10 @@ export function registerLogs(program: Command): void {
       const m = await findMachine(api, machine);
       const replica = m.runtimes.find((r) => r.assignmentId === runtime) ?? m.runtimes.find((r) => r.deploymentName === runtime && r.desired);
       if (!replica) throw new CliError(`${m.name} runs no replica ${runtime}: it runs ${m.runtimes.map((r) => `${r.deploymentName} (${r.assignmentId})`).join(', ') || 'nothing'}`, 1);
-      const path = `/api/v1/machines/${m.id}/runtimes/${replica.assignmentId}/logs?lines=${lines}`;
+      const params = { path: { id: m.id, assignmentId: replica.assignmentId }, query: { lines } };
       let printed: string[] = [];
       for (;;) {
-        const { lines: tail } = await api.call(path, LogLines);
+        const { lines: tail } = await api.answer(api.http.GET('/machines/{id}/runtimes/{assignmentId}/logs', { params }), LogLines);
         for (const line of unseenLines(printed, tail)) console.log(line);
         printed = tail;
         if (!opts.follow) return;

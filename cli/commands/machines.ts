@@ -9,8 +9,8 @@ const gpuSummary = (m: MachineView) => (m.inventory.gpus.length ? `${m.inventory
 
 /** A machine named by id, or by its name (resolved through the list). */
 export async function findMachine(api: ApiClient, nameOrId: string): Promise<MachineView> {
-  if (/^mch_/.test(nameOrId)) return await api.call(`/api/v1/machines/${encodeURIComponent(nameOrId)}`, MachineView);
-  const match = (await api.all('/api/v1/machines', MachineView)).filter((m) => m.name === nameOrId && m.revokedAt === null);
+  if (/^mch_/.test(nameOrId)) return await api.answer(api.http.GET('/machines/{id}', { params: { path: { id: nameOrId } } }), MachineView);
+  const match = (await api.all('/machines', MachineView)).filter((m) => m.name === nameOrId && m.revokedAt === null);
   if (match.length === 0) throw new CliError(`no machine named ${nameOrId} (see \`lunanexa machines ls\`)`, 1);
   return match[0]!;
 }
@@ -39,7 +39,7 @@ export function registerMachines(program: Command): void {
   const machines = program.command('machines').description('the fleet');
   listCommand(program, machines, {
     description: 'list machines: state, heartbeat age, GPUs, runtimes',
-    path: '/api/v1/machines',
+    path: '/machines',
     item: MachineView,
     header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
     row: (m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', gpuSummary(m), String(m.runtimes.length), m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-', m.id],
@@ -60,7 +60,7 @@ export function registerMachines(program: Command): void {
       .action(async (machine: string, opts: { json?: boolean }) => {
         const api = await connect(program);
         const m = await findMachine(api, machine);
-        const after = await api.call(`/api/v1/machines/${m.id}/${verb}`, MachineView, { method: 'POST' });
+        const after = await api.answer(api.http.POST(`/machines/{id}/${verb}`, { params: { path: { id: m.id } } }), MachineView);
         print(opts.json, after, () => `${after.name}: ${verb === 'cordon' ? 'cordoned' : 'schedulable'}`);
       });
   }
@@ -73,10 +73,11 @@ export function registerMachines(program: Command): void {
     .action(async (machine: string, opts: { wait?: boolean; timeout: string; json?: boolean }) => {
       const api = await connect(program);
       const m = await findMachine(api, machine);
-      let after = await api.call(`/api/v1/machines/${m.id}/drain`, MachineView, { method: 'POST' });
+      const machineId = { params: { path: { id: m.id } } };
+      let after = await api.answer(api.http.POST('/machines/{id}/drain', machineId), MachineView);
       if (opts.wait) {
         await waitUntil(`draining ${after.name}`, async () => {
-          after = await api.call(`/api/v1/machines/${m.id}`, MachineView);
+          after = await api.answer(api.http.GET('/machines/{id}', machineId), MachineView);
           const left = after.runtimes.length;
           return { done: after.drained, state: after.drained ? 'empty' : `${left} replica${left === 1 ? '' : 's'} left` };
         }, { timeoutMs: timeoutMs(opts.timeout) });
@@ -91,7 +92,7 @@ export function registerMachines(program: Command): void {
     .action(async (machine: string, opts: { reason?: string; json?: boolean }) => {
       const api = await connect(program);
       const m = await findMachine(api, machine);
-      const after = await api.call(`/api/v1/machines/${m.id}/revoke`, MachineView, { method: 'POST', body: opts.reason ? { reason: opts.reason } : {} });
+      const after = await api.answer(api.http.POST('/machines/{id}/revoke', { params: { path: { id: m.id } }, body: opts.reason ? { reason: opts.reason } : {} }), MachineView);
       print(opts.json, after, () => `${after.name}: revoked at ${after.revokedAt}`);
     });
 }

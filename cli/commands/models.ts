@@ -29,8 +29,8 @@ async function readManifest(path: string): Promise<Manifest> {
 const formatOf = (manifest: Manifest): ModelFormat =>
   manifest.files.some((f) => f.path.endsWith('.gguf')) ? 'gguf' : manifest.files.some((f) => f.path.endsWith('.safetensors')) ? 'safetensors' : 'other';
 
-const modelPath = (name: string) => `/api/v1/models/${encodeURIComponent(name)}`;
-const versionPath = (name: string, version: string, step = '') => `${modelPath(name)}/versions/${encodeURIComponent(version)}${step ? `/${step}` : ''}`;
+/** The typed client's path parameters of a version's routes (`/models/{name}/versions/{version}/...`). */
+const versionParams = (name: string, version: string) => ({ params: { path: { name, version } } });
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 
@@ -71,7 +71,7 @@ export function registerModels(program: Command): void {
   const models = program.command('models').description('the model registry: versions, evidence and their lifecycle');
   listCommand(program, models, {
     description: 'list models',
-    path: '/api/v1/models',
+    path: '/models',
     item: ModelView,
     header: ['NAME', 'DESCRIPTION', 'CREATED', 'ID'],
     row: (m) => [m.name, m.description ?? '-', m.createdAt, m.id],
@@ -83,10 +83,10 @@ export function registerModels(program: Command): void {
     .action(async (name: string, version: string | undefined, opts: { json?: boolean }) => {
       const api = await connect(program);
       if (version === undefined) {
-        const detail = await api.call(modelPath(name), ModelDetail);
+        const detail = await api.answer(api.http.GET('/models/{name}', { params: { path: { name } } }), ModelDetail);
         print(opts.json, detail, () => describeModel(detail));
       } else {
-        const view = await api.call(versionPath(name, version), VersionView);
+        const view = await api.answer(api.http.GET('/models/{name}/versions/{version}', versionParams(name, version)), VersionView);
         print(opts.json, view, () => describeVersion(view));
       }
     });
@@ -97,7 +97,8 @@ export function registerModels(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { description?: string; json?: boolean }) => {
       const body = checked(CreateModelRequest, { name, ...(opts.description ? { description: opts.description } : {}) }, 'model');
-      const view = await (await connect(program)).call('/api/v1/models', ModelView, { method: 'POST', body });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models', { body }), ModelView);
       print(opts.json, view, () => `${view.name}: created (${view.id})`);
     });
   models
@@ -110,7 +111,8 @@ export function registerModels(program: Command): void {
     .action(async (name: string, opts: { version: string; file: string; format?: string; json?: boolean }) => {
       const manifest = await readManifest(opts.file);
       const body = checked(RegisterVersionRequest, { version: opts.version, format: opts.format ?? formatOf(manifest), manifest }, 'version');
-      const view = await (await connect(program)).call(`${modelPath(name)}/versions`, VersionView, { method: 'POST', body });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions', { params: { path: { name } }, body }), VersionView);
       print(opts.json, view, () => `${name} ${view.version}: registered as a ${view.state} (${view.fileCount} files, ${gib(view.totalBytes)})`);
     });
   models
@@ -123,7 +125,8 @@ export function registerModels(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { licence: string; source: string; revision?: string; notes?: string; json?: boolean }) => {
       const body = checked(RecordProvenanceRequest, { licence: opts.licence, provenance: { source: opts.source, revision: opts.revision, notes: opts.notes } }, 'provenance');
-      const view = await (await connect(program)).call(versionPath(name, version, 'provenance'), VersionView, { method: 'POST', body });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/provenance', { ...versionParams(name, version), body }), VersionView);
       print(opts.json, view, () => `${name} ${version}: ${view.state}`);
     });
   models
@@ -131,7 +134,8 @@ export function registerModels(program: Command): void {
     .description("check every file of the version's folder in the artifact store (size, SHA-256); exit 4 when one does not match")
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { json?: boolean }) => {
-      const view = await (await connect(program)).call(versionPath(name, version, 'verify'), VersionView, { method: 'POST' });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/verify', versionParams(name, version)), VersionView);
       print(opts.json, view, () => describeVersion(view));
       if (!view.verification?.passed) process.exitCode = 4;
     });
@@ -147,7 +151,8 @@ export function registerModels(program: Command): void {
     .action(async (name: string, version: string, opts: { suite: string; passed?: boolean; failed?: boolean; metric?: string[]; notes?: string; json?: boolean }) => {
       if (Boolean(opts.passed) === Boolean(opts.failed)) throw new CliError('say how the suite went: --passed or --failed', 2);
       const body = checked(RecordEvaluationRequest, { suite: opts.suite, passed: Boolean(opts.passed), metrics: metricsOf(opts.metric), notes: opts.notes }, 'evaluation');
-      const view = await (await connect(program)).call(versionPath(name, version, 'evaluations'), VersionView, { method: 'POST', body });
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/evaluations', { ...versionParams(name, version), body }), VersionView);
       print(opts.json, view, () => `${name} ${version}: ${view.state}`);
     });
   for (const decision of ['approve', 'reject'] as const) {
@@ -158,7 +163,8 @@ export function registerModels(program: Command): void {
       .option(...JSON_FLAG)
       .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
         const body = checked(ApprovalRequest, { decision, reason: opts.reason }, decision);
-        const view = await (await connect(program)).call(versionPath(name, version, 'approval'), VersionView, { method: 'POST', body });
+        const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/approval', { ...versionParams(name, version), body }), VersionView);
         print(opts.json, view, () => `${name} ${version}: ${view.state}`);
       });
   }
@@ -167,7 +173,8 @@ export function registerModels(program: Command): void {
     .description("the version's benchmark gate runs and what each measured")
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { json?: boolean }) => {
-      const { items } = await (await connect(program)).call(versionPath(name, version, 'benchmarks'), z.object({ items: z.array(BenchmarkRunView) }));
+      const api = await connect(program);
+      const { items } = await api.answer(api.http.GET('/models/{name}/versions/{version}/benchmarks', versionParams(name, version)), z.object({ items: z.array(BenchmarkRunView) }));
       print(opts.json, items, () =>
         items.length === 0
           ? 'no gate runs yet'
@@ -185,7 +192,8 @@ export function registerModels(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { alias: string; reason: string; json?: boolean }) => {
       const body = checked(PromoteRequest, { alias: opts.alias, reason: opts.reason }, 'promotion');
-      const result = await (await connect(program)).call(versionPath(name, version, 'promotion'), PromotionResult, { method: 'POST', body });
+      const api = await connect(program);
+      const result = await api.answer(api.http.POST('/models/{name}/versions/{version}/promotion', { ...versionParams(name, version), body }), PromotionResult);
       print(opts.json, result, () => `${name} ${version}: ${result.version.state}; ${opts.alias} points at it${result.endedCanaries.length ? `; canary ended on ${result.endedCanaries.join(', ')}` : ''}`);
     });
   models
@@ -194,7 +202,9 @@ export function registerModels(program: Command): void {
     .requiredOption('--reason <text>', 'why: it is audited')
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
-      const view = await (await connect(program)).call(versionPath(name, version, 'release'), VersionView, { method: 'POST', body: checked(DecisionRequest, { reason: opts.reason }, 'release') });
+      const body = checked(DecisionRequest, { reason: opts.reason }, 'release');
+      const api = await connect(program);
+      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/release', { ...versionParams(name, version), body }), VersionView);
       print(opts.json, view, () => `${name} ${version}: ${view.state}`);
     });
   models
@@ -203,7 +213,9 @@ export function registerModels(program: Command): void {
     .requiredOption('--reason <text>', 'why: it is audited')
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
-      const result = await (await connect(program)).call(versionPath(name, version, 'rollback'), RollbackResult, { method: 'POST', body: checked(DecisionRequest, { reason: opts.reason }, 'rollback') });
+      const body = checked(DecisionRequest, { reason: opts.reason }, 'rollback');
+      const api = await connect(program);
+      const result = await api.answer(api.http.POST('/models/{name}/versions/{version}/rollback', { ...versionParams(name, version), body }), RollbackResult);
       print(opts.json, result, () => `${name} ${version}: ${result.version.state}${result.aliases.length ? `; moved back: ${result.aliases.join(', ')}` : ''}`);
     });
 }

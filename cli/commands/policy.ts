@@ -23,7 +23,8 @@ export function registerPolicy(program: Command): void {
     .description('print the policy')
     .option(...JSON_FLAG)
     .action(async (opts: { json?: boolean }) => {
-      const current = await (await connect(program)).call('/api/v1/workspaces/current/policy', WorkspacePolicy);
+      const api = await connect(program);
+      const current = await api.answer(api.http.GET('/workspaces/current/policy'), WorkspacePolicy);
       print(opts.json, current, () => describe(current));
     });
   policy
@@ -33,7 +34,8 @@ export function registerPolicy(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (opts: { file: string; json?: boolean }) => {
       const body = checked(WorkspacePolicy, await readDocument(opts.file), opts.file);
-      const saved = await (await connect(program)).call('/api/v1/workspaces/current/policy', WorkspacePolicy, { method: 'PUT', body });
+      const api = await connect(program);
+      const saved = await api.answer(api.http.PUT('/workspaces/current/policy', { body }), WorkspacePolicy);
       print(opts.json, saved, () => describe(saved));
     });
 }

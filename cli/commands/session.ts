@@ -38,7 +38,8 @@ export function registerSession(program: Command): void {
       const token = await readToken();
       if (!token) throw new CliError('no token on standard input', 2);
       // Any management read proves the token and the URL; a viewer token is enough.
-      await apiClient(url, token).call('/api/v1/machines?limit=1', pageOf(MachineView));
+      const api = apiClient(url, token);
+      await api.answer(api.http.GET('/machines', { params: { query: { limit: 1 } } }), pageOf(MachineView));
       const path = await saveLogin({ url, token });
       console.log(`logged in to ${url}; saved to ${path} (readable only by you)`);
     });
@@ -54,7 +55,7 @@ export function registerSession(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (opts: { json?: boolean }) => {
       const api = await connect(program);
-      const [fleet, deployed] = await Promise.all([api.all('/api/v1/machines', MachineView), api.all('/api/v1/deployments', DeploymentView)]);
+      const [fleet, deployed] = await Promise.all([api.all('/machines', MachineView), api.all('/deployments', DeploymentView)]);
       const byState: Record<string, number> = {};
       for (const m of fleet) byState[m.state] = (byState[m.state] ?? 0) + 1;
       const summary = { machines: fleet.length, byState, deployments: deployed.length };

@@ -9,7 +9,7 @@ export function registerTokens(program: Command): void {
   const tokens = program.command('tokens').description('API tokens of this workspace (admin)');
   listCommand(program, tokens, {
     description: 'list tokens: role, state, limits, expiry (never their secrets)',
-    path: '/api/v1/tokens',
+    path: '/tokens',
     item: ApiTokenView,
     header: ['NAME', 'ROLE', 'STATE', 'MEMBER', 'LIMITS', 'EXPIRES', 'ID'],
     row: (t) => [t.name, t.role, t.state, t.member?.name ?? '-', limits(t), t.expiresAt ?? 'never', t.id],
@@ -32,7 +32,8 @@ export function registerTokens(program: Command): void {
         ...(opts.model ? { models: opts.model } : {}),
         ...(opts.rateLimit !== undefined ? { rateLimitPerMinute: Number(opts.rateLimit) } : {}),
       }, 'the token');
-      const created = await (await connect(program)).call('/api/v1/tokens', ApiTokenCreated, { method: 'POST', body: request });
+      const api = await connect(program);
+      const created = await api.answer(api.http.POST('/tokens', { body: request }), ApiTokenCreated);
       print(opts.json, created, () => [`token: ${created.token}`, `id:    ${created.id} (${created.role}, expires ${created.expiresAt ?? 'never'})`, '', 'It is shown once: store it now.'].join('\n'));
     });
   tokens
@@ -40,7 +41,8 @@ export function registerTokens(program: Command): void {
     .description('revoke a token: it stops working at once on every instance, and its console sessions end')
     .option(...JSON_FLAG)
     .action(async (id: string, opts: { json?: boolean }) => {
-      const revoked = await (await connect(program)).call(`/api/v1/tokens/${encodeURIComponent(id)}`, ApiTokenView, { method: 'DELETE' });
+      const api = await connect(program);
+      const revoked = await api.answer(api.http.DELETE('/tokens/{id}', { params: { path: { id } } }), ApiTokenView);
       print(opts.json, revoked, () => `${revoked.name} (${revoked.id}): revoked at ${revoked.revokedAt}`);
     });
 }

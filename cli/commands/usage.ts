@@ -16,16 +16,14 @@ export function registerUsage(program: Command): void {
     .option('--csv', 'CSV with a header row, for a spreadsheet')
     .option(...JSON_FLAG)
     .action(async (opts: { from?: string; to?: string; by: string; csv?: boolean; json?: boolean }) => {
-      const query = new URLSearchParams({ groupBy: opts.by });
-      if (opts.from) query.set('from', opts.from);
-      if (opts.to) query.set('to', opts.to);
+      const query = { groupBy: opts.by, ...(opts.from ? { from: opts.from } : {}), ...(opts.to ? { to: opts.to } : {}) };
       const api = await connect(program);
       if (opts.csv) {
-        query.set('format', 'csv');
-        await pipeline(Readable.fromWeb((await api.stream(`/api/v1/usage?${query}`)) as WebStream), process.stdout);
+        const csv = api.http.GET('/usage', { params: { query: { ...query, format: 'csv' } }, parseAs: 'stream' });
+        await pipeline(Readable.fromWeb((await api.stream(csv)) as WebStream), process.stdout);
         return;
       }
-      const report = await api.call(`/api/v1/usage?${query}`, UsageReport);
+      const report = await api.answer(api.http.GET('/usage', { params: { query } }), UsageReport);
       const total = report.data.reduce((sum, r) => ({ requests: sum.requests + r.requests, prompt: sum.prompt + r.promptTokens, completion: sum.completion + r.completionTokens }), { requests: 0, prompt: 0, completion: 0 });
       print(opts.json, report, () =>
         [

@@ -4,21 +4,22 @@ import { eq, inArray, sql } from 'drizzle-orm';
 import { assignments, deployments, machines, replicaFailures } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { queryRows, dbNow } from '../store/rows.js';
-import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
+import { audit, withTransaction, type AfterWrite, type ServiceCtx, type ServicePorts } from '../services/service-context.js';
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
 import { sweepRateWindows } from '../services/rate-limit.js';
 import { nextResumedAt } from '../core/fleet/liveness.js';
-import { reconcile, type ReconcileAction } from '../core/fleet/reconcile.js';
+import type { ReconcileAction } from '../core/fleet/reconcile.js';
+import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
 import { loadFleetSnapshot } from '../services/fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import type { RuntimeRegistry } from '../core/registry/resolve.js';
 import type { StoredAssignment } from '../services/registry/secret-env.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
-import { replicaSets, type PlacementInputs, type ReplicaSet } from '../core/fleet/replica-sets.js';
-import { replicaSetId, replicaSetOf } from '../core/fleet/tracks.js';
+import { replicaSets, type ReplicaSet } from '../core/fleet/replica-sets.js';
+import { replicaSetOf } from '../core/fleet/tracks.js';
 import { EMPTY_CATALOG } from '../core/fleet/versions.js';
-import { loadPlacementInputs } from './placement-load.js';
+import { loadPlacementInputs } from '../services/placement-load.js';
 import { recheckReservations } from './recheck.js';
 import { sleepIdleDeployments } from './sleep.js';
 
@@ -49,64 +50,6 @@ export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, 
   };
 }
 
-/**
- * Reconciles the snapshot's workspaces one by one (placement never crosses a workspace), each deployment as its
- * replica sets (`replicaSets`), each workspace under its quota. Actions name sets (`replicaSetOf`). Pure.
- */
-export function reconcileFleet(
-  snapshot: FleetSnapshot,
-  deploymentRows: readonly DeploymentRow[],
-  inputs: PlacementInputs,
-  config: { replacementPauseFraction?: number } = {},
-): ReconcileAction[] {
-  const actions: ReconcileAction[] = [];
-  const sets = deploymentRows.map((row) => ({ row, sets: replicaSets(row, inputs) }));
-  // A failure mark keeps off the set whose template failed there: a fixed template, or the other track, may go there.
-  const setOfTemplate = new Map(sets.flatMap(({ row, sets }) => sets.map((s) => [`${row.id}\u0000${s.desired.templateHash}`, s.desired.id] as const)));
-  const workspaceIds = [...new Set([...deploymentRows.map((d) => d.workspaceId), ...snapshot.machines.map((m) => m.workspaceId)])].sort();
-  for (const workspaceId of workspaceIds) {
-    const machines = snapshot.machines.filter((m) => m.workspaceId === workspaceId);
-    actions.push(
-      ...reconcile({
-        deployments: sets.flatMap(({ row, sets }) => (row.workspaceId === workspaceId ? sets.map((s) => s.desired) : [])),
-        machines: machines.map((m) => ({
-          id: m.id,
-          labels: m.labels,
-          liveness: m.liveness,
-          cordoned: m.cordoned,
-          draining: m.draining,
-          inventory: m.inventory,
-          warmModels: m.warmModels,
-          cachedVersions: m.cachedVersions,
-          load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
-          replicaFailures: new Map(
-            m.replicaFailures.flatMap((f) => {
-              const setId = f.templateHash === null ? undefined : setOfTemplate.get(`${f.deploymentId}\u0000${f.templateHash}`);
-              return setId === undefined ? [] : [[setId, f.reason] as const];
-            }),
-          ),
-        })),
-        assignments: machines.flatMap((m) =>
-          m.runtimes
-            .filter((r) => r.desired)
-            .map((r) => ({
-              id: r.assignmentId,
-              machineId: m.id,
-              deploymentId: replicaSetId(r.deploymentId, r.track),
-              deploymentGeneration: r.deploymentGeneration ?? 0,
-              templateHash: r.templateHash ?? '',
-              available: r.routable,
-              failure: r.failure,
-              resources: r.resources,
-            })),
-        ),
-        quota: inputs.policies.get(workspaceId)?.quota,
-        replacementPauseFraction: config.replacementPauseFraction,
-      }),
-    );
-  }
-  return actions;
-}
 
 type ControllerCtx = ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'>;
 
@@ -121,6 +64,13 @@ type ControllerCtx = ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics
  */
 export async function reconcileOnce({ ctx, skipIfBusy = false }: { ctx: ControllerCtx; skipIfBusy?: boolean }): Promise<ReconcileAction[]> {
   return (await reconcilePass(ctx, skipIfBusy)).actions;
+}
+
+/** An instance's `afterWrite` port: a reconcile pass as the system, awaited, for the verb that wrote. */
+export function reconcileAfterWrites(ctx: () => ControllerCtx): AfterWrite {
+  return async (options) => {
+    await reconcileOnce({ ctx: ctx(), skipIfBusy: options?.skipIfBusy });
+  };
 }
 
 /** A reconcile pass, with the snapshot it read (null when it skipped a lock another pass held). */

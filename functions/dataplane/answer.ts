@@ -50,7 +50,7 @@ const LATE: InferenceError = { kind: 'deadline', code: 'deadline_exceeded', mess
  */
 export function answer(input: AnswerInput): InferenceResult | Promise<InferenceResult> {
   const { ports, route, request, workloadId, started, cancelled, finish } = input;
-  const { relay, metrics } = ports;
+  const { dataPlane, metrics } = ports;
   const { replica, invocationId, head } = started;
   const { until } = input;
   const labels = { model: route.model, deployment: route.name, node: replica.machineName };
@@ -63,8 +63,8 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const release = () => {
     if (released) return;
     released = true;
-    relay.admission.release(replica.assignmentId);
-    relay.hub.release(invocationId);
+    dataPlane.admission.release(replica.assignmentId);
+    dataPlane.holder.release(invocationId);
   };
   const observeEnd = (tokens: number) => {
     const now = performance.now();
@@ -80,7 +80,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   };
   const onCancel = () => {
     // Best effort: a node that is gone has dropped the invocation already.
-    relay.hub.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled'));
+    dataPlane.holder.cancel(invocationId, replica.machineId, String(cancelled.signal.reason ?? 'cancelled'));
     metrics.cancellations.inc(labels);
   };
   cancelled.signal.addEventListener('abort', onCancel, { once: true });

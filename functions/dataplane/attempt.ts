@@ -49,11 +49,11 @@ export type Attempt = Started | { ok: false; outcome: AttemptOutcome; /** The re
  */
 export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const { ports, route, request, signal } = input;
-  const { relay, config, metrics } = ports;
+  const { dataPlane, config, metrics } = ports;
   if (signal.aborted) return { ok: false, outcome: { kind: 'cancelled' }, node: null };
   if (Date.now() >= request.deadline) return { ok: false, outcome: { kind: 'deadline' }, node: null };
   const replica = pickReplica(
-    routeCandidates(route.replicas, route.maxConcurrency, (id) => relay.admission.load(id)),
+    routeCandidates(route.replicas, route.maxConcurrency, (id) => dataPlane.admission.load(id)),
     input.tried,
   );
   if (!replica) return { ok: false, outcome: { kind: 'no_replica' }, node: null };
@@ -64,7 +64,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
 
   let queueMs: number;
   try {
-    queueMs = await relay.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal);
+    queueMs = await dataPlane.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal);
   } catch (error) {
     if (error instanceof SlotWaitAborted) return { ok: false, outcome: { kind: error.reason === 'deadline' ? 'deadline' : 'cancelled' }, node };
     throw error;
@@ -74,17 +74,17 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const queue = new FrameQueue();
   const dispatchedAt = performance.now();
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
-    relay.admission.release(replica.assignmentId);
+    dataPlane.admission.release(replica.assignmentId);
     // Best effort: the node may be gone, and the invocation dies with its deadline there anyway.
-    relay.hub.cancel(invocationId, replica.machineId, reason);
-    relay.hub.release(invocationId);
+    dataPlane.holder.cancel(invocationId, replica.machineId, reason);
+    dataPlane.holder.release(invocationId);
     // A cancellation, or a replica refusing work while it drains, is no failure of the runtime.
     const refused = outcome.kind === 'error' && outcome.code === REPLICA_DRAINING;
     if (outcome.kind !== 'cancelled' && !refused) metrics.runtimeFailures.inc(labels);
     return { ok: false, outcome, node };
   };
   try {
-    await relay.hub.dispatch(
+    await dataPlane.holder.dispatch(
       { invocationId, workloadId: input.workloadId, assignmentId: replica.assignmentId, path: request.path, body: input.body, deadline: request.deadline, idempotencyKey: request.idempotencyKey, stream: request.stream },
       replica.machineId,
       queue,

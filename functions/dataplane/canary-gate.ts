@@ -96,8 +96,8 @@ export async function runCanaryGate({ ports, actor, input }: { ports: Ports; act
   // Refused before any request is sent when the lifecycle would refuse the gate anyway.
   decide(canary.row, { type: 'gate', passed: true, actor: actor.tokenId });
 
-  await ports.relay.routing.refreshed();
-  const serving = (ports.relay.routing.resolve(actor.workspaceId, deployment.name)?.replicas ?? []).filter((r) => r.track === 'canary' && r.versionId === canary.row.id);
+  await ports.dataPlane.routing.refreshed();
+  const serving = (ports.dataPlane.routing.resolve(actor.workspaceId, deployment.name)?.replicas ?? []).filter((r) => r.track === 'canary' && r.versionId === canary.row.id);
   const wanted = deployment.canary!.replicas;
   if (serving.length < wanted) throw new ApiError('conflict', `the canary is not ready: ${serving.length} of ${wanted} replicas of ${canary.model} ${canary.row.version} serve`);
 

@@ -37,25 +37,25 @@ const RECORDED_STATUS: Record<InferenceError['kind'], number | null> = {
  * Unexpected faults throw; every answer the client should see is in the result.
  */
 export async function executeInference(ports: Ports, request: InferenceRequest): Promise<InferenceResult> {
-  const { relay, config, metrics } = ports;
+  const { dataPlane, config, metrics } = ports;
   const ctx = serviceCtx(ports, request.actor.tokenId);
   // The workload counts as held only while this instance's lease does (a no-op on Node, whose timer renews it).
   await ports.instanceLease.touch(ports.store.db);
-  await relay.routing.fresh();
+  await dataPlane.routing.fresh();
   // A model outside the token's allow-list answers exactly as one that does not exist: nothing leaks.
-  let route = modelAllowed(request.actor.models, request.model) ? relay.routing.resolve(request.actor.workspaceId, request.model) : undefined;
+  let route = modelAllowed(request.actor.models, request.model) ? dataPlane.routing.resolve(request.actor.workspaceId, request.model) : undefined;
   if (!route) return { ok: false, error: notFound(request.model) };
   if (route.asleep) {
     await wakeDeployment(ports, route);
-    route = relay.routing.resolve(request.actor.workspaceId, request.model) ?? route;
+    route = dataPlane.routing.resolve(request.actor.workspaceId, request.model) ?? route;
   }
   const deploymentId = route.id;
-  const track = request.track ?? (canaryTurn(relay.routing.turn(deploymentId), route.canaryWeight) ? 'canary' : 'stable');
+  const track = request.track ?? (canaryTurn(dataPlane.routing.turn(deploymentId), route.canaryWeight) ? 'canary' : 'stable');
   const pinned = request.track !== undefined;
   const labels = { model: route.model, deployment: route.name };
 
   // A request held for a replica counts here too: a flood while replicas start gets 429, not an unbounded wait.
-  if (!relay.admission.enter(deploymentId, route.queueCapacity)) {
+  if (!dataPlane.admission.enter(deploymentId, route.queueCapacity)) {
     metrics.admissionRejected.inc(labels);
     return { ok: false, error: { kind: 'capacity', code: 'capacity_exceeded', message: `${route.name} is at capacity; retry later`, retryAfterS: 1 } };
   }
@@ -89,10 +89,10 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     if (finished) return;
     finished = true;
     deadline?.clear();
-    relay.admission.leave(deploymentId);
-    relay.live.delete(workloadId);
+    dataPlane.admission.leave(deploymentId);
+    dataPlane.live.delete(workloadId);
     unsubscribeCancel();
-    relay.workloads.put(workloadId, { ...row, ...answered, ...served, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
+    dataPlane.workloads.put(workloadId, { ...row, ...answered, ...served, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
   };
 
   if (request.idempotencyKey) {
@@ -104,12 +104,12 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       // A key whose workload died with its instance (known not to have finished) runs again, once, under its id.
       if (!fresh) retaken = await retakeOrphanedWorkload({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey, deadline: row.deadline } });
     } catch (error) {
-      relay.admission.leave(deploymentId);
+      dataPlane.admission.leave(deploymentId);
       throw error;
     }
     if (retaken) row.id = workloadId = retaken;
     else if (!fresh) {
-      relay.admission.leave(deploymentId);
+      dataPlane.admission.leave(deploymentId);
       const previous = await workloadByKey({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey } });
       return {
         ok: false,
@@ -122,7 +122,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       };
     }
   } else {
-    relay.workloads.put(workloadId, row);
+    dataPlane.workloads.put(workloadId, row);
   }
 
   // A cancel API call or a client disconnect both end up here.
@@ -131,7 +131,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   // Cancelled, or out of time: every wait of the request (slot, replica, node, runtime) ends on this one signal.
   deadline = abortAfter(cancelled.signal, request.deadline - Date.now());
   const until = deadline.signal;
-  relay.live.set(workloadId, { cancel: (reason) => cancelled.abort(reason) });
+  dataPlane.live.set(workloadId, { cancel: (reason) => cancelled.abort(reason) });
   // The cancel API may be answered by another instance: it reaches this one through the bus.
   unsubscribeCancel = ports.bus.subscribe(`workload:${workloadId}`, (message) => {
     if (message.type === 'cancel-workload') cancelled.abort('cancelled by API');
@@ -202,7 +202,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
  */
 async function holdForReplica(ports: Ports, route: DeploymentRoute, opts: { until: AbortSignal; usable: (replica: RoutableReplica) => boolean }): Promise<DeploymentRoute | undefined | 'aborted'> {
   try {
-    return await ports.relay.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: opts.usable });
+    return await ports.dataPlane.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: opts.usable });
   } catch (error) {
     if (opts.until.aborted) return 'aborted';
     throw error;

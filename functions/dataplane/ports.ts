@@ -4,9 +4,10 @@ import type { ControlPlaneConfig } from '../kernel/config.js';
 import type { Logger } from '../kernel/telemetry/logger.js';
 import type { Metrics } from '../kernel/telemetry/metrics.js';
 import type { Actor, MachinePrincipal } from '../core/principals.js';
-import type { ServiceCtx, ServicePorts } from '../services/service-context.js';
+import type { AfterWrite, ServiceCtx, ServicePorts } from '../services/service-context.js';
+import type { ServiceCaches } from '../services/caches.js';
 import type { ControlPlaneIdentity } from '../services/identity.js';
-import type { Relay } from './data-plane.js';
+import type { DataPlane } from './data-plane.js';
 import type { InstanceLease } from '../services/instances.js';
 import type { ArtifactStore } from '../kernel/ports/artifact-store.js';
 
@@ -23,8 +24,12 @@ export interface Ports {
   instanceLease: InstanceLease;
   /** Cluster id and signing key, loaded once. */
   identity: () => Promise<ControlPlaneIdentity>;
-  /** The data plane: invocation relay, routing snapshot, admission. */
-  relay: Relay;
+  /** The data plane: the link holder, routing snapshot, admission, live workloads. */
+  dataPlane: DataPlane;
+  /** What the services keep in memory: the token cache, the frame uploads' credential cache and replay fence. */
+  caches: ServiceCaches;
+  /** Reconciles the fleet after a verb's write: wired by the host to the controller. */
+  afterWrite: AfterWrite;
   /** Where model versions' files are verified; absent where there is none (Workers). */
   artifacts?: ArtifactStore;
 }
@@ -41,7 +46,7 @@ export function serviceCtx(ports: Ports, actor: string): ServiceCtx & ServicePor
     metrics: ports.metrics,
     identity: ports.identity,
     instanceId: ports.instanceId,
-    jtis: ports.relay.jtis,
+    afterWrite: ports.afterWrite,
   };
 }
 

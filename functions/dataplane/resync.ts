@@ -34,7 +34,7 @@ async function inChunks<T>(ids: string[], read: (chunk: string[]) => Promise<T[]
  */
 export async function resync(ports: Ports): Promise<ResyncOutcome> {
   const db = ports.store.db;
-  ports.relay.tokens?.clear();
+  ports.caches.tokens?.clear();
   try {
     const held = ports.bus
       .localChannels()
@@ -53,17 +53,17 @@ export async function resync(ports: Ports): Promise<ResyncOutcome> {
     for (const machineId of held) {
       ports.bus.deliverLocal(`${MACHINE}${machineId}`, revoked.has(machineId) ? { type: 'revoked', reason: 'the machine has been revoked' } : { type: 'desired' });
     }
-    const cancelled = await inChunks([...ports.relay.live.keys()], (chunk) =>
+    const cancelled = await inChunks([...ports.dataPlane.live.keys()], (chunk) =>
       db
         .select({ id: workloads.id })
         .from(workloads)
         .where(and(inArray(workloads.id, chunk), or(eq(workloads.state, 'cancelled'), eq(workloads.errorCode, CANCEL_REQUESTED)))),
     );
-    for (const { id } of cancelled) ports.relay.live.get(id)?.cancel('cancelled by API');
+    for (const { id } of cancelled) ports.dataPlane.live.get(id)?.cancel('cancelled by API');
     return { desired: held.length - revoked.size, revoked: revoked.size, cancelled: cancelled.length };
   } finally {
     // Attachments and reports changed while nothing told this instance.
-    ports.relay.routing.invalidate();
+    ports.dataPlane.routing.invalidate();
   }
 }
 

@@ -2,7 +2,7 @@ import { inArray, isNull } from 'drizzle-orm';
 import { deployments, workspaces } from '../store/schema/index.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { policyAllows, policyRules } from '../core/scheduler/policy.js';
-import { runtimeName } from '../services/registry/deployment-source.js';
+import { runtimeName } from '../core/scheduler/policy.js';
 import { loadFleetSnapshot } from '../services/fleet-load.js';
 import type { Db } from '../store/db.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';

@@ -59,7 +59,7 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
   registerFrames(gateway, ports.config.framesMaxBytes, { buffered: trusted, streamed: trusted });
   app.route('/agent/v1', gateway);
 
-  const { hub, admission } = ports.relay;
+  const { holder, admission } = ports.dataPlane;
   /** The invocations forwarded here and still running, by invocation id, with their workload. */
   const forwarded = new Map<string, { workloadId: string; run: ReturnType<typeof serveForwarded>; abandon(): void }>();
   /**
@@ -77,7 +77,7 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     const parsed = Invoke.safeParse(await c.req.json());
     if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
     const invoke = parsed.data;
-    if (!hub.hasLocalStream(machineId)) throw NO_STREAM();
+    if (!holder.hasLocalStream(machineId)) throw NO_STREAM();
     if (isCancelledEarly(invoke.invocationId)) throw CANCELLED_EARLY();
     const concurrency = Number(c.req.header(CONCURRENCY_HEADER)) || Number.POSITIVE_INFINITY;
     const wait = new AbortController();
@@ -103,9 +103,9 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
       admission.release(invoke.assignmentId);
     };
     // The stream may have gone, or the caller cancelled, while the invocation waited for its slot.
-    if (!hub.hasLocalStream(machineId) || isCancelledEarly(invoke.invocationId)) {
+    if (!holder.hasLocalStream(machineId) || isCancelledEarly(invoke.invocationId)) {
       release();
-      throw hub.hasLocalStream(machineId) ? CANCELLED_EARLY() : NO_STREAM();
+      throw holder.hasLocalStream(machineId) ? CANCELLED_EARLY() : NO_STREAM();
     }
     let out!: ReadableStreamDefaultController<Uint8Array>;
     let run: ReturnType<typeof serveForwarded> | undefined;
@@ -132,7 +132,7 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
         abandon();
       },
     });
-    run = serveForwarded(hub, invoke, machineId, {
+    run = serveForwarded(holder, invoke, machineId, {
       write(chunks) {
         if (!open) return;
         for (const chunk of chunks) out.enqueue(chunk);
@@ -185,7 +185,7 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     const machineId = machineOf(c);
     const message = (await c.req.json()) as BusMessage;
     ports.bus.deliverLocal(`machine:${machineId}`, message);
-    return c.json({ delivered: hub.hasLocalStream(machineId) }, 202);
+    return c.json({ delivered: holder.hasLocalStream(machineId) }, 202);
   });
 
   app.post('/link/v1/channel', async (c) => {

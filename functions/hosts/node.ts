@@ -8,13 +8,14 @@ import { newApp } from '../api/app.js';
 import { createMemoryBus } from '../kernel/ports/bus.js';
 import { createPgBus } from '../store/pg-bus.js';
 import { afterBusReconnect } from '../dataplane/resync.js';
-import { createRelay } from '../dataplane/data-plane.js';
+import { createDataPlane } from '../dataplane/data-plane.js';
 import { createLogger, type Logger } from '../kernel/telemetry/logger.js';
 import { createMetrics } from '../kernel/telemetry/metrics.js';
 import { createIdentityLoader } from '../services/identity.js';
 import { createApiToken, ensureWorkspace } from '../services/api-tokens.js';
 import { ROOT_WORKSPACE } from '../services/workspaces.js';
-import { controllerTick } from '../controller/driver.js';
+import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
+import { createServiceCaches } from '../services/caches.js';
 import { openPgStore } from '../store/pg.js';
 import { loadSecretKeyFile } from '../services/registry/secret-key.js';
 import { localArtifactStore } from '../store/artifacts/local.js';
@@ -22,7 +23,7 @@ import { artifactUrlKey } from '../services/store-secrets.js';
 import { newId } from '../../shared/ids.js';
 import { InstanceLease } from '../services/instances.js';
 import { PeerAuth } from '../link/peer-auth.js';
-import { PeerLinks } from '../link/peer-holders.js';
+import { PeerHolders } from '../link/peer-holders.js';
 import { startPeerServer, type PeerServer } from '../api/peer/server.js';
 import { errorFields } from '../kernel/telemetry/error-fields.js';
 import { serviceCtx, type Ports } from '../dataplane/ports.js';
@@ -60,6 +61,7 @@ async function bootstrapAdminToken(ctx: ServiceCtx, workspaceId: string, path: s
   try {
     return (await readFile(path, 'utf8')).trim();
   } catch {
+    // Not swallowed: a missing file (first start, or lost) is why a token is minted; any other failure to read it fails the writeFile below.
     const { token } = await createApiToken({ ctx, input: { workspaceId, name: 'bootstrap admin', role: 'admin' } });
     await writeFile(path, `${token}\n`, { mode: 0o600 });
     return token;
@@ -94,10 +96,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const identity = createIdentityLoader(store.db);
   const peerAuth = new PeerAuth(instanceId, identity);
   // The peer channel matters only where several instances share a store; the embedded store has one.
-  const peerLinks = opts.databaseUrl ? new PeerLinks({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
+  const peerHolders = opts.databaseUrl ? new PeerHolders({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
   let peerServer: PeerServer | null = null;
   // Known once the server listens; the local store's URLs are made only after that.
   let listening = '';
+  const writes = () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics });
   const ports: Ports = {
     store,
     bus,
@@ -107,13 +110,15 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     instanceId,
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
     identity,
-    relay: createRelay({ bus, remote: peerLinks, deps: () => ({ db: ports.store.db, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    dataPlane: createDataPlane({ remote: peerHolders, deps: writes }),
+    caches: createServiceCaches({ bus, deps: writes }),
+    afterWrite: reconcileAfterWrites(() => serviceCtx(ports, 'system')),
     // The AWS SDK is loaded only where a bucket is configured: most planes never need it.
     artifacts: config.artifactsS3
       ? (await import('../store/artifacts/s3.js')).s3ArtifactStore(config.artifactsS3)
       : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
   };
-  peerServer = peerLinks ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
+  peerServer = peerHolders ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
   const adminTokenPath = join(dataDir, 'admin.token');
@@ -127,7 +132,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       logger.warn({ err: errorFields(error) }, 'instance lease renewal failed');
     });
   }, config.instanceLeaseTtlMs / 6);
-  await ports.relay.routing.start();
+  await ports.dataPlane.routing.start();
 
   const app = newApp(ports);
   const server: ServerType = await new Promise((resolveServer) => {
@@ -165,19 +170,19 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     async close() {
       clearInterval(interval);
       clearInterval(leaseTimer);
-      ports.relay.routing.stop();
+      ports.dataPlane.routing.stop();
       await ticking;
       await ports.bus.close();
       await peerServer?.close();
-      await peerLinks?.close();
+      await peerHolders?.close();
       await new Promise<void>((done) => {
         server.close(() => done());
         // SSE streams never end on their own; cut them so close() returns.
         if ('closeAllConnections' in server) server.closeAllConnections();
       });
       // Requests the cut connections ended have recorded how they ended; write that before the store goes.
-      await ports.relay.workloads.flush();
-      await ports.relay.jtis.flush();
+      await ports.dataPlane.workloads.flush();
+      await ports.caches.machineAuth.flush();
       await ports.instanceLease.retire(store.db).catch((error: unknown) => logger.warn({ err: errorFields(error) }, 'instance lease retirement failed'));
       await store.close();
     },

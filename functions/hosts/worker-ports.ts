@@ -1,8 +1,8 @@
 import pino from 'pino';
 import { NodeEnv, configFromEnv } from './node-env.js';
-import { createRelay } from '../dataplane/data-plane.js';
+import { createDataPlane } from '../dataplane/data-plane.js';
 import type { Bus } from '../kernel/ports/bus.js';
-import type { RemoteLinks } from '../link/holder.js';
+import type { RemoteHolders } from '../link/holder.js';
 import { LOG_SERIALIZERS, REDACT_PATHS, type Logger } from '../kernel/telemetry/logger.js';
 import { createMetrics } from '../kernel/telemetry/metrics.js';
 import { createIdentityLoader, type ControlPlaneIdentity } from '../services/identity.js';
@@ -10,7 +10,9 @@ import { InstanceLease } from '../services/instances.js';
 import { newId } from '../../shared/ids.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 import type { Store } from '../store/db.js';
-import type { Ports } from '../dataplane/ports.js';
+import { serviceCtx, type Ports } from '../dataplane/ports.js';
+import { reconcileAfterWrites } from '../controller/driver.js';
+import { createServiceCaches } from '../services/caches.js';
 import type { WorkerEnv } from './worker-env.js';
 
 function edgeLogger(level: string): Logger {
@@ -36,10 +38,11 @@ export function edgeConfig(env: WorkerEnv, overrides: Partial<ControlPlaneConfig
  * services run in either. What differs is handed in: the store (per request in the isolate, the object's own in
  * the object), the bus, where machine links live, and the config.
  */
-export function edgePorts(input: { env: WorkerEnv; config: ControlPlaneConfig; store: Store; bus: Bus; remote: RemoteLinks | null }): Ports {
+export function edgePorts(input: { env: WorkerEnv; config: ControlPlaneConfig; store: Store; bus: Bus; remote: RemoteHolders | null }): Ports {
   const { store, bus, config } = input;
   const instanceId = newId('instance');
   let identity: ControlPlaneIdentity | undefined;
+  const writes = () => ({ db: store.db, writes: store.statements, config: ports.config, logger: ports.logger, metrics: ports.metrics });
   const ports: Ports = {
     store,
     bus,
@@ -52,7 +55,9 @@ export function edgePorts(input: { env: WorkerEnv; config: ControlPlaneConfig; s
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
     // Only the resolved value is kept: a pending load belongs to the request whose connection runs it.
     identity: async () => (identity ??= await createIdentityLoader(store.db)()),
-    relay: createRelay({ bus, remote: input.remote ?? undefined, requestScoped: true, deps: () => ({ db: store.db, writes: store.statements, config: ports.config, logger: ports.logger, metrics: ports.metrics }) }),
+    dataPlane: createDataPlane({ remote: input.remote ?? undefined, requestScoped: true, deps: writes }),
+    caches: createServiceCaches({ bus, requestScoped: true, deps: writes }),
+    afterWrite: reconcileAfterWrites(() => serviceCtx(ports, 'system')),
   };
   return ports;
 }

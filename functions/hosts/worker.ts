@@ -9,7 +9,7 @@ import { serviceCtx, type AppEnv, type Ports } from '../dataplane/ports.js';
 import type { Logger } from '../kernel/telemetry/logger.js';
 import { invalidEnvResponse, parseWorkerEnv, type ParsedEnv, type WorkerEnv } from './worker-env.js';
 import { edgeConfig, edgePorts } from './worker-ports.js';
-import { DurableLinks, type LinkNamespace } from '../link/durable-holders.js';
+import { DurableHolders, type LinkNamespace } from '../link/durable-holders.js';
 import { createEdgeBus } from '../link/durable-bus.js';
 import { linkedMachines } from '../services/streams.js';
 
@@ -79,7 +79,7 @@ function isolatePorts(env: WorkerEnv, namespace: LinkNamespace): Ports {
     close: () => currentInvocation().store.close(),
   };
   const base = edgeConfig(env);
-  const links = new DurableLinks(namespace, {
+  const links = new DurableHolders(namespace, {
     keepAlive: () => currentInvocation().waitUntil,
     workloadCancelled: (workloadId) => ports.bus.deliverLocal(`workload:${workloadId}`, { type: 'cancel-workload' }),
   });
@@ -133,10 +133,10 @@ async function withInvocation<T>(state: IsolateState, ctx: WorkerExecutionContex
     store: openNeonStore(state.env.DATABASE_URL, { wsProxy: state.env.NEON_WS_PROXY, sqlEndpoint: state.env.NEON_SQL_ENDPOINT, max: CONNECTIONS_PER_REQUEST }),
     waitUntil: (work) => ctx.waitUntil(work),
   };
-  const { relay, logger } = state.ports;
+  const { dataPlane, caches, logger } = state.ports;
   const finish = () =>
     invocations
-      .run(invocation, () => Promise.all([relay.workloads.flush(), relay.jtis.flush(), relay.pongs.flush()]))
+      .run(invocation, () => Promise.all([dataPlane.workloads.flush(), caches.machineAuth.flush(), dataPlane.pongs.flush()]))
       .then(() => invocation.store.close())
       .catch((error: unknown) => logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'finishing the request\'s store failed'));
   try {
@@ -157,6 +157,7 @@ function finishAfterBody(response: Response, finish: () => Promise<void>, ctx: W
   ctx.waitUntil(
     response.body
       .pipeTo(writable)
+      // Silent by design: the client left mid-answer (or the body failed, which its own frames already said); finish runs either way.
       .catch(() => {})
       .finally(finish),
   );

@@ -139,22 +139,6 @@ export const ControlPlaneConfig = z.object({
   .refine((config) => config.artifactUrlTtlMs > config.desiredTtlMs, { message: 'the artifact URL TTL must exceed the desired-state TTL (desiredTtlMs)', path: ['artifactUrlTtlMs'] });
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 
-/** Intervals a test harness uses so that liveness transitions take seconds, not minutes. */
-export const FAST_TEST_CONFIG: Partial<ControlPlaneConfig> = {
-  heartbeatIntervalMs: 250,
-  machineLifetimeMs: 2_500,
-  runtimeTtlMs: 2_500,
-  runtimeGraceMs: 500,
-  streamKeepAliveMs: 250,
-  streamLeaseTtlMs: 1_500,
-  reconcileIntervalMs: 250,
-  routingRefreshMs: 100,
-  invokeAckTimeoutMs: 3_000,
-  streamPingMs: 500,
-  // Long: suites drive machines by hand over HTTP and do not answer pings; the suites about pings shorten it.
-  streamPingTimeoutMs: 20_000,
-};
-
 /** A machine is `stale` once it missed a keep-alive and its grace: interval + grace. */
 export function machineStaleAfterMs(config: Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'runtimeGraceMs'>): number {
   return config.heartbeatIntervalMs + config.runtimeGraceMs;

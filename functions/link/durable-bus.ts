@@ -1,6 +1,6 @@
 import { createSubscriberRegistry, type Bus, type BusMessage } from '../kernel/ports/bus.js';
 import { MACHINE_HEADER } from './forwarded.js';
-import { LINK_ORIGIN, linkStub, type DurableLinks, type LinkNamespace } from './durable-holders.js';
+import { LINK_ORIGIN, linkStub, type DurableHolders, type LinkNamespace } from './durable-holders.js';
 
 /** How long one wait for a channel's message lasts inside the object before it is asked again. */
 const CHANNEL_WAIT_MS = 20_000;
@@ -25,7 +25,7 @@ function targetOf(channel: string): Target | null {
  * (`linkedMachines`), since the machine running it is recorded only when it finishes: the object running it tells
  * its request, which cancels it as a cancel on its own instance would.
  */
-export function createEdgeBus(namespace: LinkNamespace, links: DurableLinks, linkedMachines: () => Promise<string[]>): Bus {
+export function createEdgeBus(namespace: LinkNamespace, links: DurableHolders, linkedMachines: () => Promise<string[]>): Bus {
   const local = createSubscriberRegistry();
   return {
     async publish(channel, message) {

@@ -1,8 +1,8 @@
 import type { Invoke } from '../../shared/contracts/relay.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import type { DispatchOptions, FrameSink, PipedAnswer, RemoteLinks } from './holder.js';
+import type { DispatchOptions, FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
 import { MACHINE_HEADER, readForwarded } from './forwarded.js';
-import { readerChunks } from '../api/http/node-io.js';
+import { readerChunks } from '../kernel/web-streams.js';
 
 /** A Durable Object stub: what the Worker calls a machine's object through. */
 export interface LinkStub {
@@ -56,7 +56,7 @@ function streamOf(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array>
  * the agent and hands the stream and uploads to the object, and forwards each invocation there whole, reading the
  * answer's frames as the object streams them back.
  */
-export class DurableLinks implements RemoteLinks {
+export class DurableHolders implements RemoteHolders {
   /** Stops each running forwarded invocation: its answer's stream is cancelled, which the object sees. */
   private readonly running = new Map<string, () => void>();
 
@@ -76,6 +76,8 @@ export class DurableLinks implements RemoteLinks {
     // explicitly as well as by aborting: neither an aborted request nor a cancelled answer crosses every proxy
     // between the isolate and the object, and the object may not have answered yet.
     const keepAlive = this.hooks.keepAlive();
+    // Silent by design: the explicit cancel is the second of two signals; if it cannot reach the object, the aborted
+    // request (or its answer, cancelled below) still ends the invocation there.
     const tellObject = () => keepAlive(this.post(machineId, '/link/v1/cancel', { invocationId: invoke.invocationId }).catch(() => {}));
     this.running.set(invoke.invocationId, () => {
       controller.abort();
@@ -94,6 +96,7 @@ export class DurableLinks implements RemoteLinks {
       throw error;
     }
     if (response.status !== 200 || !response.body) {
+      // Silent by design: the body only adds detail to the refusal thrown below, which names the status either way.
       const text = await response.text().catch(() => '');
       this.running.delete(invoke.invocationId);
       throw new Error(`the machine's link refused the invocation (HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''})`);
@@ -102,10 +105,11 @@ export class DurableLinks implements RemoteLinks {
     this.running.set(invoke.invocationId, () => {
       controller.abort();
       // Aborting the request does not reach an answer already streaming: cancelling its body does.
+      // Silent by design: cancelling an answer that already ended or failed can only fail, and changes nothing.
       void reader.cancel('cancelled').catch(() => {});
       tellObject();
     });
-    // Once its last frame is here the invocation is over, and the hub's release must not post a cancel for it.
+    // Once its last frame is here the invocation is over, and the holder's release must not post a cancel for it.
     const ended = () => this.running.delete(invoke.invocationId);
     const relayed: FrameSink = {
       frame: (frame) => {

@@ -1,7 +1,7 @@
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { encodeFrame, FrameDecoder } from '../../shared/frame-codec.js';
 import { turnBatch } from '../../shared/turn-batch.js';
-import type { FrameSink, InvocationHub } from './holder.js';
+import type { FrameSink, LinkHolder } from './holder.js';
 
 /**
  * A forwarded invocation (docs/design.md section 5, step 3): the caller sends `invoke` as JSON to the link holder
@@ -28,7 +28,7 @@ export interface ForwardedOut {
  * (or the caller went).
  */
 export function serveForwarded(
-  hub: InvocationHub,
+  holder: LinkHolder,
   invoke: Invoke,
   machineId: string,
   out: ForwardedOut,
@@ -52,19 +52,19 @@ export function serveForwarded(
     },
   };
   return {
-    dispatched: hub.dispatch(invoke, machineId, sink),
+    dispatched: holder.dispatch(invoke, machineId, sink),
     gone() {
       if (done) return;
       done = true;
-      hub.cancel(invoke.invocationId, machineId, 'cancelled');
-      hub.release(invoke.invocationId);
+      holder.cancel(invoke.invocationId, machineId, 'cancelled');
+      holder.release(invoke.invocationId);
     },
     /** Ends the invocation here with a failure the caller is told (`code`), and cancels it on the node. */
     stop(code, message) {
       if (done) return;
       sink.fail(code, message);
-      hub.cancel(invoke.invocationId, machineId, 'cancelled');
-      hub.release(invoke.invocationId);
+      holder.cancel(invoke.invocationId, machineId, 'cancelled');
+      holder.release(invoke.invocationId);
     },
     done: () => done,
   };

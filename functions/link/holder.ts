@@ -21,7 +21,7 @@ export interface StreamSink {
 }
 
 /** A machine's link held by another instance: the whole invocation is forwarded there (docs/design.md section 5). */
-export interface RemoteLinks {
+export interface RemoteHolders {
   /**
    * Sends `invoke` through the holder of `machineId`'s link; frames come back into `sink`. Rejects if no one holds
    * it, or (Workers) when the replica's `concurrency` slots stay full until the invocation's deadline.
@@ -65,15 +65,15 @@ export type FrameAcceptance = { ok: true; nextOffset: number; duplicate: boolean
  * The link holder of one control-plane instance (docs/design.md section 5, step 3): the one place where each
  * machine's stream, uplink and invocations meet. An invocation for a machine whose stream is held here is sent
  * down that stream and its frames, arriving on the machine's uplink (or per-invocation upload), go straight to
- * the waiting sink. One for a machine whose link another instance holds is forwarded there whole (`RemoteLinks`).
+ * the waiting sink. One for a machine whose link another instance holds is forwarded there whole (`RemoteHolders`).
  * Payloads cross in memory and over those connections only: nothing is stored in transit.
  */
-export class InvocationHub {
+export class LinkHolder {
   private readonly streams = new Map<string, StreamSink>();
   private readonly dispatched = new Map<string, Dispatched>();
   private readonly detachHooks = new Map<string, Set<() => void>>();
 
-  constructor(private readonly remote: RemoteLinks | null) {}
+  constructor(private readonly remote: RemoteHolders | null) {}
 
   hasLocalStream(machineId: string): boolean {
     return this.streams.has(machineId);
@@ -134,12 +134,12 @@ export class InvocationHub {
     this.remote?.cancel(invocationId);
   }
 
-  /** See `RemoteLinks.holdStream`: null where the stream is held by the instance it reached. */
+  /** See `RemoteHolders.holdStream`: null where the stream is held by the instance it reached. */
   holdStream(machine: MachinePrincipal, request: Request): Promise<Response> | null {
     return this.remote?.holdStream ? this.remote.holdStream(machine, request) : null;
   }
 
-  /** See `RemoteLinks.pipe`; null also where there is no other holder (one instance, or the link's own object). */
+  /** See `RemoteHolders.pipe`; null also where there is no other holder (one instance, or the link's own object). */
   pipe(machine: MachinePrincipal, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<PipedAnswer | null> {
     return this.remote ? this.remote.pipe(machine, method, path, body) : Promise.resolve(null);
   }

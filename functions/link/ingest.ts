@@ -1,6 +1,6 @@
 import { FrameDecoder, FrameError } from '../../shared/frame-codec.js';
 import { ApiError } from '../kernel/errors.js';
-import type { FrameAcceptance, InvocationHub } from './holder.js';
+import type { FrameAcceptance, LinkHolder } from './holder.js';
 
 /** How often, at most, an uplink's progress is acknowledged down the stream. */
 const ACK_EVERY_MS = 50;
@@ -39,7 +39,7 @@ export interface IngestOptions {
  * stream that is gone) are acknowledged and the agent is told once to stop it. Resolves with the next offset of
  * the upload's invocation (per-invocation) when the body ends; throws `IngestRefused`.
  */
-export async function ingestFrames(hub: InvocationHub, machineId: string, chunks: AsyncIterable<Uint8Array>, opts: IngestOptions): Promise<number> {
+export async function ingestFrames(holder: LinkHolder, machineId: string, chunks: AsyncIterable<Uint8Array>, opts: IngestOptions): Promise<number> {
   const acks = new Map<string, number>();
   const stopped = new Set<string>();
   let ackTimer: ReturnType<typeof setTimeout> | undefined;
@@ -47,7 +47,7 @@ export async function ingestFrames(hub: InvocationHub, machineId: string, chunks
   const flushAcks = () => {
     ackTimer = undefined;
     if (acks.size === 0) return;
-    hub.stream(machineId)?.ack(acks);
+    holder.stream(machineId)?.ack(acks);
     acks.clear();
   };
   const refuse = (refusal: IngestRefusal): never => {
@@ -57,7 +57,7 @@ export async function ingestFrames(hub: InvocationHub, machineId: string, chunks
     {
       frame(invocationId, frame) {
         if (opts.only !== undefined && invocationId !== opts.only) refuse({ kind: 'unknown', invocationId });
-        const accepted: FrameAcceptance = hub.accept(machineId, invocationId, frame);
+        const accepted: FrameAcceptance = holder.accept(machineId, invocationId, frame);
         if (accepted.ok) {
           nextOffset = accepted.nextOffset;
           if (opts.only !== undefined || accepted.duplicate) return;
@@ -72,11 +72,11 @@ export async function ingestFrames(hub: InvocationHub, machineId: string, chunks
         ackTimer ??= setTimeout(flushAcks, ACK_EVERY_MS);
         if (!stopped.has(invocationId)) {
           stopped.add(invocationId);
-          hub.stream(machineId)?.cancel(invocationId, 'unknown_invocation');
+          holder.stream(machineId)?.cancel(invocationId, 'unknown_invocation');
         }
       },
       control(control) {
-        const stream = hub.stream(machineId);
+        const stream = holder.stream(machineId);
         if (control.t === 'hello') stream?.confirmUplink(control.uplinkId);
         else stream?.pong();
       },

@@ -66,6 +66,7 @@ export class PeerAuth {
       this.verified.set(authorization, payload.exp! * 1000);
       return true;
     } catch {
+      // Not swallowed: a token that does not verify is refused, and the peer server answers it 401.
       return false;
     }
   }

@@ -2,7 +2,7 @@ import { Agent, request } from 'undici';
 import type { Invoke } from '../../shared/contracts/relay.js';
 import type { Db } from '../store/db.js';
 import { linkHolderOf } from '../services/instances.js';
-import type { FrameSink, PipedAnswer, RemoteLinks } from './holder.js';
+import type { FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
 import type { PeerAuth } from './peer-auth.js';
 import type { MachinePrincipal } from '../core/principals.js';
 import { MACHINE_HEADER, readForwarded } from './forwarded.js';
@@ -19,7 +19,7 @@ interface Holder {
  * forwarded there whole, and its frames stream back on the answer; an agent upload that landed here is piped to
  * the holder the same way. Who holds which link is the store's truth (`stream_leases` and the holder's lease).
  */
-export class PeerLinks implements RemoteLinks {
+export class PeerHolders implements RemoteHolders {
   private readonly dispatcher = new Agent({ keepAliveTimeout: 30_000 });
   private readonly running = new Map<string, AbortController>();
   private readonly holders = new Map<string, { holder: Holder | null; at: number }>();
@@ -67,6 +67,7 @@ export class PeerLinks implements RemoteLinks {
       throw error;
     }
     if (response.statusCode !== 200) {
+      // Silent by design: draining the refusal's body only frees the connection; the refusal is thrown just below.
       await response.body.dump().catch(() => {});
       forget();
       throw new Error(`the link holder refused the invocation (HTTP ${response.statusCode})`);

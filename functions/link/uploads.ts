@@ -2,7 +2,7 @@ import { ApiError } from '../kernel/errors.js';
 import type { FramesAccepted } from '../../shared/contracts/relay.js';
 import type { UplinkClosed } from '../../shared/contracts/uplink.js';
 import { IngestRefused, ingestFrames, type IngestRefusal } from './ingest.js';
-import type { Relay } from '../dataplane/data-plane.js';
+import type { LinkHolder } from './holder.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 
 /**
@@ -11,7 +11,7 @@ import type { ControlPlaneConfig } from '../kernel/config.js';
  * already authenticated. Every refusal is an `ApiError`.
  */
 export interface UploadDeps {
-  relay: Pick<Relay, 'hub'>;
+  dataPlane: { holder: LinkHolder };
   config: Pick<ControlPlaneConfig, 'frameMaxBytes'>;
 }
 
@@ -26,7 +26,7 @@ function refused(refusal: IngestRefusal): ApiError {
 
 async function ingest(deps: UploadDeps, machineId: string, chunks: AsyncIterable<Uint8Array>, opts: { only?: string; from?: number; signal?: AbortSignal }) {
   try {
-    return await ingestFrames(deps.relay.hub, machineId, chunks, { frameMaxBytes: deps.config.frameMaxBytes, ...opts });
+    return await ingestFrames(deps.dataPlane.holder, machineId, chunks, { frameMaxBytes: deps.config.frameMaxBytes, ...opts });
   } catch (error) {
     if (error instanceof IngestRefused) throw refused(error.refusal);
     throw error;
@@ -38,10 +38,10 @@ async function ingest(deps: UploadDeps, machineId: string, chunks: AsyncIterable
  * the stream detaches, `cut` is called to end the connection. Requires the stream to be held here.
  */
 export async function runUplink(deps: UploadDeps, machineId: string, chunks: AsyncIterable<Uint8Array>, cut: () => void): Promise<UplinkClosed> {
-  const hub = deps.relay.hub;
-  if (!hub.hasLocalStream(machineId)) throw NO_STREAM();
+  const holder = deps.dataPlane.holder;
+  if (!holder.hasLocalStream(machineId)) throw NO_STREAM();
   const ended = new AbortController();
-  const offDetach = hub.onDetach(machineId, () => {
+  const offDetach = holder.onDetach(machineId, () => {
     ended.abort();
     cut();
   });
@@ -62,9 +62,9 @@ export async function receiveFrames(deps: UploadDeps, machineId: string, invocat
 
 /** Where a broken per-invocation upload resumes. */
 export function framesOffset(deps: UploadDeps, machineId: string, invocationId: string): FramesAccepted {
-  const hub = deps.relay.hub;
-  if (!hub.hasLocalStream(machineId)) throw NO_STREAM();
-  const known = hub.nextOffset(machineId, invocationId);
+  const holder = deps.dataPlane.holder;
+  if (!holder.hasLocalStream(machineId)) throw NO_STREAM();
+  const known = holder.nextOffset(machineId, invocationId);
   if (!known.ok) throw refused({ kind: known.reason === 'not_yours' ? 'not_yours' : 'unknown', invocationId });
   return { nextOffset: known.nextOffset };
 }

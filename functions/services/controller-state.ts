@@ -1,11 +1,8 @@
 import { eq, sql } from 'drizzle-orm';
 import { clusterSettings } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
+import type { ControllerState } from '../core/fleet/liveness.js';
 
-export interface ControllerState {
-  lastTickAt: Date | null;
-  resumedAt: Date | null;
-}
 
 /** The controller's tick record, which tells how long the control plane was away. */
 export async function loadControllerState(db: Db): Promise<ControllerState> {

@@ -7,15 +7,15 @@ import { RolloutSpec, type CanarySpec, type ModelSource, type ScaleToZero, type 
 import { ApiError } from '../kernel/errors.js';
 import { loadFleetSnapshot } from './fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
-import { reconcileFleet } from '../controller/driver.js';
+import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
 import { replicaSets, type PlacementInputs } from '../core/fleet/replica-sets.js';
-import { loadPlacementInputs } from '../controller/placement-load.js';
+import { loadPlacementInputs } from './placement-load.js';
 import { EMPTY_CATALOG, type VersionCatalog } from '../core/fleet/versions.js';
 import type { Track } from '../core/fleet/tracks.js';
 import { listDeploymentEvents } from './deployment-events.js';
 import { requireResolvableRuntime } from './registry/load.js';
 import type { RuntimeRegistry } from '../core/registry/resolve.js';
-import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { checkDeploymentSource } from './registry/deployment-source.js';
 import { loadWorkspacePolicy } from './workspace-policy.js';
@@ -116,8 +116,8 @@ export async function listDeployments({
  * A template runtime must resolve against the registry now (400 naming the param, `unknown_template`,
  * `unknown_secret`); it is stored as given, params and all, and resolved again by the controller.
  */
-export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: DeploymentInput }): Promise<{ id: string; generation: number; changed: boolean }> {
-  return await withTransaction(ctx, async (tx) => {
+export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: DeploymentInput }): Promise<{ id: string; generation: number; changed: boolean }> {
+  const written = await withTransaction(ctx, async (tx) => {
     const [existing] = await tx.db
       .select()
       .from(deployments)
@@ -167,11 +167,13 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx; input: 
     await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.update', target: existing.id, details: { generation } });
     return { id: existing.id, generation, changed: true };
   });
+  await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /** Retires a deployment: its replicas drain and stop, and its model leaves `/v1/models`. */
-export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string } }): Promise<{ id: string }> {
-  return await withTransaction(ctx, async (tx) => {
+export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; name: string } }): Promise<{ id: string }> {
+  const written = await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db
       .update(deployments)
       .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
@@ -181,6 +183,8 @@ export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx; input:
     await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.delete', target: row.id, details: { name: input.name } });
     return row;
   });
+  await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /**
@@ -296,10 +300,10 @@ export async function scaleDeployment({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
   input: { workspaceId: string; name: string; replicas: number; generation?: number };
 }): Promise<{ id: string; generation: number; changed: boolean }> {
-  return await withTransaction(ctx, async (tx) => {
+  const written = await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db
       .select()
       .from(deployments)
@@ -311,6 +315,8 @@ export async function scaleDeployment({
     }
     return await applyDeployment({ ctx: tx, input: { workspaceId: input.workspaceId, name: row.name, ...specOf(row), replicas: input.replicas } });
   });
+  await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /** One live deployment by name, with its derived status and its recent events; 404 when there is none. */

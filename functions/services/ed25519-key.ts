@@ -1,3 +1,5 @@
+import { ed25519 } from '@noble/curves/ed25519.js';
+import { bytesToNumberLE } from '@noble/curves/utils.js';
 import { ApiError } from '../kernel/errors.js';
 
 /**
@@ -8,95 +10,33 @@ import { ApiError } from '../kernel/errors.js';
  * derived from a secret scalar does): that refuses the eight small-order points, and every key with a
  * small-order component, whose signatures are not unique either.
  *
- * BigInt arithmetic over GF(2^255 - 19): a few milliseconds, once per key registration, never per request.
+ * The curve arithmetic is @noble/curves' (audited), never our own: strict RFC 8032 decoding (`zip215: false`),
+ * `isSmallOrder()` and `isTorsionFree()`. A few milliseconds, once per key registration, never per request.
  */
 
-const P = 2n ** 255n - 19n;
-/** The order of the prime-order subgroup. */
-const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+const { Point } = ed25519;
+/** The 255 bits of y (the top bit of the last byte is the sign of x). */
+const Y_MASK = (1n << 255n) - 1n;
 
-const mod = (a: bigint) => {
-  const r = a % P;
-  return r >= 0n ? r : r + P;
-};
+type Decoded = InstanceType<typeof Point> | 'non-canonical' | 'off-curve';
 
-function pow(base: bigint, exponent: bigint): bigint {
-  let result = 1n;
-  let b = mod(base);
-  for (let e = exponent; e > 0n; e >>= 1n) {
-    if (e & 1n) result = (result * b) % P;
-    b = (b * b) % P;
+/**
+ * RFC 8032 section 5.1.3, strict: a y that is not reduced, or x = 0 with its sign bit set, is not canonical.
+ * noble refuses both and a y with no x alike (it throws); a y below p that ZIP-215's lenient decoding accepts is
+ * the x = 0 case, so non-canonical, and one that neither accepts is off the curve.
+ */
+function decode(bytes: Uint8Array): Decoded {
+  if ((bytesToNumberLE(bytes) & Y_MASK) >= Point.Fp.ORDER) return 'non-canonical';
+  try {
+    return Point.fromBytes(bytes, false);
+  } catch {
+    try {
+      Point.fromBytes(bytes, true);
+      return 'non-canonical';
+    } catch {
+      return 'off-curve';
+    }
   }
-  return result;
-}
-
-const inverse = (a: bigint) => pow(a, P - 2n);
-const D = mod(-121665n * inverse(121666n));
-const D2 = mod(2n * D);
-const SQRT_M1 = pow(2n, (P - 1n) / 4n);
-
-/** Extended twisted Edwards coordinates: x = X/Z, y = Y/Z, x*y = T/Z. */
-interface Point {
-  X: bigint;
-  Y: bigint;
-  Z: bigint;
-  T: bigint;
-}
-
-const IDENTITY: Point = { X: 0n, Y: 1n, Z: 1n, T: 0n };
-
-/** RFC 8032 section 5.1.4 (a = -1). */
-function add(p: Point, q: Point): Point {
-  const a = mod((p.Y - p.X) * (q.Y - q.X));
-  const b = mod((p.Y + p.X) * (q.Y + q.X));
-  const c = mod(p.T * D2 * q.T);
-  const d = mod(2n * p.Z * q.Z);
-  const e = b - a;
-  const f = d - c;
-  const g = d + c;
-  const h = b + a;
-  return { X: mod(e * f), Y: mod(g * h), Z: mod(f * g), T: mod(e * h) };
-}
-
-function double(p: Point): Point {
-  const a = mod(p.X * p.X);
-  const b = mod(p.Y * p.Y);
-  const c = mod(2n * p.Z * p.Z);
-  const h = a + b;
-  const e = mod(h - (p.X + p.Y) * (p.X + p.Y));
-  const g = a - b;
-  const f = c + g;
-  return { X: mod(e * f), Y: mod(g * h), Z: mod(f * g), T: mod(e * h) };
-}
-
-function multiply(p: Point, scalar: bigint): Point {
-  let result = IDENTITY;
-  let addend = p;
-  for (let k = scalar; k > 0n; k >>= 1n) {
-    if (k & 1n) result = add(result, addend);
-    addend = double(addend);
-  }
-  return result;
-}
-
-const isIdentity = (p: Point) => mod(p.X) === 0n && mod(p.Y - p.Z) === 0n;
-
-/** RFC 8032 section 5.1.3, strict: a y that is not reduced, or x = 0 with its sign bit set, is not canonical. */
-function decode(bytes: Uint8Array): Point | 'non-canonical' | 'off-curve' {
-  let y = 0n;
-  for (let i = 31; i >= 0; i -= 1) y = (y << 8n) | BigInt(bytes[i]!);
-  const sign = y >> 255n;
-  y &= (1n << 255n) - 1n;
-  if (y >= P) return 'non-canonical';
-  const u = mod(y * y - 1n);
-  const v = mod(D * y * y + 1n);
-  let x = mod(u * pow(v, 3n) * pow(u * pow(v, 7n), (P - 5n) / 8n));
-  const vx2 = mod(v * x * x);
-  if (vx2 === mod(-u)) x = mod(x * SQRT_M1);
-  else if (vx2 !== u) return 'off-curve';
-  if (x === 0n && sign === 1n) return 'non-canonical';
-  if ((x & 1n) !== sign) x = P - x;
-  return { X: x, Y: y, Z: 1n, T: mod(x * y) };
 }
 
 /**
@@ -107,11 +47,11 @@ function decode(bytes: Uint8Array): Point | 'non-canonical' | 'off-curve' {
 export function weakEd25519Key(x: string): string | null {
   const bytes = /^[A-Za-z0-9_-]*$/.test(x) ? Buffer.from(x, 'base64url') : Buffer.alloc(0);
   if (bytes.length !== 32 || bytes.toString('base64url') !== x) return 'the key is not 32 bytes of base64url';
-  const point = decode(bytes);
+  const point = decode(new Uint8Array(bytes));
   if (point === 'non-canonical') return 'the key is a non-canonical point encoding';
   if (point === 'off-curve') return 'the key is not a point of the Ed25519 curve';
-  if (isIdentity(double(double(double(point))))) return 'the key is a point of small order';
-  if (!isIdentity(multiply(point, L))) return 'the key is not in the prime-order subgroup';
+  if (point.isSmallOrder()) return 'the key is a point of small order';
+  if (!point.isTorsionFree()) return 'the key is not in the prime-order subgroup';
   return null;
 }
 

@@ -3,7 +3,7 @@ import { enrollmentTokens, machineCredentials, machines } from '../store/schema/
 import { ApiError } from '../kernel/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { CreateEnrollmentTokenRequest, EnrollmentTokenCreated, EnrollRequest } from '../../shared/contracts/enrollment.js';
-import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { hashSecret, newSecret } from './secrets.js';
 import { assertStrongEd25519Key } from './ed25519-key.js';
 
@@ -58,13 +58,13 @@ export async function enrollMachine({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>;
   input: EnrollRequest;
 }): Promise<{ machineId: string; workspaceId: string; credentialId: string; credentialExpiresAt: Date }> {
   // Before the token is consumed: a refused key leaves the token usable.
   assertStrongEd25519Key(input.publicKey);
   const tokenHash = await hashSecret(input.token);
-  return await withTransaction(ctx, async (tx) => {
+  const written = await withTransaction(ctx, async (tx) => {
     const machineId = newId('machine');
     const [token] = await tx.db
       .update(enrollmentTokens)
@@ -107,4 +107,7 @@ export async function enrollMachine({
     await audit(tx, { workspaceId: token.workspaceId, action: 'machine.enroll', target: machineId, details: { name: input.name, enrollmentTokenId: token.id } });
     return { machineId, workspaceId: token.workspaceId, credentialId, credentialExpiresAt: credential!.expiresAt };
   });
+  // Place waiting deployments on the new machine without waiting for the next tick.
+  await reconcileAfterWrite(ctx);
+  return written;
 }

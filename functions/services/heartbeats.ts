@@ -3,7 +3,7 @@ import { assignments, machines, runtimeReports } from '../store/schema/index.js'
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import { withTransaction, type ServiceCtx } from './service-context.js';
+import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';
 
@@ -50,12 +50,12 @@ export async function recordHeartbeat({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
   input: { machine: MachinePrincipal; heartbeat: Heartbeat };
 }): Promise<{ desiredGen: number; runtimesChanged: boolean }> {
   const { machine, heartbeat } = input;
   if (heartbeat.machineId !== machine.machineId) throw new ApiError('forbidden_machine', 'a machine may report only for itself');
-  return await withTransaction(ctx, async (tx) => {
+  const written = await withTransaction(ctx, async (tx) => {
     const [current] = await tx.db
       .select({ bootId: machines.bootId, lastSeq: machines.lastSeq, desiredGen: machines.desiredGen })
       .from(machines)
@@ -143,4 +143,8 @@ export async function recordHeartbeat({
       );
     return { desiredGen: current.desiredGen, runtimesChanged };
   });
+  // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
+  // than at the next tick. A pass already running (another heartbeat's) reads this one's change, or the next does.
+  if (written.runtimesChanged && !ctx.inTransaction) await ctx.afterWrite({ skipIfBusy: true });
+  return written;
 }

@@ -6,6 +6,7 @@ import { MACHINE_JWT_MAX_LIFETIME_S } from '../../shared/machine-jwt.js';
 import type { MachinePrincipal } from '../core/principals.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 import type { Db } from '../store/db.js';
+import type { WriteBehind } from '../store/write-behind.js';
 import { column, iso } from '../store/rows.js';
 import { TtlCache } from '../kernel/ttl-cache.js';
 import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
@@ -66,7 +67,7 @@ export async function verifyMachineRequest({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx & Pick<ServicePorts, 'jtis' | 'config'>;
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: { token: string; method: string; path: string; body: string; clusterId: string; cache?: MachineAuthCache };
 }): Promise<MachinePrincipal> {
   const parts = input.token.split('.');
@@ -113,14 +114,19 @@ export async function verifyMachineRequest({
 
   const jti = { jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + toleranceS) * 1000) };
   if (input.cache) {
-    if (!input.cache.fence(jti.jti, jti.expiresAt.getTime())) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
-    // Recorded for the other instances without holding the request: see MachineAuthCache.
-    ctx.jtis.put(jti.jti, jti);
+    if (!input.cache.fence(jti)) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
   } else {
     const fenced = await ctx.db.insert(machineJtis).values(jti).onConflictDoNothing().returning({ jti: machineJtis.jti });
     if (fenced.length === 0) throw reject('replayed', 'the machine token has already been used', 'replayed_request');
   }
   return { machineId: row.machineId, workspaceId: row.workspaceId, credentialId: kid, credentialExpiresAt: row.expiresAt };
+}
+
+/** A replay-fence entry: a machine token's id, kept until the token can no longer be presented. */
+export interface MachineJti {
+  jti: string;
+  machineId: string;
+  expiresAt: Date;
 }
 
 interface CredentialRow {
@@ -170,6 +176,9 @@ export class MachineAuthCache {
   private readonly credentials = new TtlCache<CredentialRow>(2_000);
   private readonly jtis = new Map<string, number>();
 
+  /** `recorded`: where the fence's entries go for the other instances, written behind the uploads. */
+  constructor(private readonly recorded: WriteBehind<MachineJti>) {}
+
   async credential(ctx: ServiceCtx, kid: string): Promise<CredentialRow | null> {
     const cached = this.credentials.get(kid);
     if (cached) return cached;
@@ -178,8 +187,12 @@ export class MachineAuthCache {
     return row;
   }
 
-  /** False when the jti was seen before; remembers it until the token expires. */
-  fence(jti: string, expiresAtMs: number): boolean {
+  /**
+   * False when the jti was seen before; remembers it until the token expires, and records it for the other
+   * instances without holding the request.
+   */
+  fence(entry: MachineJti): boolean {
+    const { jti } = entry;
     if (this.jtis.has(jti)) return false;
     if (this.jtis.size > 10_000) {
       // Entries arrive in about the order they expire (every token lives at most 60 s): drop the expired head
@@ -190,13 +203,19 @@ export class MachineAuthCache {
         this.jtis.delete(key);
       }
     }
-    this.jtis.set(jti, expiresAtMs);
+    this.jtis.set(jti, entry.expiresAt.getTime());
+    this.recorded.put(jti, entry);
     return true;
+  }
+
+  /** Writes the fence entries still pending (a Workers request's last act). */
+  async flush(): Promise<void> {
+    await this.recorded.flush();
   }
 }
 
 /** Records replay-fence entries in one statement (column arrays: see `column`). */
-export async function writeJtis(db: Db, rows: Array<{ jti: string; machineId: string; expiresAt: Date }>): Promise<void> {
+export async function writeJtis(db: Db, rows: MachineJti[]): Promise<void> {
   await db.execute(sql`
     insert into machine_jtis (jti, machine_id, expires_at)
     select * from unnest(${column(rows, (r) => r.jti)}::text[], ${column(rows, (r) => r.machineId)}::text[], ${column(rows, (r) => iso(r.expiresAt))}::timestamptz[])

@@ -5,7 +5,7 @@ import type { MachineView } from '../../shared/contracts/machine.js';
 import { loadFleetSnapshot } from './fleet-load.js';
 import type { FleetMachine } from '../core/fleet/snapshot.js';
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
-import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 /** The API's view of a machine of the fleet read model. */
 export function machineView(m: FleetMachine): MachineView {
@@ -94,7 +94,7 @@ async function lockMachine(ctx: ServiceCtx, workspaceId: string, machineId: stri
  * Revokes a machine: its credentials stop verifying at once, its stream lease is dropped and the instance
  * holding its stream is told to close it.
  */
-export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus'>; input: { workspaceId: string; machineId: string; reason?: string } }): Promise<void> {
+export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus' | 'afterWrite'>; input: { workspaceId: string; machineId: string; reason?: string } }): Promise<void> {
   await withTransaction(ctx, async (tx) => {
     const row = await lockMachine(tx, input.workspaceId, input.machineId);
     if (row.revokedAt) throw new ApiError('conflict', 'the machine is already revoked');
@@ -103,6 +103,7 @@ export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx & Pick<Ser
     await audit(tx, { workspaceId: input.workspaceId, action: 'machine.revoke', target: input.machineId, details: { reason: input.reason ?? null } });
   });
   await ctx.bus.publish(`machine:${input.machineId}`, { type: 'revoked', reason: input.reason ?? 'revoked by an operator' });
+  await reconcileAfterWrite(ctx);
 }
 
 /**
@@ -114,7 +115,7 @@ export async function setMachineScheduling({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
   input: { workspaceId: string; machineId: string; verb: 'cordon' | 'uncordon' | 'drain' };
 }): Promise<void> {
   await withTransaction(ctx, async (tx) => {
@@ -124,13 +125,14 @@ export async function setMachineScheduling({
     await tx.db.update(machines).set(set).where(eq(machines.id, input.machineId));
     await audit(tx, { workspaceId: input.workspaceId, action: `machine.${input.verb}`, target: input.machineId });
   });
+  await reconcileAfterWrite(ctx);
 }
 
 /**
  * Clears a machine's open replica failures, once an operator has looked at it: the deployments they kept off it
  * may be placed there again. The rows stay, with when they were cleared.
  */
-export async function clearReplicaFailures({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; machineId: string } }): Promise<void> {
+export async function clearReplicaFailures({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; machineId: string } }): Promise<void> {
   await withTransaction(ctx, async (tx) => {
     await lockMachine(tx, input.workspaceId, input.machineId);
     const cleared = await tx.db
@@ -140,6 +142,8 @@ export async function clearReplicaFailures({ ctx, input }: { ctx: ServiceCtx; in
       .returning({ deploymentId: replicaFailures.deploymentId, assignmentId: replicaFailures.assignmentId });
     await audit(tx, { workspaceId: input.workspaceId, action: 'machine.clear-failures', target: input.machineId, details: { cleared } });
   });
+  // A deployment short of replicas because of these marks is placed at once, not at the next tick.
+  await reconcileAfterWrite(ctx);
 }
 
 /** Adds a new credential for a machine; the presenting one stays valid until its own expiry (overlap). */

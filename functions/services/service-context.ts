@@ -2,9 +2,8 @@ import type { Db } from '../store/db.js';
 import type { Bus } from '../kernel/ports/bus.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 import type { Metrics } from '../kernel/telemetry/metrics.js';
-import type { WriteBehind } from '../store/write-behind.js';
 import type { ControlPlaneIdentity } from './identity.js';
-import { auditEvents, type machineJtis } from '../store/schema/index.js';
+import { auditEvents } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { desc, eq, sql } from 'drizzle-orm';
 import { auditHash, CHAIN_START, LEGACY_HASH } from '../../shared/audit-chain.js';
@@ -29,8 +28,23 @@ export interface ServicePorts {
   identity: () => Promise<ControlPlaneIdentity>;
   /** This control-plane instance, recorded on stream leases. */
   instanceId: string;
-  /** Replay-fence entries of machine requests, written behind them. */
-  jtis: WriteBehind<typeof machineJtis.$inferInsert>;
+  /** Reconciles the fleet against what a verb just wrote; the host wires it to the controller. */
+  afterWrite: AfterWrite;
+}
+
+/**
+ * What a verb that changes desired state (or what a node reports of it) asks for once its write is committed: a
+ * reconcile pass now, awaited, so the caller's answer already shows the placement. `skipIfBusy` leaves the pass to
+ * one already running (a heartbeat's, whose change that pass or the next tick reads).
+ */
+export type AfterWrite = (options?: { skipIfBusy?: boolean }) => Promise<void>;
+
+/**
+ * Asks for a reconcile once a verb's write has committed. Inside a caller's transaction nothing is committed yet:
+ * the caller, whose write it is, asks when it commits.
+ */
+export async function reconcileAfterWrite(ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>, options?: { skipIfBusy?: boolean }): Promise<void> {
+  if (!ctx.inTransaction) await ctx.afterWrite(options);
 }
 
 /** Runs `fn` in a transaction, reusing the caller's when there is one. */
@@ -68,6 +82,7 @@ export async function audit(
       outcome: input.outcome ?? 'succeeded',
       // Through JSON once, so the hash covers exactly what jsonb stores (no undefined members).
       details: JSON.parse(JSON.stringify(input.details ?? {})) as Record<string, unknown>,
+      // A log begun before the chain (rows 'legacy', which the append-only trigger keeps so): the first chained entry starts it.
       prevHash: !last || last.hash === LEGACY_HASH ? CHAIN_START : last.hash,
     };
     await tx.db.insert(auditEvents).values({ ...fields, at: new Date(fields.at), hash: await auditHash(fields) });

@@ -28,6 +28,7 @@ export function storeSecret(owner: { store: { db: Db } }, setting: string): Prom
       if (typeof value !== 'string' || value.length < 32) throw new Error(`cluster setting ${setting} is not a key`);
       return value;
     })();
+    // Not swallowed: every caller awaits `secret` and gets the failure; this only forgets it so the next call retries.
     secret.catch(() => secrets.delete(setting));
     secrets.set(setting, secret);
   }

@@ -1,5 +1,4 @@
 import { Assignment } from '../../shared/contracts/desired.js';
-import { templateHash } from '../core/fleet/template.js';
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
 import { assignments, machines, streamLeases } from '../store/schema/index.js';
@@ -83,12 +82,9 @@ export async function detachStream({ ctx, input }: { ctx: ServiceCtx; input: { m
   await ctx.db.delete(streamLeases).where(and(eq(streamLeases.machineId, input.machineId), eq(streamLeases.connectionId, input.connectionId)));
 }
 
-/**
- * An assignment as the agent expects it. Rows written before rollouts existed lack the template digest and the
- * start-up settings; they are filled in here (the controller rolls such replicas onto the current spec).
- */
-function withTemplate(spec: Assignment): Assignment {
-  return Assignment.parse({ ...spec, templateHash: spec.templateHash ?? templateHash(spec) });
+/** An assignment as the agent expects it: the contract's defaults filled in, members it does not know dropped. */
+function asSigned(spec: Assignment): Assignment {
+  return Assignment.parse(spec);
 }
 
 /**
@@ -112,7 +108,7 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
   const exp = iat + Math.floor(ctx.config.desiredTtlMs / 1000);
-  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: specs.map(withTemplate) })
+  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: specs.map(asSigned) })
     .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
     .setIssuer(identity.clusterId)
     .setSubject(input.machineId)

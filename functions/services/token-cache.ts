@@ -16,7 +16,7 @@ export interface FoundToken {
  * a bus resync, since signals sent while the bus was away are lost; an entry never outlives its token's expiry.
  * A lookup that was under way when a revocation arrived is answered but not kept: it may have read the token
  * before the revocation committed, and must not make it live on. The Workers edge keeps no such cache: it has no
- * bus to its isolates (`createRelay`'s `requestScoped`).
+ * bus to its isolates (`createDataPlane`'s `requestScoped`).
  */
 export class TokenCache {
   private readonly entries = new TtlCache<Actor>(TOKEN_CACHE_MS);

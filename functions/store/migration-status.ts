@@ -14,6 +14,7 @@ export async function storeReadiness(db: Db): Promise<{ reachable: boolean; migr
   try {
     await queryRows(db, sql`select 1`);
   } catch {
+    // Not swallowed: the readiness answer says the store is away (its caller reports that, e.g. a 503).
     return { reachable: false, migrated: null };
   }
   try {

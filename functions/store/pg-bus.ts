@@ -96,6 +96,7 @@ export async function createPgBus(url: string, opts: PgBusOptions = {}): Promise
       await client.query(`listen ${CHANNEL}`);
       return client;
     } catch (error) {
+      // Silent by design: the failure that matters is rethrown; ending the half-open client may fail as well.
       void client.end().catch(() => {});
       throw error;
     }
@@ -106,6 +107,7 @@ export async function createPgBus(url: string, opts: PgBusOptions = {}): Promise
     if (client !== listener || closed) return;
     listener = null;
     report(error);
+    // Silent by design: the loss was just reported; ending a client that already failed may fail as well.
     void client.end().catch(() => {});
     scheduleReconnect();
   };
@@ -130,6 +132,7 @@ export async function createPgBus(url: string, opts: PgBusOptions = {}): Promise
       return;
     }
     if (closed) {
+      // Silent by design: the bus closed while this client connected; it is dropped, and nobody is listening.
       await client.end().catch(() => {});
       return;
     }
@@ -193,6 +196,7 @@ export async function createPgBus(url: string, opts: PgBusOptions = {}): Promise
       clearTimeout(retryTimer);
       clearInterval(ping);
       subscribers.clear();
+      // Silent by design: closing; a connection that fails to end cleanly is gone all the same.
       await listener?.end().catch(() => {});
       listener = null;
       await publisher.end().catch(() => {});

@@ -60,3 +60,7 @@ export type PingAnswer = z.infer<typeof PingAnswer>;
 /** Answer of POST /agent/v1/pong: false when that stream no longer holds the machine's link (a newer one does). */
 export const PingAnswered = z.object({ answered: z.boolean() });
 export type PingAnswered = z.infer<typeof PingAnswered>;
+
+/** Answer of POST /agent/v1/runtimes/{assignmentId}/logs. */
+export const LogUploadAccepted = z.object({ accepted: z.literal(true) });
+export type LogUploadAccepted = z.infer<typeof LogUploadAccepted>;

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { createSignedClient, type MachineCredentials } from '../../agent/link/http.js';
-import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs } from '../../agent/link/schedule.js';
+import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs } from '../../agent/reporter/schedule.js';
 import { openStreamLink } from '../../agent/link/stream.js';
 import { HeartbeatResponse } from '../../shared/contracts/heartbeat.js';
 import { PingAnswered } from '../../shared/contracts/stream.js';
@@ -19,7 +19,7 @@ export class SyntheticStats {
   pongFailures = 0;
 }
 
-/** Same spacing of reports on a change as the agent's (agent/agent.ts). */
+/** Same spacing of reports on a change as the agent's (agent/reporter/reporter.ts). */
 const REPORT_SPACING_MS = 250;
 
 /**

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enrollAgent } from '../../agent/agent.js';
+import { enrollAgent } from '../../agent/enroll.js';
 import { createSignedClient } from '../../agent/link/http.js';
 import { openStreamLink } from '../../agent/link/stream.js';
 import { generateMachineKey } from '../../agent/state.js';

@@ -30,12 +30,12 @@ describe('requests held while a deployment starts', () => {
       signal: opts.signal,
     });
   const workload = async (id: string) => {
-    await plane.ports.relay.workloads.flush();
+    await plane.ports.dataPlane.workloads.flush();
     return (await (await plane.admin(`/api/v1/workloads/${id}`)).json()) as { state: string; statusCode: number | null; errorCode: string | null; attempts: number };
   };
   /** The id of the one workload this instance holds right now (a held request has answered nothing yet). */
   const heldWorkload = () =>
-    waitFor(async () => (plane.ports.relay.live.size === 1 ? [...plane.ports.relay.live.keys()][0] : null), { timeoutMs: 5_000, intervalMs: 10, what: 'one request held' });
+    waitFor(async () => (plane.ports.dataPlane.live.size === 1 ? [...plane.ports.dataPlane.live.keys()][0] : null), { timeoutMs: 5_000, intervalMs: 10, what: 'one request held' });
 
   /**
    * Declares a one-replica deployment through the API, as an operator would, and returns once this instance
@@ -56,7 +56,7 @@ describe('requests held while a deployment starts', () => {
     expect(response.status, await response.clone().text()).toBe(200);
     const appliedAt = Date.now();
     // The PUT answers once this instance routes the deployment: a request sent right after it finds the model.
-    const route = plane.ports.relay.routing.resolve(plane.workspaceId, name)!;
+    const route = plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)!;
     expect(route).toBeDefined();
     expect(route.replicas).toEqual([]);
     expect(route.startingReplicas).toBe(1);
@@ -104,7 +104,7 @@ describe('requests held while a deployment starts', () => {
     expect(body.error).toMatchObject({ type: 'timeout_error', code: 'deadline_exceeded' });
     expect(answeredAt).toBeGreaterThanOrEqual(deadline - 50);
     expect(answeredAt).toBeLessThan(deadline + 1_500);
-    expect(plane.ports.relay.live.size).toBe(0);
+    expect(plane.ports.dataPlane.live.size).toBe(0);
   }, 30_000);
 
   it('counts a held request against the queue capacity, and frees its slot when the client goes away', async () => {
@@ -121,7 +121,7 @@ describe('requests held while a deployment starts', () => {
 
     client.abort();
     expect(await first).toBeInstanceOf(Error);
-    await waitFor(async () => plane.ports.relay.live.size === 0, { timeoutMs: 5_000, intervalMs: 10, what: 'the aborted request let go' });
+    await waitFor(async () => plane.ports.dataPlane.live.size === 0, { timeoutMs: 5_000, intervalMs: 10, what: 'the aborted request let go' });
     expect(await workload(firstId)).toMatchObject({ state: 'cancelled', attempts: 0 });
 
     // Its slot is free again: the next request is held in turn, and served once the runtime is ready.

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { controllerTick } from '../../functions/controller/driver.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import type { SimStats } from '../../agent/runtimes/sim-server.js';
+import type { SimStats } from '../../sim/options.js';
 import { enrollTestMachine, heartbeatBody, type TestMachine } from '../helpers/machine.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';

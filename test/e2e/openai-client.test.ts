@@ -237,7 +237,7 @@ describe('the official OpenAI SDK against /v1', () => {
     expect(observed.aborted).toBe(before.get(ended.machineId!)!.aborted + 1);
     expect(observed.completed).toBe(before.get(ended.machineId!)!.completed);
     expect(observed.active).toBe(0);
-    expect(plane.ports.relay.live.size).toBe(0);
+    expect(plane.ports.dataPlane.live.size).toBe(0);
   });
 
   it('maps errors to the SDK error classes with code and param', async () => {

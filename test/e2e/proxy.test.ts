@@ -127,8 +127,8 @@ describe('agent through a real CONNECT proxy', () => {
         const machine = ((await response.json()) as { data: MachineView[] }).data.find((m) => m.name === name);
         if (!(machine?.state === 'ready' && machine.runtimes.some((r) => r.deploymentName === name && r.routable))) return null;
         // The instance routes from a snapshot of the store: wait until that has it too.
-        await plane.ports.relay.routing.refresh();
-        return plane.ports.relay.routing.resolve(plane.workspaceId, name)?.replicas.some((r) => r.machineId === machine.id) ?? false;
+        await plane.ports.dataPlane.routing.refresh();
+        return plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.replicas.some((r) => r.machineId === machine.id) ?? false;
       },
       { timeoutMs: 30_000, intervalMs: 200, what: `${name} routable` },
     );

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { applyDeployment } from '../../functions/services/deployments.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
-import type { SimStats } from '../../agent/runtimes/sim-server.js';
+import type { SimStats } from '../../sim/options.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { SseReader } from '../helpers/sse.js';
@@ -181,10 +181,10 @@ async function waitRoutable(plane: TestPlane, names: string[], deployment: strin
       const list = await machines(plane);
       const found = names.map((name) => list.find((m) => m.name === name));
       const ok = found.every((m) => m && m.state === 'ready' && m.runtimes.some((r) => r.deploymentName === deployment && r.routable));
-      if (!ok || (opts.local && !found.every((m) => plane.ports.relay.hub.hasLocalStream(m!.id)))) return null;
+      if (!ok || (opts.local && !found.every((m) => plane.ports.dataPlane.holder.hasLocalStream(m!.id)))) return null;
       // The instance routes from a snapshot of the store: wait until that has them too.
-      await plane.ports.relay.routing.refresh();
-      const replicas = plane.ports.relay.routing.resolve(plane.workspaceId, deployment)?.replicas ?? [];
+      await plane.ports.dataPlane.routing.refresh();
+      const replicas = plane.ports.dataPlane.routing.resolve(plane.workspaceId, deployment)?.replicas ?? [];
       return found.every((m) => replicas.some((r) => r.machineId === m!.id)) ? (found as MachineView[]) : null;
     },
     { timeoutMs: 60_000, intervalMs: 200, what: `${names.join(', ')} routable for ${deployment}` },
@@ -292,8 +292,8 @@ describePg.each(CROSS_INSTANCE)('relay across two instances on one PostgreSQL: c
   it('the two instances share the default workspace, and the node stream is held by B only', () => {
     expect(planeA.workspaceId).toBe(planeB.workspaceId);
     expect(planeA.adminToken).not.toBe(planeB.adminToken);
-    expect(planeB.ports.relay.hub.hasLocalStream(machineId)).toBe(true);
-    expect(planeA.ports.relay.hub.hasLocalStream(machineId)).toBe(false);
+    expect(planeB.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(true);
+    expect(planeA.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(false);
   });
 
   it('serves streaming and plain chat through A, forwarded to B over the authenticated peer channel; nothing is stored in transit', async () => {

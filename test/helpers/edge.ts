@@ -7,7 +7,9 @@ import { unstable_getMiniflareWorkerOptions } from 'wrangler';
 import { build } from '../../scripts/build.mjs';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
 import { InstanceLease } from '../../functions/services/instances.js';
-import { createRelay } from '../../functions/dataplane/data-plane.js';
+import { createDataPlane } from '../../functions/dataplane/data-plane.js';
+import { createServiceCaches } from '../../functions/services/caches.js';
+import { reconcileAfterWrites } from '../../functions/controller/driver.js';
 import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
 import { createIdentityLoader } from '../../functions/services/identity.js';
@@ -46,6 +48,7 @@ export async function startEdgeFixture(): Promise<EdgeFixture> {
   const store = await openPgStore(database.url, { max: 2 });
   const bus = createMemoryBus();
   const instanceId = newId('instance');
+  const writes = () => ({ db: store.db, config: ports.config, logger: ports.logger });
   const ports: Ports = {
     store,
     bus,
@@ -55,7 +58,9 @@ export async function startEdgeFixture(): Promise<EdgeFixture> {
     instanceId,
     instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs),
     identity: createIdentityLoader(store.db),
-    relay: createRelay({ bus, deps: () => ({ db: store.db, config: ports.config, logger: ports.logger }) }),
+    dataPlane: createDataPlane({ deps: writes }),
+    caches: createServiceCaches({ bus, deps: writes }),
+    afterWrite: reconcileAfterWrites(() => serviceCtx(ports, 'system')),
   };
   const ctx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx, input: { name: 'default' } });

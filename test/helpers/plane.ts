@@ -2,8 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
-import { FAST_TEST_CONFIG, type ControlPlaneConfig } from '../../functions/kernel/config.js';
+import type { ControlPlaneConfig } from '../../functions/kernel/config.js';
 import { startControlPlane, type RunningControlPlane } from '../../functions/hosts/node.js';
+import { FAST_TEST_CONFIG } from './fast-config.js';
+import { managementClient, type ManagementClient } from '../../shared/api/client.js';
 import { createTestDatabase } from './pg.js';
 
 export type StoreKind = 'pglite' | 'pg';
@@ -20,6 +22,11 @@ export interface TestPlane extends RunningControlPlane {
   restart(opts?: { downForMs?: number }): Promise<TestPlane>;
   /** `fetch` against the plane with the admin token. */
   admin(path: string, init?: RequestInit): Promise<Response>;
+  /**
+   * The typed management client (shared/api/client.ts, as the CLI uses it) with the admin token: paths relative
+   * to /api/v1, parameters, bodies and answers typed from the OpenAPI document. Prefer it to `admin` for /api/v1.
+   */
+  api: ManagementClient;
 }
 
 /**
@@ -81,6 +88,7 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
       if (downForMs > 0) await new Promise((resolve) => setTimeout(resolve, downForMs));
       return await start({ ...opts, dataDir, databaseUrl, port: plane.port }, drop);
     },
+    api: managementClient(plane.url, plane.adminToken),
     admin(path, init = {}) {
       const headers = new Headers(init.headers);
       headers.set('authorization', `Bearer ${plane.adminToken}`);

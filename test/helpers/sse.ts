@@ -1,7 +1,10 @@
-import { SseParser, type SseItem as ParsedItem } from '../../shared/sse.js';
+import { createParser } from 'eventsource-parser';
 
-/** One parsed Server-Sent Events item, stamped with its arrival time. */
-export type SseItem = ParsedItem & { at: number };
+/**
+ * One Server-Sent Events item, stamped with its arrival time: a message (its `event` is `message` when unnamed) or
+ * a comment line (keep-alive).
+ */
+export type SseItem = ({ kind: 'event'; event: string; data: string; id: string | undefined } | { kind: 'comment'; text: string }) & { at: number };
 
 /**
  * A minimal incremental SSE reader over a fetch body, so tests see each frame as it arrives (including the
@@ -20,7 +23,10 @@ export class SseReader {
 
   private async pump(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
     const decoder = new TextDecoder();
-    const parser = new SseParser((item) => this.queue.push({ ...item, at: Date.now() }));
+    const parser = createParser({
+      onEvent: ({ event, data, id }) => this.queue.push({ kind: 'event', event: event ?? 'message', data, id, at: Date.now() }),
+      onComment: (text) => this.queue.push({ kind: 'comment', text: text.trim(), at: Date.now() }),
+    });
     try {
       for (;;) {
         const { done, value } = await reader.read();

@@ -16,7 +16,7 @@ import { Supervisor } from '../../agent/supervisor/supervisor.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import { ArtifactUrlsExpired } from '../../agent/artifacts/download.js';
-import type { PullProgress } from '../../agent/runtimes/adapter.js';
+import type { PullProgress } from '../../agent/artifacts/cache.js';
 import type { VersionArtifact } from '../../shared/contracts/artifacts.js';
 
 /** What the file server does with the next request: serve it, cut it halfway, hang halfway, serve other bytes, or refuse it as an expired URL. */

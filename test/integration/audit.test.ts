@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyChain, type AuditEntry, type ChainVerdict } from '../../shared/audit-chain.js';
+import { auditHash, verifyChain, type AuditEntry, type ChainVerdict } from '../../shared/audit-chain.js';
 import type { AuditPage } from '../../shared/contracts/audit.js';
 import { queryRows } from '../../functions/store/rows.js';
 import { describePg } from '../helpers/pg.js';
@@ -184,6 +184,23 @@ function auditSuite(kind: StoreKind) {
       [3, false, ''],
     ]);
     expect(await verified(token.token)).toEqual({ ok: true, entries: 3, legacy: 2, head: entries[2]!.hash });
+  });
+
+  it('cannot upgrade legacy entries in place, so the legacy prefix stays accepted for good', async () => {
+    // Why the writer and the verifier keep their 'legacy' branch: chaining a pre-chain row means rewriting its
+    // hash (and every later row's prevHash), and the append-only trigger refuses exactly that, as it must.
+    const db = plane.ports.store.db;
+    const old = await insertWorkspace(db, `audit-pre-chain-${kind}`);
+    const token = await insertToken(db, { workspaceId: old, name: 'old admin', role: 'admin' });
+    await superuser(sql`insert into audit_events (id, workspace_id, seq, actor, action, target, details, at)
+      values ('aud_prechain_${sql.raw(kind)}', ${old}, 1, 'system', 'machine.enroll', 'mch_1', '{}', '2025-01-01T00:00:00Z')`);
+    expect((await api('/enrollment-tokens', token.token, { method: 'POST', body: JSON.stringify({ labels: {} }) })).status).toBe(201);
+    const { entries } = await exported(token.token);
+    // The upgrade a migration would make: the pre-chain row hashed as the writer hashes, the next one linked to it.
+    const upgraded = await auditHash({ ...entries[0]!, prevHash: '' });
+    expect(await refusal(sql`update audit_events set hash = ${upgraded} where id = ${entries[0]!.id}`)).toMatch(/append-only/);
+    expect(await refusal(sql`update audit_events set prev_hash = ${upgraded} where id = ${entries[1]!.id}`)).toMatch(/append-only/);
+    expect(await verified(token.token)).toEqual({ ok: true, entries: 2, legacy: 1, head: entries[1]!.hash });
   });
 
   it('refuses UPDATE, DELETE and TRUNCATE of audit entries', async () => {

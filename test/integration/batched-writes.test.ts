@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { eq, inArray } from 'drizzle-orm';
 import pino from 'pino';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
-import { createRelay } from '../../functions/dataplane/data-plane.js';
+import { createDataPlane } from '../../functions/dataplane/data-plane.js';
 import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
 import { machineJtis, workloads } from '../../functions/store/schema/index.js';
@@ -76,7 +76,7 @@ describeStores('batched writes', (store) => {
     });
     const metrics = createMetrics();
     const config = { ...ControlPlaneConfig.parse({}), writeBehindMs: 60_000 };
-    const relay = createRelay({ bus: createMemoryBus(), deps: () => ({ db: store().db, config, logger: pino({ level: 'info' }, sink), metrics }) });
+    const relay = createDataPlane({ deps: () => ({ db: store().db, config, logger: pino({ level: 'info' }, sink), metrics }) });
     const MARK = 'mark-9d1e';
     const good = Array.from({ length: 30 }, (_, i) => row(`wl_good_${i}`, { workspaceId: i % 2 ? 'wsp_a' : 'wsp_b', idempotencyKey: `${MARK}-ok-${i}` }));
     const bad = [

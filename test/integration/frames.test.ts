@@ -34,7 +34,7 @@ function invokeOf(invocationId: string): Invoke {
 
 /** Dispatches a fresh invocation to `machine`, whose stream it stands in; its path, the waiting queue, a detach. */
 async function dispatched(plane: TestPlane, machine: TestMachine): Promise<{ invocationId: string; path: string; queue: FrameQueue; detach: () => void }> {
-  const hub = plane.ports.relay.hub;
+  const hub = plane.ports.dataPlane.holder;
   const stream = recordingStream();
   const detach = hub.attachStream(machine.machineId, stream.sink);
   const invocationId = newId('invocation');
@@ -147,7 +147,7 @@ describe('the frames upload', () => {
   it("answers 403 forbidden_machine to a machine uploading another machine's invocation, and delivers nothing", async () => {
     const { invocationId, path, queue, detach } = await dispatched(plane, a);
     // B's own stream is held here too: the refusal is about whose invocation it is, not about B's link.
-    const detachB = plane.ports.relay.hub.attachStream(b.machineId, recordingStream().sink);
+    const detachB = plane.ports.dataPlane.holder.attachStream(b.machineId, recordingStream().sink);
     const frames = concat([encodeFrame(invocationId, { o: 0, t: 'accept' }), encodeFrame(invocationId, { o: 1, t: 'head', status: 200, contentType: 'text/plain' })]);
     await expectError(await upload(plane, b, path, frames), 403, 'forbidden_machine');
     await expectError(await resumeOffset(plane, b, path), 403, 'forbidden_machine');

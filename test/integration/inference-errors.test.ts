@@ -66,8 +66,8 @@ async function deploy(plane: TestPlane, name: string, opts: Partial<DeploymentIn
 async function waitForStarting(plane: TestPlane, name: string) {
   await waitFor(
     async () => {
-      await plane.ports.relay.routing.refresh();
-      return plane.ports.relay.routing.resolve(plane.workspaceId, name)?.startingReplicas === 1;
+      await plane.ports.dataPlane.routing.refresh();
+      return plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.startingReplicas === 1;
     },
     { timeoutMs: 15_000, what: `${name} starting` },
   );
@@ -86,7 +86,7 @@ async function counter(plane: TestPlane, metric: string, deployment: string): Pr
 
 /** Nothing an ended request holds may survive it: live workloads, admission counts, replica slots and queues. */
 async function expectNoStuckState(plane: TestPlane) {
-  const relay = plane.ports.relay;
+  const relay = plane.ports.dataPlane;
   // Admission's per-deployment in-flight counts are private; read them here to prove every `enter` was left.
   const inFlight = (relay.admission as unknown as { inFlight: Map<string, number> }).inFlight;
   await waitFor(
@@ -243,16 +243,16 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
     const { id } = await deploy(plane, 'sim-doomed', { selector: { pool: 'held' } });
     await waitFor(
       async () => {
-        await plane.ports.relay.routing.refresh();
-        return plane.ports.relay.routing.resolve(plane.workspaceId, 'sim-doomed')?.startingReplicas === 1;
+        await plane.ports.dataPlane.routing.refresh();
+        return plane.ports.dataPlane.routing.resolve(plane.workspaceId, 'sim-doomed')?.startingReplicas === 1;
       },
       { timeoutMs: 10_000, what: 'sim-doomed starting' },
     );
     const answer = post(CHAT, hello('sim-doomed'));
-    await waitFor(async () => plane.ports.relay.live.size === 1, { timeoutMs: 5_000, intervalMs: 10, what: 'the request held' });
+    await waitFor(async () => plane.ports.dataPlane.live.size === 1, { timeoutMs: 5_000, intervalMs: 10, what: 'the request held' });
     await plane.systemCtx.db.update(deployments).set({ deletedAt: new Date() }).where(eq(deployments.id, id));
     const deletedAt = Date.now();
-    plane.ports.relay.routing.invalidate();
+    plane.ports.dataPlane.routing.invalidate();
     const response = await answer;
     expect(Date.now() - deletedAt).toBeLessThan(2_000);
     await expectEnvelope(response, 404, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
@@ -301,15 +301,15 @@ describe('/v1 errors on PGlite, with a fleet', () => {
     // Routable in the routing snapshot the requests read, not only in the machines view.
     await waitFor(
       async () => {
-        await plane.ports.relay.routing.refresh();
-        return Object.entries(replicasWanted).every(([name, n]) => plane.ports.relay.routing.resolve(plane.workspaceId, name)?.replicas.length === n);
+        await plane.ports.dataPlane.routing.refresh();
+        return Object.entries(replicasWanted).every(([name, n]) => plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.replicas.length === n);
       },
       { timeoutMs: 50_000, intervalMs: 200, what: 'every deployment routable' },
     ).catch(async (error: unknown) => {
       const logs = await Promise.all(nodes.map(async (n) => `${n.name}: ${(await readFile(n.logFile, 'utf8').catch(() => '')).slice(-2_000)}`));
       throw new Error(`${String(error)}\nmachines: ${JSON.stringify(await machines())}\n${logs.join('\n')}`);
     });
-    for (const name of ['sim-nowhere', 'sim-pending', 'sim-loading']) expect(plane.ports.relay.routing.resolve(plane.workspaceId, name)?.replicas).toEqual([]);
+    for (const name of ['sim-nowhere', 'sim-pending', 'sim-loading']) expect(plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.replicas).toEqual([]);
     await waitForStarting(plane, 'sim-loading');
   }, 90_000);
 
@@ -342,7 +342,7 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       const response = await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline });
       expect(response.status, await response.clone().text()).toBe(200);
       const id = response.headers.get('x-lunanexa-workload-id')!;
-      await plane.ports.relay.workloads.flush();
+      await plane.ports.dataPlane.workloads.flush();
       const [row] = await plane.ports.store.db.select().from(workloads).where(eq(workloads.id, id));
       expect(row!.deadline.getTime()).toBeLessThanOrEqual(Date.now() + maxMs);
       expect(row!.deadline.getTime()).toBeGreaterThanOrEqual(sentAt + maxMs - 1_000);
@@ -370,7 +370,7 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       ids.push(response.headers.get('x-lunanexa-workload-id')!);
     }
     expect(failures).toEqual([]);
-    await plane.ports.relay.workloads.flush();
+    await plane.ports.dataPlane.workloads.flush();
     const rows = await plane.ports.store.db.select().from(workloads).where(inArray(workloads.id, ids));
     expect(rows.map((r) => r.state).sort()).toEqual(ids.map(() => 'succeeded'));
     // No node dropped its stream over it: both are still attached.
@@ -472,8 +472,8 @@ describePg('/v1 refusals on PostgreSQL (no fleet)', () => {
     holder = await startStartingMachine(plane, 'holder', { pool: 'held' });
     await deploy(plane, 'sim-loading', { selector: { pool: 'held' } });
     await waitFor(async () => {
-      await plane.ports.relay.routing.refresh();
-      return ['sim-nowhere', 'sim-pending'].every((name) => plane.ports.relay.routing.resolve(plane.workspaceId, name) !== undefined);
+      await plane.ports.dataPlane.routing.refresh();
+      return ['sim-nowhere', 'sim-pending'].every((name) => plane.ports.dataPlane.routing.resolve(plane.workspaceId, name) !== undefined);
     });
     await waitForStarting(plane, 'sim-loading');
   });

@@ -1,7 +1,9 @@
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { newApp } from '../../functions/api/app.js';
 import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+import { API_TYPES_PATH, apiTypesSource, openApiDocument } from '../../scripts/api-types.js';
 
 type Doc = { openapi: string; paths: Record<string, Record<string, { servers?: Array<{ url: string }>; responses?: Record<string, unknown> }>> };
 
@@ -52,5 +54,25 @@ describe('the OpenAPI document at /api/v1/openapi.json', () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(ops)) expect(Object.keys(op.responses ?? {}), `${method} ${path}`).toContain('401');
     }
+  });
+
+  it("is what `npm run api:types` builds from the app's own code, and the committed client types are not stale", async () => {
+    expect(await openApiDocument()).toEqual(doc);
+    const generated = await apiTypesSource(doc as unknown as Parameters<typeof apiTypesSource>[0]);
+    const committed = await readFile(API_TYPES_PATH, 'utf8');
+    const [was, is] = [committed.split('\n'), generated.split('\n')];
+    const firstDifference = Array.from({ length: Math.max(was.length, is.length) }, (_, i) => i).find((i) => was[i] !== is[i])! + 1;
+    expect(generated === committed, `shared/api/openapi.d.ts is stale from line ${firstDifference}: run \`npm run api:types\``).toBe(true);
+  });
+
+  it('serves the typed client (shared/api/client.ts) the answers its types promise', async () => {
+    const { data, error, response } = await plane.api.GET('/machines', { params: { query: { limit: 1 } } });
+    expect(response.status).toBe(200);
+    expect(error).toBeUndefined();
+    expect(data?.data).toEqual([]);
+    expect(data?.nextCursor).toBeNull();
+    const refused = await plane.api.GET('/machines/{id}', { params: { path: { id: 'mch_00000000000000000000000000' } } });
+    expect(refused.response.status).toBe(404);
+    expect(refused.error?.error.code).toBeTypeOf('string');
   });
 });

@@ -6,7 +6,7 @@ import type { Store } from '../../functions/store/db.js';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
 import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
-import { controllerTick, reconcileOnce } from '../../functions/controller/driver.js';
+import { controllerTick, reconcileAfterWrites, reconcileOnce } from '../../functions/controller/driver.js';
 import { OvercommitError, recheckReservations } from '../../functions/controller/recheck.js';
 import { applyDeployment, describeDeployments } from '../../functions/services/deployments.js';
 import { recordHeartbeat } from '../../functions/services/heartbeats.js';
@@ -27,7 +27,10 @@ describePg('placement on PostgreSQL', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   const stores: Store[] = [];
   const config = ControlPlaneConfig.parse({});
-  const ctxOf = (store: Store) => ({ db: store.db, actor: 'system', config, bus: createMemoryBus(), metrics: createMetrics() });
+  const ctxOf = (store: Store) => {
+    const ctx = { db: store.db, actor: 'system', config, bus: createMemoryBus(), metrics: createMetrics() };
+    return { ...ctx, afterWrite: reconcileAfterWrites(() => ctx) };
+  };
   const gpu = (index: number): GpuDevice => ({ index, uuid: null, name: 'H100', memoryTotalMiB: 81_559, memoryUsedMiB: null, unifiedMemory: false, driverVersion: null, utilizationPercent: null, temperatureC: null, powerDrawW: null });
   const twoGpus: Inventory = { ...TEST_INVENTORY, gpus: [gpu(0), gpu(1)] };
 
@@ -60,8 +63,8 @@ describePg('placement on PostgreSQL', () => {
       Array.from({ length: 20 }, async (_, i) => {
         const ctx = ctxOf(stores[i % stores.length]!);
         const runtime = { kind: 'simulated' as const, model: `m${i}`, ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 };
+        // The apply reconciles itself (afterWrite) before it returns.
         await applyDeployment({ ctx, input: { workspaceId: ws, name: `d${i}`, model: `m${i}`, runtime, artifact: null, restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 }, replicas: 1 + (i % 2), selector: {}, gpus: 1, memoryMiB: 1024 } });
-        await reconcileOnce({ ctx });
       }),
     );
     const perMachine = await Promise.all(ids.map(async (id) => (await live(eq(assignments.machineId, id))).reduce((sum, a) => sum + a.spec.resources.gpus, 0)));
@@ -143,7 +146,7 @@ describePg('placement on PostgreSQL', () => {
 
     // The agent reports the version cached: the read model has it, and each runtime its track and version.
     await recordHeartbeat({
-      ctx: { db: stores[0]!.db, actor: h100 },
+      ctx: { ...ctxOf(stores[0]!), actor: h100 },
       input: { machine: { machineId: h100, workspaceId: ws, credentialId: 'cred', credentialExpiresAt: new Date(Date.now() + 60_000) }, heartbeat: { machineId: h100, bootId: 'boot-test-0001', seq: 1, status: 'ready', gen: 0, runtimes: [], warmModels: [], cachedVersions: [v2], metrics: {} } },
     });
     const snapshot = await loadFleetSnapshot(stores[0]!.db, config, { workspaceId: ws });

@@ -81,7 +81,7 @@ describePg('resync after the bus listened again', () => {
     });
     // A request in flight on this instance, as the inference path registers it.
     const reasons: string[] = [];
-    plane.ports.relay.live.set(workloadId, { cancel: (reason) => reasons.push(reason) });
+    plane.ports.dataPlane.live.set(workloadId, { cancel: (reason) => reasons.push(reason) });
     try {
       const outcome = await resync(plane.ports);
       expect(outcome).toMatchObject({ revoked: 1, cancelled: 1 });
@@ -92,7 +92,7 @@ describePg('resync after the bus listened again', () => {
       expect((await kept.reader.nextEvent(10_000))?.event).toBe('desired');
       expect(reasons).toEqual(['cancelled by API']);
     } finally {
-      plane.ports.relay.live.delete(workloadId);
+      plane.ports.dataPlane.live.delete(workloadId);
     }
   });
 });

@@ -98,7 +98,7 @@ describe('every route refuses whoever may not call it', () => {
 
     const machine = await enrollTestMachine(plane, A.machine);
     const { id: deploymentId } = await applyTestDeployment(plane, A.deployment, { pool: 'none' }, { replicas: 0 });
-    await plane.ports.relay.routing.refreshed();
+    await plane.ports.dataPlane.routing.refreshed();
     for (const [path, body] of [
       [`/api/v1/runtime-templates/${A.template}`, BODIES['PUT /api/v1/runtime-templates/{name}']],
       [`/api/v1/runtime-secrets/${A.secret}`, BODIES['PUT /api/v1/runtime-secrets/{name}']],
@@ -170,7 +170,7 @@ describe('every route refuses whoever may not call it', () => {
 
   /** A's state, table by table: every table with a workspace column, but the audit log (refusals may be audited). */
   const stateOfA = async (): Promise<string> => {
-    await plane.ports.relay.workloads.flush();
+    await plane.ports.dataPlane.workloads.flush();
     const tables = await queryRows<{ table_name: string }>(
       plane.ports.store.db,
       sql`select table_name from information_schema.columns where table_schema = 'public' and column_name = 'workspace_id' and table_name <> 'audit_events' order by table_name`,

@@ -121,8 +121,8 @@ describe('the surface of the control plane', () => {
     await node.beat();
     await waitFor(
       async () => {
-        await plane.ports.relay.routing.refresh();
-        return plane.ports.relay.routing.resolve(plane.workspaceId, 'scripted-model')?.replicas.length === 1;
+        await plane.ports.dataPlane.routing.refresh();
+        return plane.ports.dataPlane.routing.resolve(plane.workspaceId, 'scripted-model')?.replicas.length === 1;
       },
       { timeoutMs: 20_000, what: 'the scripted replica routable' },
     );

@@ -231,7 +231,7 @@ describePg('API tokens, members and workspaces', () => {
     expect(await modelIds(a, limited.token)).toEqual(['sim-chat']);
     expect(await modelIds(a, a.adminToken)).toEqual(['other-model', 'sim-chat']);
 
-    await a.ports.relay.workloads.flush();
+    await a.ports.dataPlane.workloads.flush();
     const workloadsBefore = (await db().select({ id: workloads.id }).from(workloads)).length;
     for (const [path, extra] of [
       ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }],
@@ -246,7 +246,7 @@ describePg('API tokens, members and workspaces', () => {
       expect(hiddenText.replaceAll('other-model', 'MODEL'), path).toBe(unknownText.replaceAll('no-such-model', 'MODEL'));
       expect(JSON.parse(hiddenText)).toMatchObject({ error: { type: 'not_found_error', code: 'model_not_found', param: 'model' } });
     }
-    await a.ports.relay.workloads.flush();
+    await a.ports.dataPlane.workloads.flush();
     expect((await db().select({ id: workloads.id }).from(workloads)).length).toBe(workloadsBefore);
 
     const allowed = await chat(a, limited.token, 'sim-chat');

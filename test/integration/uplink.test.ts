@@ -131,7 +131,7 @@ describe('the uplink', () => {
   /** Stands in `machine`'s stream on the hub until the test ends (or `detach`). */
   function attach(machine: TestMachine): RecordingStream & { detach: () => void } {
     const stream = recordingStream();
-    const detach = plane.ports.relay.hub.attachStream(machine.machineId, stream.sink);
+    const detach = plane.ports.dataPlane.holder.attachStream(machine.machineId, stream.sink);
     cleanups.push(detach);
     return Object.assign(stream, { detach });
   }
@@ -140,9 +140,9 @@ describe('the uplink', () => {
   async function dispatch(machine: TestMachine, stream: RecordingStream): Promise<{ id: string; queue: FrameQueue }> {
     const id = newId('invocation');
     const queue = new FrameQueue();
-    await plane.ports.relay.hub.dispatch(invokeOf(id), machine.machineId, queue);
+    await plane.ports.dataPlane.holder.dispatch(invokeOf(id), machine.machineId, queue);
     expect(stream.invokes.at(-1)?.invocationId).toBe(id);
-    cleanups.push(() => plane.ports.relay.hub.release(id));
+    cleanups.push(() => plane.ports.dataPlane.holder.release(id));
     return { id, queue };
   }
 
@@ -362,7 +362,7 @@ describe('the uplink', () => {
   });
 
   it('answers 409 no_stream when no instance holds the machine\'s stream', async () => {
-    expect(plane.ports.relay.hub.hasLocalStream(streamless.machineId)).toBe(false);
+    expect(plane.ports.dataPlane.holder.hasLocalStream(streamless.machineId)).toBe(false);
     await expectError(await uplinkOnce(streamless, encodeControl({ t: 'hello', uplinkId: 'upl_nostream' })), 409, 'no_stream');
     // The same while its body is still open: refused without waiting for it to end.
     const uplink = await openUplink(streamless);

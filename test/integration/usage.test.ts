@@ -164,9 +164,9 @@ describe('usage of a real fleet through GET /api/v1/usage', () => {
     expect(withoutUsage.text).not.toContain('"usage":{');
     await infer(consumer.token, '/v1/embeddings', { model: 'sim-second', input: 'p q r' });
 
-    await plane.ports.relay.workloads.flush();
+    await plane.ports.dataPlane.workloads.flush();
     const recorded = await waitFor(async () => {
-      await plane.ports.relay.workloads.flush();
+      await plane.ports.dataPlane.workloads.flush();
       const rows = await plane.ports.store.db.select().from(workloads).where(eq(workloads.workspaceId, plane.workspaceId));
       return rows.length === 5 && rows.every((r) => r.state === 'succeeded') ? new Map(rows.map((r) => [r.id, r])) : null;
     }, { what: 'five finished workloads' });

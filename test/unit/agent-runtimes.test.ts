@@ -9,7 +9,7 @@ import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { createDesiredIntake, verifyDesiredState } from '../../agent/link/desired.js';
-import { createInvocationRunner, type InvocationRunner } from '../../agent/link/invocations.js';
+import { createInvocationRunner, type InvocationRunner } from '../../agent/invocations/runner.js';
 import { pidAlive } from '../../agent/runtimes/process.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { executableDigest } from '../../agent/runtimes/files.js';

@@ -9,7 +9,7 @@ import {
   RETRY_BASE_MS,
   RETRY_CAP_MS,
   retryDelayMs,
-} from '../../agent/link/schedule.js';
+} from '../../agent/reporter/schedule.js';
 
 /** The largest value Math.random can return. */
 const ALMOST_ONE = 1 - Number.EPSILON;

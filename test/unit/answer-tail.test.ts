@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ANSWER_TAIL_BYTES, ByteTail, NO_USAGE, parseUsage } from '../../agent/link/answer-tail.js';
-import { startSimServer, type SimServerHandle } from '../../agent/runtimes/sim-server.js';
+import { ANSWER_TAIL_BYTES, ByteTail, NO_USAGE, parseUsage } from '../../agent/invocations/answer-tail.js';
+import type { SimServerHandle } from '../../sim/options.js';
+import { startSimServer } from '../../sim/server.js';
 
 /**
  * What the agent reads from the end of a runtime's answer (agent/link/answer-tail.ts): the last bytes, whatever

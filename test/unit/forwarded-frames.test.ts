@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
-import type { FrameSink, InvocationHub } from '../../functions/link/holder.js';
+import type { FrameSink, LinkHolder } from '../../functions/link/holder.js';
 import { readForwarded, serveForwarded } from '../../functions/link/forwarded.js';
 
 /**
@@ -23,7 +23,7 @@ describe('forwarded frames', () => {
   /** Runs `frames` through the holder's half and reads its answer with the caller's half. */
   async function relayed(frames: Frame[]): Promise<Array<Frame | { failed: string }>> {
     let node!: FrameSink;
-    const hub = { dispatch: async (_invoke: Invoke, _machineId: string, sink: FrameSink) => void (node = sink), cancel() {}, release() {} } as unknown as InvocationHub;
+    const hub = { dispatch: async (_invoke: Invoke, _machineId: string, sink: FrameSink) => void (node = sink), cancel() {}, release() {} } as unknown as LinkHolder;
     const chunks: Uint8Array[] = [];
     let ended!: () => void;
     const done = new Promise<void>((resolve) => (ended = resolve));

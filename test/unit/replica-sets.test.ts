@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { assignmentSpec, reconcileFleet } from '../../functions/controller/driver.js';
+import { assignmentSpec } from '../../functions/controller/driver.js';
+import { reconcileFleet } from '../../functions/core/fleet/reconcile-fleet.js';
 import { replicaSets, type PlacementInputs } from '../../functions/core/fleet/replica-sets.js';
 import { catalogOf, EMPTY_CATALOG, resolveSource, type CatalogVersion } from '../../functions/core/fleet/versions.js';
 import { replicaSetId, replicaSetOf } from '../../functions/core/fleet/tracks.js';

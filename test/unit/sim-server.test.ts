@@ -2,8 +2,9 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSimArgs, startSimServer } from '../../agent/runtimes/sim-server.js';
-import type { SimServerHandle, SimServerOptions, SimStats } from '../../agent/runtimes/sim-server.js';
+import { parseSimArgs } from '../../sim/args.js';
+import type { SimServerHandle, SimServerOptions, SimStats } from '../../sim/options.js';
+import { startSimServer } from '../../sim/server.js';
 
 const MODEL = 'sim/llama-test';
 
@@ -554,7 +555,7 @@ describe('parseSimArgs', () => {
 });
 
 describe('sim-server CLI', () => {
-  const script = fileURLToPath(new URL('../../agent/runtimes/sim-server.ts', import.meta.url));
+  const script = fileURLToPath(new URL('../../sim/main.ts', import.meta.url));
   // `--import tsx` resolves from the working directory, so pin it to the repo root.
   const cwd = fileURLToPath(new URL('../../', import.meta.url));
 

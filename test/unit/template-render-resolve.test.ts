@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { canonicalize } from '../../shared/canonical.js';
 import { RuntimeTemplateSpec } from '../../shared/contracts/runtime-template.js';
 import { DeploymentRuntime } from '../../shared/contracts/deployment.js';
 import { checkTemplate } from '../../functions/core/registry/template-check.js';
@@ -133,6 +135,14 @@ describe('resolving a deployment runtime', () => {
     expect(resolveRuntime({ workspaceId: WS, registry, runtime: legacy })).toMatchObject({ ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind' }] });
   });
 
+  it('a stored runtime of an unknown kind is refused by name, even with a template named like its missing field', () => {
+    // Why the kind check stays although migration 0003 retired the process deployments: the stored runtime is
+    // never parsed on read, and without the check it would be looked up as template `undefined`.
+    const named = registryOf({ templates: [{ workspaceId: WS, name: 'undefined', spec: spec({ args: ['--port', '{port}'], params: {} }) }], secrets: [] });
+    const legacy = { kind: 'process', command: ['/bin/sh', '-c', 'id'] } as unknown as DeploymentRuntime;
+    expect(resolveRuntime({ workspaceId: WS, registry: named, runtime: legacy })).toMatchObject({ ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind' }] });
+  });
+
   it('the contract refuses env values that are neither a plain value nor a secret reference', () => {
     expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { HF_TOKEN: 'x' } }).success).toBe(false);
     expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { HF_TOKEN: { value: 'x', secret: 'hf' } } }).success).toBe(false);
@@ -149,6 +159,18 @@ describe('the rollout digest', () => {
     expect(v1).not.toBe(templateHash(fields));
     expect(replicaHash(fields, { HF_TOKEN: { secret: 'hf', version: 'v1' } })).toBe(v1);
     expect(replicaHash(fields, { HF_TOKEN: { secret: 'hf', version: 'v2' } })).not.toBe(v1);
+  });
+});
+
+describe('the template digest of a replica without a registry version', () => {
+  it('is what it was before versions existed: stored assignments and running agents hold it', () => {
+    const fields = { model: 'm', runtime: { kind: 'simulated' as const, model: 'm', ttftMs: 20, tokensPerSecond: 200, loadMs: 200, memoryMiB: 1024, failureRate: 0 }, artifact: null, resources: { gpus: 1, memoryMiB: 2048 } };
+    // The formula of the assignments written before versions: no versionId member at all (not even null).
+    const before = createHash('sha256').update(canonicalize(fields)).digest('hex');
+    expect(templateHash(fields)).toBe(before);
+    expect(before).toBe('b6d371523fe06cefaf54d611468f0826f25de4d90e031e67b0cefcb46f914fd0');
+    // A versionId member, even null, would change every such digest, and so restart every such replica.
+    expect(createHash('sha256').update(canonicalize({ ...fields, versionId: null })).digest('hex')).not.toBe(before);
   });
 });
 

@@ -2,7 +2,6 @@ import type { Hono } from 'hono';
 import { ApiError, parseJsonOr400, parseOr400 } from '../../kernel/errors.js';
 import { EnrollRequest, type EnrollResponse } from '../../../shared/contracts/enrollment.js';
 import { enrollMachine } from '../../services/enrollment.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 
 /** POST /agent/v1/enroll: trades a single-use enrollment token and a public key for a machine identity. */
@@ -20,8 +19,6 @@ export function registerEnroll(app: Hono<AppEnv>) {
       throw error;
     }
     const identity = await ports.identity();
-    // Place the demo and other deployments on the new machine without waiting for the next tick.
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     const body: EnrollResponse = {
       machineId: enrolled.machineId,
       workspaceId: enrolled.workspaceId,

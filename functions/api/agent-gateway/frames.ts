@@ -15,7 +15,7 @@ function piped(c: Context<AppEnv>, answer: PipedAnswer | null): Response {
 /** The holder went away while the upload was piped to it: the agent's upload broke, as if its own connection had. */
 async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, body: AsyncIterable<Uint8Array> | null): Promise<Response> {
   try {
-    return piped(c, await c.get('ports').relay.hub.pipe(c.get('machine'), method, path, body));
+    return piped(c, await c.get('ports').dataPlane.holder.pipe(c.get('machine'), method, path, body));
   } catch (error) {
     if (error instanceof ApiError) throw error;
     cutConnection(c);
@@ -42,7 +42,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number, auth: { buff
     if (!chunks) throw new ApiError('bad_request', 'uplink body is empty');
     const expiry = setTimeout(() => cutConnection(c), Math.max(0, Math.min(credentialExpiresAt.getTime() - Date.now(), 2 ** 31 - 1)));
     try {
-      const local = ports.relay.hub.hasLocalStream(machineId);
+      const local = ports.dataPlane.holder.hasLocalStream(machineId);
       ports.metrics.agentUploads.inc({ kind: 'uplink', route: local ? 'local' : 'piped' });
       if (!local) return await pipe(c, 'POST', '/uplink', chunks);
       return c.json(await runUplink(ports, machineId, chunks, () => cutConnection(c)));
@@ -55,7 +55,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number, auth: { buff
     const ports = c.get('ports');
     const { machineId } = c.get('machine');
     const path = `/invocations/${encodeURIComponent(c.req.param('id'))}/frames`;
-    if (!ports.relay.hub.hasLocalStream(machineId)) return pipe(c, 'GET', path, null);
+    if (!ports.dataPlane.holder.hasLocalStream(machineId)) return pipe(c, 'GET', path, null);
     return c.json(framesOffset(ports, machineId, c.req.param('id')));
   });
 
@@ -64,7 +64,7 @@ export function registerFrames(app: Hono<AppEnv>, maxBytes: number, auth: { buff
     const { machineId } = c.get('machine');
     const chunks = limitedBody(c, maxBytes, () => new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`));
     const path = `/invocations/${encodeURIComponent(c.req.param('id'))}/frames`;
-    const local = ports.relay.hub.hasLocalStream(machineId);
+    const local = ports.dataPlane.holder.hasLocalStream(machineId);
     ports.metrics.agentUploads.inc({ kind: 'invocation', route: local ? 'local' : 'piped' });
     if (!local) return pipe(c, 'POST', path, chunks);
     return c.json(await receiveFrames(ports, machineId, c.req.param('id'), chunks));

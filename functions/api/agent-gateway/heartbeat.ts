@@ -3,7 +3,6 @@ import { ApiError, parseJsonOr400, parseOr400 } from '../../kernel/errors.js';
 import { Heartbeat, type HeartbeatResponse } from '../../../shared/contracts/heartbeat.js';
 import { recordHeartbeat } from '../../services/heartbeats.js';
 import { machineAuth } from '../http/machine-auth.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 
 /** POST /agent/v1/heartbeat: the machine's report of itself and its runtimes. */
@@ -20,12 +19,8 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
       throw error;
     }
     ports.metrics.heartbeats.inc({ result: 'ok' });
-    if (result.runtimesChanged) {
-      // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on
-      // now rather than at the next tick, and routing follows at once.
-      await reconcileOnce({ ctx: serviceCtx(ports, 'system'), skipIfBusy: true });
-      ports.relay.routing.invalidate();
-    }
+    // A runtime became ready, or stopped being, or left the node: the verb has reconciled, and routing follows at once.
+    if (result.runtimesChanged) ports.dataPlane.routing.invalidate();
     // Allow-listed names only: a machine cannot grow the control plane's series by inventing names.
     ports.metrics.nodeMetrics.report(machine.machineId, heartbeat.metrics);
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };

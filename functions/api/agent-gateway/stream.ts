@@ -29,7 +29,7 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
     const lastEventId = c.req.header('last-event-id');
     if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) throw new ApiError('bad_request', 'Last-Event-ID is not one this server issued');
     // Workers: the machine's Durable Object holds its stream; this request only authenticated it.
-    const held = ports.relay.hub.holdStream(c.get('machine'), c.req.raw);
+    const held = ports.dataPlane.holder.holdStream(c.get('machine'), c.req.raw);
     if (held) return await held;
     // The artifact store signs the URLs of the versions the machine's assignments fetch.
     const ctx = { ...serviceCtx(ports, machineId), artifacts: ports.artifacts };
@@ -47,7 +47,12 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
     // Tasks that read the store before writing (signing, renewing) run one at a time, in order: a desired state
     // signed later is never written before one signed earlier.
     const enqueue = (task: () => Promise<void>) => {
-      tasks = tasks.then(task).catch(() => close());
+      tasks = tasks.then(task).catch((error: unknown) => {
+        // A desired state that cannot be signed (or a lease that cannot be renewed) closes the stream: the agent reconnects.
+        ports.metrics.backgroundErrors.inc({ task: 'stream-task' });
+        ports.logger.warn({ err: errorFields(error), machineId }, 'agent stream task failed; closing the stream');
+        close();
+      });
       return tasks;
     };
     const sendDesired = async (signed?: { jws: string; gen: number; exp: number }) => {
@@ -61,30 +66,34 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
       closed = true;
       clearInterval(keepAlive);
       clearInterval(ping);
-      ports.relay.pingAnswers.delete(connectionId);
+      ports.dataPlane.pingAnswers.delete(connectionId);
       unsubscribe();
       detachRelay();
       out.close();
       ports.metrics.streamsAttached.dec();
       void detachStream({ ctx, input: { machineId, connectionId } })
-        .catch(() => {})
+        .catch((error: unknown) => {
+          // The lease row stays until it lapses (streamLeaseTtlMs): routing may still pick this machine until then.
+          ports.metrics.backgroundErrors.inc({ task: 'stream-detach' });
+          ports.logger.warn({ err: errorFields(error), machineId }, 'dropping the stream lease failed; it lapses at its TTL');
+        })
         // The lease is gone: stop routing to this node now rather than at the next refresh.
-        .finally(() => ports.relay.routing.invalidate());
+        .finally(() => ports.dataPlane.routing.invalidate());
     };
     const out = openSse(c, {}, close);
-    // Relay events are queued at once, never behind a renewal: the hot path does not wait on the store.
+    // DataPlane events are queued at once, never behind a renewal: the hot path does not wait on the store.
     const sink: StreamSink = {
       invoke: (invoke: Invoke) => out.event('invoke', JSON.stringify(invoke)),
       cancel: (invocationId, reason) => out.event('cancel', JSON.stringify({ invocationId, reason })),
       ack: (offsets) => out.event('ack', JSON.stringify({ offsets: Object.fromEntries(offsets) })),
       confirmUplink: (uplinkId) => out.event('uplink', JSON.stringify({ uplinkId })),
       pong: () => {
-        ports.relay.pingAnswers.set(connectionId, Date.now());
-        ports.relay.pongs.put(connectionId, { machineId, connectionId });
+        ports.dataPlane.pingAnswers.set(connectionId, Date.now());
+        ports.dataPlane.pongs.put(connectionId, { machineId, connectionId });
       },
     };
-    const detachRelay = ports.relay.hub.attachStream(machineId, sink);
-    ports.relay.routing.invalidate();
+    const detachRelay = ports.dataPlane.holder.attachStream(machineId, sink);
+    ports.dataPlane.routing.invalidate();
     const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
       if (signal.type === 'desired') void enqueue(() => sendDesired());
       else if (signal.type === 'logs') {
@@ -110,16 +119,16 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
     // before their first byte, instead of waiting for the node to thaw.
     let pingSeq = 0;
     let checking = false;
-    ports.relay.pingAnswers.set(connectionId, Date.now());
+    ports.dataPlane.pingAnswers.set(connectionId, Date.now());
     const ping = setInterval(() => {
       out.event('ping', `{"seq":${++pingSeq}}`);
-      const heardAt = ports.relay.pingAnswers.get(connectionId) ?? 0;
+      const heardAt = ports.dataPlane.pingAnswers.get(connectionId) ?? 0;
       if (checking || Date.now() - heardAt <= ports.config.streamPingTimeoutMs) return;
       // Not heard here: the answer may have reached another instance, which wrote it to the lease.
       checking = true;
       void pingAnswered({ ctx, input: { machineId, connectionId } })
         .then((fresh) => {
-          if (fresh) ports.relay.pingAnswers.set(connectionId, Date.now());
+          if (fresh) ports.dataPlane.pingAnswers.set(connectionId, Date.now());
           else {
             ports.logger.warn({ machineId }, 'the agent stopped answering pings: closing its stream');
             close();

@@ -3,7 +3,6 @@ import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { DeploymentName, type DeploymentDetail } from '../../../shared/contracts/deployment.js';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { ApiError } from '../../kernel/errors.js';
 import { describeDeployments, scaleDeployment } from '../../services/deployments.js';
 import { machines } from '../../store/schema/index.js';
@@ -156,8 +155,7 @@ ${scaled ? notice(`Scaled ${scaled.name} to ${plural(scaled.replicas, 'replica')
     const ports = portsOf(c);
     const ctx = serviceCtx(ports, session.tokenId);
     await scaleDeployment({ ctx, input: { workspaceId: session.workspaceId, name: name.data, replicas: form.replicas, generation: form.generation } });
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
-    await ports.relay.routing.refreshed();
+    await ports.dataPlane.routing.refreshed();
     return c.redirect(`/console/deployments?done=scale&deployment=${encodeURIComponent(name.data)}`, 303);
   });
 }

@@ -3,7 +3,6 @@ import { z } from 'zod';
 import type { MachineView, RuntimeView } from '../../../shared/contracts/machine.js';
 import { isId } from '../../../shared/ids.js';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { ApiError } from '../../kernel/errors.js';
 import { clearReplicaFailures, listMachines, setMachineScheduling } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
@@ -148,7 +147,6 @@ ${done && target ? notice(done(target.name)) : nothing}
       const input = { workspaceId: session.workspaceId, machineId };
       if (verb === 'clear-failures') await clearReplicaFailures({ ctx, input });
       else await setMachineScheduling({ ctx, input: { ...input, verb } });
-      await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
       return c.redirect(`/?done=${verb}&machine=${encodeURIComponent(machineId)}`, 303);
     });
   }

@@ -65,7 +65,7 @@ export function registerUsage(app: Hono<ConsoleEnv>): void {
     // The API's own checks and defaults (400 naming what is wrong).
     const query = usageQuery(asked, new Date());
     // What this instance still holds behind (its last requests) is counted too, as on the API.
-    await ports.relay.workloads.flush();
+    await ports.dataPlane.workloads.flush();
     const rows = await usageReport({ ctx: serviceCtx(ports, session.tokenId), input: { workspaceId: session.workspaceId, ...query } });
     return { query, rows };
   };

@@ -31,7 +31,7 @@ function machineAuthFor(mode: 'buffered' | 'streamed') {
           path: c.req.path,
           body,
           clusterId: identity.clusterId,
-          cache: mode === 'streamed' ? ports.relay.authCache : undefined,
+          cache: mode === 'streamed' ? ports.caches.machineAuth : undefined,
         },
       });
       c.set('machine', machine);

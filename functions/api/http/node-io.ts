@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'hono';
 import type { AppEnv } from '../../dataplane/ports.js';
 import { SECURITY_HEADERS } from './security-headers.js';
+import { readAll } from '../../kernel/web-streams.js';
 
 /**
  * The relay's hot path reads and writes Node's own request and response where it runs on Node (through
@@ -28,25 +29,6 @@ async function* nodeChunks(incoming: IncomingMessage): AsyncGenerator<Uint8Array
     // A reader that gives up early (refused, oversized) leaves the rest to be discarded, not the socket
     // destroyed: the error answer must still reach the client.
     if (!incoming.readableEnded) incoming.resume();
-  }
-}
-
-/** A web stream read chunk by chunk (workerd's streams need not be async iterable). */
-export function readAll(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  return readerChunks(body.getReader());
-}
-
-/** What `reader` reads, chunk by chunk; whoever holds the reader may still cancel it. */
-export async function* readerChunks(reader: ReadableStreamDefaultReader<Uint8Array>): AsyncGenerator<Uint8Array> {
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    // Stops the body when the reader gives up early (a refused or oversized upload).
-    await reader.cancel().catch(() => {});
   }
 }
 

@@ -3,7 +3,6 @@ import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from
 import { pageOf } from '../../../shared/contracts/page.js';
 import { isId } from '../../../shared/ids.js';
 import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, listDeployments } from '../../services/deployments.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { ApiError } from '../../kernel/errors.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
@@ -78,8 +77,7 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const ports = c.get('ports');
     const ctx = serviceCtx(ports, c.get('actor').tokenId);
     const { id } = await deleteDeployment({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
-    await ports.relay.routing.refreshed();
+    await ports.dataPlane.routing.refreshed();
     return c.json({ id, deleted: true as const }, 200);
   });
   app.openapi(put, async (c) => {
@@ -88,9 +86,8 @@ export function registerDeployments(app: OpenAPIHono<AppEnv>) {
     const workspaceId = c.get('actor').workspaceId;
     const name = c.req.valid('param').name;
     const { id } = await applyDeployment({ ctx, input: { ...c.req.valid('json'), workspaceId, name } });
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     // Answered once this instance routes the change: a request sent right after the PUT finds the model.
-    await ports.relay.routing.refreshed();
+    await ports.dataPlane.routing.refreshed();
     const view = await getDeployment({ ctx, input: { workspaceId, id } });
     if (!view) throw new ApiError('conflict', 'the deployment changed concurrently');
     return c.json(view, 200);

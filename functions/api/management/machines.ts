@@ -3,7 +3,6 @@ import { MachineList, MachineView } from '../../../shared/contracts/machine.js';
 import { isId } from '../../../shared/ids.js';
 import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling } from '../../services/machines.js';
 import { fetchRuntimeLogs } from '../../services/runtime-logs.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
 import { guarded } from './guarded.js';
@@ -103,7 +102,6 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
     const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
     const body = c.req.header('content-length') === '0' || !c.req.header('content-type') ? {} : c.req.valid('json');
     await revokeMachine({ ctx, input: { ...input, reason: body.reason } });
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     return c.json(await getMachine({ ctx, input }), 200);
   });
   for (const verb of ['cordon', 'drain', 'uncordon'] as const) {
@@ -112,7 +110,6 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
       const ctx = serviceCtx(ports, c.get('actor').tokenId);
       const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
       await setMachineScheduling({ ctx, input: { ...input, verb } });
-      await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
       return c.json(await getMachine({ ctx, input }), 200);
     });
   }
@@ -121,8 +118,6 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
     const ctx = serviceCtx(ports, c.get('actor').tokenId);
     const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
     await clearReplicaFailures({ ctx, input });
-    // A deployment short of replicas because of these marks is placed at once, not at the next tick.
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     return c.json(await getMachine({ ctx, input }), 200);
   });
 }

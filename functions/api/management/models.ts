@@ -25,7 +25,6 @@ import { guarded } from './guarded.js';
 import { BenchmarkRunView } from '../../../shared/contracts/benchmark.js';
 import { listBenchmarkRuns } from '../../dataplane/canary-gate.js';
 import { promoteVersion, releaseVersion, rollbackVersion } from '../../services/registry/promotion.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import type { Context } from 'hono';
 
 const ModelParam = z.object({ name: ModelName });
@@ -147,8 +146,7 @@ const rollback = guarded('admin', {
 /** A move that changes what deployments serve is reconciled and routed before the answer, as a deployment PUT is. */
 async function settle(c: Context<AppEnv>): Promise<void> {
   const ports = c.get('ports');
-  await reconcileOnce({ ctx: serviceCtx(ports, 'system') });
-  await ports.relay.routing.refreshed();
+  await ports.dataPlane.routing.refreshed();
 }
 
 export function registerModels(app: OpenAPIHono<AppEnv>) {

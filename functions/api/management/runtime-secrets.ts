@@ -2,7 +2,6 @@ import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeSecretPut, RuntimeSecretView, TemplateName } from '../../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../../services/registry/secrets.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from './guarded.js';
@@ -42,9 +41,7 @@ export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
-    const { view, changed } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value } });
-    // A new value is a new version: the replicas that take it roll onto it.
-    if (changed) await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    const { view } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value } });
     return c.json(view, 200);
   });
   app.openapi(remove, async (c) => {

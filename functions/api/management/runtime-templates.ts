@@ -2,7 +2,6 @@ import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeTemplateSpec, RuntimeTemplateView, TemplateName } from '../../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../../services/registry/templates.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from './guarded.js';
@@ -54,9 +53,7 @@ export function registerRuntimeTemplates(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
-    const { view, changed } = await putRuntimeTemplate({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, spec: c.req.valid('json') } });
-    // The deployments that use it resolve to a new template digest: their rollout starts before the answer.
-    if (changed) await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
+    const { view } = await putRuntimeTemplate({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, spec: c.req.valid('json') } });
     return c.json(view, 200);
   });
   app.openapi(remove, async (c) => {

@@ -35,7 +35,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
     const { format, ...asked } = c.req.valid('query');
     const query = usageQuery(asked, new Date());
     // What this instance still holds behind (its last requests) is counted too.
-    await ports.relay.workloads.flush();
+    await ports.dataPlane.workloads.flush();
     const data = await usageReport({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, ...query } });
     const csv = format === 'csv' || (format === undefined && /\btext\/csv\b/i.test(c.req.header('accept') ?? ''));
     if (!csv) return c.json({ ...query, data }, 200);

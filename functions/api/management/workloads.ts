@@ -44,7 +44,7 @@ const cancel = guarded('operator', {
 /** The caller's workload, or 404; what this instance has written behind is read back as written. */
 async function loadWorkload(c: Context<AppEnv>, id: string) {
   const ports = c.get('ports');
-  await ports.relay.workloads.flush();
+  await ports.dataPlane.workloads.flush();
   const row = await getWorkload({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, id } });
   if (!row) throw new ApiError('not_found', 'workload not found');
   return row;
@@ -76,7 +76,7 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid('param');
     const row = await loadWorkload(c, id);
     if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);
-    const live = ports.relay.live.get(id);
+    const live = ports.dataPlane.live.get(id);
     if (live) live.cancel('cancelled by API');
     else {
       // Held by an instance that died: nothing can reach it (its node aborted the call when the stream broke).

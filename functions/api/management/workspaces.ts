@@ -6,7 +6,6 @@ import { createWorkspace, listWorkspaces } from '../../services/workspaces.js';
 import { addMember, listMembers, removeMember } from '../../services/members.js';
 import { WorkspacePolicy } from '../../../shared/contracts/placement.js';
 import { loadWorkspacePolicy, setWorkspacePolicy } from '../../services/workspace-policy.js';
-import { reconcileOnce } from '../../controller/driver.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
@@ -83,8 +82,6 @@ export function registerWorkspaces(app: OpenAPIHono<AppEnv>) {
   app.openapi(setPolicyRoute, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
     const policy = await setWorkspacePolicy({ ctx, input: { workspaceId: c.get('actor').workspaceId, policy: c.req.valid('json') } });
-    // Placement under the new policy (a quota raised, a class allowed more machines) happens before the answer.
-    await reconcileOnce({ ctx: { ...ctx, actor: 'system' } });
     return c.json(policy, 200);
   });
   app.openapi(list, async (c) => {

@@ -66,11 +66,11 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
       throw new ApiError('invalid_json', 'the forwarded invocation is not JSON');
     }
     if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
-    const hub = ports.relay.hub;
+    const holder = ports.dataPlane.holder;
     // Held elsewhere now (or nowhere): the caller retries on another replica, before any byte reached its client.
-    if (!hub.hasLocalStream(machineId)) throw new ApiError('no_stream', 'this instance does not hold the machine\'s link');
+    if (!holder.hasLocalStream(machineId)) throw new ApiError('no_stream', 'this instance does not hold the machine\'s link');
     res.writeHead(200, { 'content-type': FRAMES_TYPE });
-    const run = serveForwarded(hub, parsed.data, machineId, {
+    const run = serveForwarded(holder, parsed.data, machineId, {
       write: (chunks) => {
         if (!res.destroyed) writeAll(res, chunks);
       },

@@ -44,7 +44,7 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: ports.relay.tokens ?? undefined } }).catch((error: unknown) => {
+    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: ports.caches.tokens ?? undefined } }).catch((error: unknown) => {
       // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
       if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
       throw error;
@@ -64,12 +64,12 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
 
   app.get('/models', async (c) => {
     const ports = c.get('ports');
-    await ports.relay.routing.fresh();
+    await ports.dataPlane.routing.fresh();
     const { workspaceId, models } = c.get('actor');
-    const deployments = ports.relay.routing.list(workspaceId).map((route) => ({ id: route.name, route }));
+    const deployments = ports.dataPlane.routing.list(workspaceId).map((route) => ({ id: route.name, route }));
     const named = new Set(deployments.map((d) => d.id));
     // An alias is a model name too (a deployment's own name wins, as it does in routing).
-    const aliases = ports.relay.routing.aliasRoutes(workspaceId).flatMap(({ alias, route }) => (named.has(alias) ? [] : [{ id: alias, route }]));
+    const aliases = ports.dataPlane.routing.aliasRoutes(workspaceId).flatMap(({ alias, route }) => (named.has(alias) ? [] : [{ id: alias, route }]));
     const body: ModelList = {
       object: 'list',
       data: [...deployments, ...aliases]

@@ -4,6 +4,13 @@ import { machineStaleAfterMs, type ControlPlaneConfig } from '../../kernel/confi
 
 type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs'>;
 
+
+/** The controller's tick record, which tells how long the control plane was away. */
+export interface ControllerState {
+  lastTickAt: Date | null;
+  resumedAt: Date | null;
+}
+
 /**
  * Age of a report as the liveness rules count it. After a control-plane interruption (`resumedAt`), time
  * before the resumption is not held against a machine: it gets one full period to report again.

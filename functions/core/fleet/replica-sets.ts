@@ -2,7 +2,7 @@ import type { deployments } from '../../store/schema/index.js';
 import { WorkspacePolicy } from '../../../shared/contracts/placement.js';
 import type { TemplateFields } from './template.js';
 import { replicaHash, resolveRuntime, type ResolvedRuntime, type RuntimeRegistry, type SecretEnvRefs } from '../registry/resolve.js';
-import { runtimeName } from '../../services/registry/deployment-source.js';
+import { runtimeName } from '../scheduler/policy.js';
 import { policyRules } from '../scheduler/policy.js';
 import type { DesiredDeployment } from './reconcile.js';
 import { replicaSetId, type Track } from './tracks.js';

@@ -3,8 +3,7 @@ import type { MachineStatus, RuntimeState, StartupProgress } from '../../../shar
 import type { MachineLiveness, RuntimeLiveness } from '../../../shared/contracts/machine.js';
 import type { Assignment } from '../../../shared/contracts/desired.js';
 import type { ControlPlaneConfig } from '../../kernel/config.js';
-import { isRoutable, machineLiveness, nextResumedAt, runtimeLiveness } from './liveness.js';
-import type { ControllerState } from '../../services/controller-state.js';
+import { isRoutable, machineLiveness, nextResumedAt, runtimeLiveness, type ControllerState } from './liveness.js';
 import { mayRestart } from '../../../shared/restart-policy.js';
 import type { Track } from './tracks.js';
 

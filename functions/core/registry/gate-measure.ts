@@ -35,6 +35,7 @@ export class TokenStreamReader {
         try {
           json = JSON.parse(data);
         } catch {
+          // Silent by design: a data line that is not JSON carries no token to time; the gate measures the rest.
           continue;
         }
         const choice = json.choices?.[0];

@@ -48,7 +48,8 @@ export function resolveRuntime(input: { workspaceId: string; runtime: Deployment
   const { workspaceId, runtime, registry } = input;
   if (runtime.kind === 'simulated') return { ok: true, value: { runtime, secretEnv: {} } };
   if (runtime.kind !== 'template') {
-    // A stored runtime of a kind that no longer exists (the free-form `process` runtime) never resolves.
+    // `runtime` is stored jsonb, typed but never parsed on read: a kind this build does not know (the removed
+    // `process` runtime, whose live deployments migration 0003 retired) is refused by name, never read as a template.
     return { ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind', message: `runtime kind ${String((runtime as { kind: unknown }).kind)} is not supported: use a runtime template` }] };
   }
   const template = registry.template(workspaceId, runtime.template);

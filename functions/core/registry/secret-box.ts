@@ -48,6 +48,7 @@ export function secretBox(base64Key: string): SecretBox {
         decipher.setAuthTag(Buffer.from(tag, 'base64url'));
         return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
       } catch {
+        // Not swallowed: null is the answer for a box that does not open (tampered, or another key); callers refuse it.
         return null;
       }
     },

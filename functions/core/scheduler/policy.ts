@@ -1,4 +1,5 @@
 import type { WorkspacePolicy } from '../../../shared/contracts/placement.js';
+import type { DeploymentRuntime } from '../../../shared/contracts/deployment.js';
 import { missingLabel, type PlacementConstraint } from './place.js';
 
 /** What a workspace's policy asks of a replica set's machines, or why none may take it. */
@@ -37,3 +38,6 @@ export function policyRules(policy: WorkspacePolicy, set: { dataClass: string | 
 export function policyAllows(rules: PolicyRules, labels: Record<string, string>): boolean {
   return rules.refusal === null && rules.constraints.every((constraint) => missingLabel(labels, constraint.labels) === null);
 }
+
+/** What a runtime is called in a data class's `runtimes` list. */
+export const runtimeName = (runtime: DeploymentRuntime) => (runtime.kind === 'template' ? runtime.template : 'simulated');

@@ -4,7 +4,7 @@ import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../../services/enrollment.js';
-import { enrollAgent } from '../../../agent/agent.js';
+import { enrollAgent } from '../../../agent/enroll.js';
 import { applyDeployment, type DeploymentInput } from '../../services/deployments.js';
 import type { RunningControlPlane } from '../node.js';
 
@@ -135,5 +135,6 @@ export async function startSimNode(
 /** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */
 export async function stopSimNodes(nodes: SimNode[]): Promise<void> {
   for (const node of nodes) node.process.kill('SIGTERM');
+  // Not swallowed: an agent that does not exit in time (waitForExit rejects) is killed.
   await Promise.all(nodes.map((node) => waitForExit(node.process).catch(() => node.process.kill('SIGKILL'))));
 }

@@ -168,6 +168,7 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
       if (response.status !== 200) throw new WalkthroughError(`request ${i + 1} of ${n} answered ${response.status}`);
       const id = response.headers.get('x-lunanexa-workload-id')!;
       const workload = await until(`workload ${id}'s record`, async () => {
+        // Silent by design: polled until it succeeds; `until` fails with its own message when time runs out.
         const w = await call<{ state: string; versionId: string | null; track: string | null }>('GET', `/api/v1/workloads/${id}`).catch(() => null);
         return w && w.state === 'succeeded' ? w : null;
       });

@@ -7,6 +7,7 @@ import type { ServiceCtx } from '../service-context.js';
 import { aliasable } from '../../core/registry/lifecycle.js';
 import { findVersion } from './models.js';
 import { moveVersion, type VersionRow } from './version-moves.js';
+import { runtimeName } from '../../core/scheduler/policy.js';
 
 const invalid = (path: string, message: string) => new ApiError('validation_failed', `${message} (at ${path})`, { issues: [{ path, message }] });
 
@@ -30,8 +31,6 @@ async function sourceVersion(tx: ServiceCtx, workspaceId: string, source: ModelS
   return found;
 }
 
-/** What a runtime is called in a data class's `runtimes` list. */
-export const runtimeName = (runtime: DeploymentRuntime) => (runtime.kind === 'template' ? runtime.template : 'simulated');
 
 /**
  * Checks what a deployment serves against the registry and its workspace's policy, in the apply's transaction:

@@ -2,7 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import { modelAliases } from '../../store/schema/index.js';
 import type { VersionView } from '../../../shared/contracts/registry.js';
 import { ApiError } from '../../kernel/errors.js';
-import { withTransaction, type ServiceCtx } from '../service-context.js';
+import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
 import { lockAlias, moveAlias, rollbackAlias } from './aliases.js';
 import { endCanaries } from './canary.js';
 import { findVersion } from './models.js';
@@ -14,8 +14,8 @@ import { moveVersion, type VersionRef } from './version-moves.js';
  * rolls its stable replicas onto it (new ones ready before old ones drain) while the canary replicas retire. All in
  * one transaction.
  */
-export async function promoteVersion({ ctx, input }: { ctx: ServiceCtx; input: VersionRef & { alias: string; reason: string } }): Promise<{ version: VersionView; endedCanaries: string[] }> {
-  return await withTransaction(ctx, async (tx) => {
+export async function promoteVersion({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: VersionRef & { alias: string; reason: string } }): Promise<{ version: VersionView; endedCanaries: string[] }> {
+  const written = await withTransaction(ctx, async (tx) => {
     const current = await lockAlias(tx, input.workspaceId, input.alias);
     const row = await findVersion(tx, { ...input, lock: true });
     const version = await moveVersion(tx, input, row, { type: 'promote', actor: tx.actor }, { details: { alias: input.alias, reason: input.reason } });
@@ -23,6 +23,8 @@ export async function promoteVersion({ ctx, input }: { ctx: ServiceCtx; input: V
     const endedCanaries = await endCanaries(tx, { workspaceId: input.workspaceId, model: input.model, version: input.version, why: 'promoted' });
     return { version, endedCanaries };
   });
+  await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /** A person releases a promoted version as stable after observing it. */
@@ -38,8 +40,8 @@ export async function releaseVersion({ ctx, input }: { ctx: ServiceCtx; input: V
  * back one step (each move audited; an alias with nowhere to go back to refuses the whole rollback, 409, so no alias
  * is left on a rolled-back version), and its canaries end. Deployments following those aliases roll back.
  */
-export async function rollbackVersion({ ctx, input }: { ctx: ServiceCtx; input: VersionRef & { reason: string } }): Promise<{ version: VersionView; aliases: string[]; endedCanaries: string[] }> {
-  return await withTransaction(ctx, async (tx) => {
+export async function rollbackVersion({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: VersionRef & { reason: string } }): Promise<{ version: VersionView; aliases: string[]; endedCanaries: string[] }> {
+  const written = await withTransaction(ctx, async (tx) => {
     const row = await findVersion(tx, { ...input, lock: true });
     const version = await moveVersion(tx, input, row, { type: 'rollback', actor: tx.actor }, { details: { reason: input.reason } });
     const pointing = await tx.db.select({ name: modelAliases.name }).from(modelAliases).where(and(eq(modelAliases.workspaceId, input.workspaceId), eq(modelAliases.versionId, row.id)));
@@ -52,4 +54,6 @@ export async function rollbackVersion({ ctx, input }: { ctx: ServiceCtx; input: 
     const endedCanaries = await endCanaries(tx, { workspaceId: input.workspaceId, model: input.model, version: input.version, why: 'rolled_back' });
     return { version, aliases: pointing.map((a) => a.name), endedCanaries };
   });
+  await reconcileAfterWrite(ctx);
+  return written;
 }

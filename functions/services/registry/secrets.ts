@@ -4,7 +4,7 @@ import { runtimeSecrets } from '../../store/schema/index.js';
 import type { RuntimeSecretView } from '../../../shared/contracts/runtime-template.js';
 import type { ControlPlaneConfig } from '../../kernel/config.js';
 import { ApiError } from '../../kernel/errors.js';
-import { audit, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
 import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
 import { liveTemplateDeployments } from './load.js';
 import { secretAssociatedData, secretBox, type SecretBox } from '../../core/registry/secret-box.js';
@@ -38,11 +38,11 @@ export async function listRuntimeSecrets({ ctx, input }: { ctx: ServiceCtx; inpu
  * Writes a runtime secret (admins only, at the route), sealed under the secret key. A new value gets a new
  * version, which rolls the replicas that use it; writing the value it already has changes nothing.
  */
-export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; name: string; value: string } }): Promise<{ view: RuntimeSecretView; changed: boolean }> {
+export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>; input: { workspaceId: string; name: string; value: string } }): Promise<{ view: RuntimeSecretView; changed: boolean }> {
   const box = requireSecretBox(ctx.config);
   if (input.value.includes('\0')) throw new ApiError('validation_failed', 'a runtime secret must not contain NUL at value', [{ path: 'value', message: 'must not contain NUL' }]);
   const aad = secretAssociatedData(input.workspaceId, input.name);
-  return await withTransaction(ctx, async (tx) => {
+  const written = await withTransaction(ctx, async (tx) => {
     const where = and(eq(runtimeSecrets.workspaceId, input.workspaceId), eq(runtimeSecrets.name, input.name));
     const [existing] = await tx.db.select().from(runtimeSecrets).where(where).for('update');
     if (existing && box.open(existing.sealed, aad) === input.value) return { view: secretView(existing), changed: false };
@@ -54,6 +54,8 @@ export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<
     await audit(tx, { workspaceId: input.workspaceId, action: existing ? 'runtime_secret.rotate' : 'runtime_secret.create', target: input.name, details: { keyId: box.keyId } });
     return { view: secretView(row!), changed: true };
   });
+  if (written.changed) await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /** The live deployments whose environment takes `name`. */

@@ -3,7 +3,7 @@ import { runtimeTemplates } from '../../store/schema/index.js';
 import { canonicalize } from '../../../shared/canonical.js';
 import type { RuntimeTemplateSpec, RuntimeTemplateView } from '../../../shared/contracts/runtime-template.js';
 import { ApiError } from '../../kernel/errors.js';
-import { audit, withTransaction, type ServiceCtx } from '../service-context.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
 import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
 import { checkTemplate } from '../../core/registry/template-check.js';
 import { renderArgs, renderEnv } from '../../core/registry/render.js';
@@ -43,10 +43,10 @@ export async function getRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx; inpu
  * with it: that deployment must change first. Re-registering the same spec changes nothing; a changed one rolls
  * the deployments that use it once the controller resolves them again (their template digest changes).
  */
-export async function putRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string; spec: RuntimeTemplateSpec } }): Promise<{ view: RuntimeTemplateView; changed: boolean }> {
+export async function putRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; name: string; spec: RuntimeTemplateSpec } }): Promise<{ view: RuntimeTemplateView; changed: boolean }> {
   const issues = checkTemplate(input.spec);
   if (issues.length) throw new ApiError('validation_failed', `${issues[0]!.message} at ${issues[0]!.path}`, issues);
-  return await withTransaction(ctx, async (tx) => {
+  const written = await withTransaction(ctx, async (tx) => {
     const where = and(eq(runtimeTemplates.workspaceId, input.workspaceId), eq(runtimeTemplates.name, input.name));
     const [existing] = await tx.db.select().from(runtimeTemplates).where(where).for('update');
     if (existing && canonicalize(existing.spec) === canonicalize(input.spec)) return { view: templateView(existing), changed: false };
@@ -73,6 +73,8 @@ export async function putRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx; inpu
     });
     return { view: templateView(row!), changed: true };
   });
+  if (written.changed) await reconcileAfterWrite(ctx);
+  return written;
 }
 
 /** Removes a template; 409 while a live deployment uses it, 404 when there is none. */

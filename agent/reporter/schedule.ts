@@ -1,4 +1,4 @@
-import { backoffDelayMs } from './backoff.js';
+import { backoffDelayMs } from '../link/backoff.js';
 
 /**
  * When an agent reports (docs/design.md section 4, liveness): agents started together, by a power cut or a

@@ -1,0 +1,25 @@
+import { z } from 'zod';
+
+/**
+ * The agent's environment, parsed once at start (main.ts): the rest of the agent receives values, never reads
+ * process.env. The proxy variables (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) are not here: undici's EnvHttpProxyAgent
+ * reads them, in either case, for every outbound request (proxy.ts).
+ */
+export const AgentEnv = z.object({
+  /** The enrollment token `enroll --token -` takes before standard input: kept off argv, which every local user can read. */
+  LUNANEXA_ENROLLMENT_TOKEN: z.string().optional(),
+  /** Where the machine key, identity and runtime records are kept: the default of `--state-dir`. */
+  LUNANEXA_AGENT_STATE_DIR: z.string().default('/var/lib/lunanexa-agent'),
+  /** The local policy file, when `run --policy` names none: a file named here must exist (the default one may not). */
+  LUNANEXA_AGENT_POLICY: z.string().optional(),
+  /** The default of `run --uplink`: `auto` (one long-lived uplink) or `off` (one upload per invocation). */
+  LUNANEXA_AGENT_UPLINK: z.enum(['auto', 'off']).default('auto'),
+});
+export type AgentEnv = z.output<typeof AgentEnv>;
+
+/** The environment, or an error naming each variable that is wrong. */
+export function parseAgentEnv(env: NodeJS.ProcessEnv): AgentEnv {
+  const parsed = AgentEnv.safeParse(env);
+  if (parsed.success) return parsed.data;
+  throw new Error(`invalid environment: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
+}

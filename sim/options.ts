@@ -1,0 +1,93 @@
+import { z } from 'zod';
+
+export interface SimServerOptions {
+  port: number;
+  /** Defaults to 127.0.0.1. */
+  host?: string;
+  model: string;
+  ttftMs: number;
+  /** Infinity or 0 means as fast as possible. */
+  tokensPerSecond: number;
+  loadMs: number;
+  memoryMiB: number;
+  /** Probability in 0..1 that an accepted inference request fails. */
+  failureRate: number;
+  instanceId?: string;
+  seed?: number;
+}
+
+/**
+ * Counters for inference requests (chat, completions, embeddings). Every counted request
+ * ends in exactly one of completed/aborted/failed, so
+ * `requests === completed + aborted + failed + active` always holds.
+ * `failed` covers every error answer (bad input, loading, past deadline, simulated faults);
+ * `aborted` covers client disconnects and deadlines that expire mid-generation.
+ */
+export interface SimStats {
+  requests: number;
+  completed: number;
+  aborted: number;
+  failed: number;
+  active: number;
+  /** Idempotency-Key of the most recent inference request; null when it carried none. */
+  lastIdempotencyKey: string | null;
+  /**
+   * X-LunaNexa-Deadline of the most recent inference request, normalised to ISO-8601
+   * (kept verbatim when unparseable); null when absent.
+   */
+  lastDeadline: string | null;
+}
+
+export interface SimServerHandle {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+  stats(): SimStats;
+}
+
+const finiteNonNegative = z.number().min(0);
+
+export const SimOptions = z.object({
+  port: z.number().int().min(0).max(65535),
+  host: z.string().min(1).optional(),
+  model: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'expected a string') }).min(1),
+  ttftMs: finiteNonNegative,
+  tokensPerSecond: z.union([finiteNonNegative, z.literal(Number.POSITIVE_INFINITY)]),
+  loadMs: finiteNonNegative,
+  memoryMiB: finiteNonNegative,
+  failureRate: z.number().min(0).max(1),
+  instanceId: z.string().min(1).optional(),
+  seed: z.number().int().optional(),
+});
+export type SimOptions = z.output<typeof SimOptions>;
+
+/** Each option's flag: errors name what the operator typed, whether the options came from flags or from code. */
+export const FLAG_TO_KEY = {
+  '--port': 'port',
+  '--host': 'host',
+  '--model': 'model',
+  '--ttft-ms': 'ttftMs',
+  '--tokens-per-second': 'tokensPerSecond',
+  '--load-ms': 'loadMs',
+  '--memory-mib': 'memoryMiB',
+  '--failure-rate': 'failureRate',
+  '--instance-id': 'instanceId',
+  '--seed': 'seed',
+} as const satisfies Record<string, keyof SimServerOptions>;
+
+export type FlagName = keyof typeof FLAG_TO_KEY;
+
+const KEY_TO_FLAG = Object.fromEntries(Object.entries(FLAG_TO_KEY).map(([flag, key]) => [key, flag])) as Record<
+  keyof SimServerOptions,
+  FlagName
+>;
+
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((issue) => {
+      const key = issue.path[0];
+      const flag = typeof key === 'string' && key in KEY_TO_FLAG ? KEY_TO_FLAG[key as keyof SimServerOptions] : 'options';
+      return `${flag}: ${issue.message}`;
+    })
+    .join('; ');
+}
