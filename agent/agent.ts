@@ -49,7 +49,11 @@ async function signIn(opts: { stateDir: string; identity: AgentIdentity; key: Cr
  * with the link and the heartbeats still going; the invocations sent meanwhile are refused before any head and
  * retried elsewhere.
  */
-async function stopParts(parts: { reporter: Reporter; link: { close(): void }; uplink: Uplink; supervisor: Supervisor; catchUp: { close(): void } }, revoked: boolean, stopRuntimes: boolean) {
+async function stopParts(
+  parts: { reporter: Reporter; link: { close(): void }; uplink: Uplink; supervisor: Supervisor; catchUp: { close(): void } },
+  revoked: boolean,
+  stopRuntimes: boolean,
+) {
   const { reporter, link, uplink, supervisor } = parts;
   if (revoked) {
     reporter.halt();
@@ -97,7 +101,14 @@ export async function runAgent(opts: {
     clock,
     intervalMs: identity.heartbeatIntervalMs,
     observe: () =>
-      observeMachine({ machineId: identity.machineId, supervisor, heldGen: desired.heldGen(), cachedVersions: cachedVersions(adapters), invocationsActive: invocations.active(), counters }),
+      observeMachine({
+        machineId: identity.machineId,
+        supervisor,
+        heldGen: desired.heldGen(),
+        cachedVersions: cachedVersions(adapters),
+        invocationsActive: invocations.active(),
+        counters,
+      }),
     onAccepted: (reply) => catchUp.announced(reply.desiredGen),
     onRevoked: () => void shutdown('revoked'),
     afterKeepAlive: async () => {
@@ -144,7 +155,19 @@ export async function runAgent(opts: {
     dispatcher,
     signedHeaders: client.signedHeaders,
     silenceTimeoutMs: 45_000,
-    ...createStreamEvents({ client, clock, uplink, uplinkMode: opts.uplink ?? 'auto', invocations, desired, supervisor, stopping: () => stopping, onRevoked: () => void shutdown('revoked'), counters, log }),
+    ...createStreamEvents({
+      client,
+      clock,
+      uplink,
+      uplinkMode: opts.uplink ?? 'auto',
+      invocations,
+      desired,
+      supervisor,
+      stopping: () => stopping,
+      onRevoked: () => void shutdown('revoked'),
+      counters,
+      log,
+    }),
   });
   const catchUp = createCatchUp({ heldGen: desired.heldGen, busy: desired.busy, stopping: () => stopping, link });
 

@@ -29,7 +29,12 @@ export function createMachineCredentials(opts: { stateDir: string; identity: Age
         return;
       }
       await promoteNextKey(stateDir);
-      identity = { ...identity, credentialId: result.data.credentialId, credentialIssuedAt: new Date(clock.now()).toISOString(), credentialExpiresAt: result.data.credentialExpiresAt };
+      identity = {
+        ...identity,
+        credentialId: result.data.credentialId,
+        credentialIssuedAt: new Date(clock.now()).toISOString(),
+        credentialExpiresAt: result.data.credentialExpiresAt,
+      };
       await saveIdentity(stateDir, identity);
       credentials = { ...credentials, credentialId: result.data.credentialId, key: next.privateKey };
       log('credential rotated', { credentialId: result.data.credentialId, expiresAt: result.data.credentialExpiresAt });

@@ -22,7 +22,12 @@ export async function enrollAgent(opts: { url: string; token: string; name?: str
   await ensureStateDir(stateDir);
   const key = await generateMachineKey();
   const inventory = await collectInventory({ agentVersion: AGENT_VERSION });
-  const name = opts.name ?? hostname().toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 63);
+  const name =
+    opts.name ??
+    hostname()
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, '-')
+      .slice(0, 63);
   const dispatcher = proxyDispatcher();
   const response = await fetch(new URL('/agent/v1/enroll', opts.url), {
     method: 'POST',

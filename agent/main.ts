@@ -15,7 +15,10 @@ async function enrollmentToken(opts: { token?: string; tokenFile?: string }, env
   if ((opts.token === undefined) === (opts.tokenFile === undefined)) throw new InvalidArgumentError('give exactly one of --token and --token-file');
   if (opts.tokenFile !== undefined) return (await readFile(opts.tokenFile, 'utf8')).trim();
   // argv is readable by every local user (/proc/<pid>/cmdline): a token there is a token leaked.
-  if (opts.token !== '-') throw new InvalidArgumentError('the enrollment token is not taken on the command line, where every local user can read it: use --token - (LUNANEXA_ENROLLMENT_TOKEN or standard input) or --token-file <path>');
+  if (opts.token !== '-')
+    throw new InvalidArgumentError(
+      'the enrollment token is not taken on the command line, where every local user can read it: use --token - (LUNANEXA_ENROLLMENT_TOKEN or standard input) or --token-file <path>',
+    );
   if (env.LUNANEXA_ENROLLMENT_TOKEN) return env.LUNANEXA_ENROLLMENT_TOKEN;
   let text = '';
   for await (const chunk of process.stdin) text += String(chunk);
@@ -43,7 +46,10 @@ function agentProgram(env: AgentEnv): Command {
     .command('run')
     .description('connect to the control plane and supervise runtimes')
     .option('--state-dir <dir>', 'where the key and identity are kept', env.LUNANEXA_AGENT_STATE_DIR)
-    .option('--policy <path>', `the local policy: what this node runs (default: LUNANEXA_AGENT_POLICY, else ${DEFAULT_POLICY_PATH}; without that file nothing runs)`)
+    .option(
+      '--policy <path>',
+      `the local policy: what this node runs (default: LUNANEXA_AGENT_POLICY, else ${DEFAULT_POLICY_PATH}; without that file nothing runs)`,
+    )
     .option('--stop-runtimes-on-exit', 'stop runtimes when the agent stops (by default they keep running and are re-adopted)')
     .addOption(
       new Option('--uplink <mode>', 'auto: answers go up one long-lived uplink, or per invocation when a proxy buffers it; off: always per invocation')

@@ -34,9 +34,11 @@ export async function loadPolicy(source: PolicySource): Promise<LoadedPolicy> {
   try {
     const info = await file.stat();
     if (!info.isFile()) throw new Error(`the local policy ${source.path} is not a regular file`);
-    if ((info.mode & 0o022) !== 0) throw new Error(`the local policy ${source.path} is writable by its group or others (mode ${(info.mode & 0o777).toString(8)}): refused`);
+    if ((info.mode & 0o022) !== 0)
+      throw new Error(`the local policy ${source.path} is writable by its group or others (mode ${(info.mode & 0o777).toString(8)}): refused`);
     const self = process.getuid?.();
-    if (self !== undefined && info.uid !== 0 && info.uid !== self) throw new Error(`the local policy ${source.path} belongs to uid ${info.uid}, neither root nor this agent: refused`);
+    if (self !== undefined && info.uid !== 0 && info.uid !== self)
+      throw new Error(`the local policy ${source.path} belongs to uid ${info.uid}, neither root nor this agent: refused`);
     text = await file.readFile('utf8');
   } finally {
     await file.close();

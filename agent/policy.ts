@@ -20,8 +20,14 @@ const TemplatePolicy = z
   .object({
     executable: AbsolutePath,
     /** When set, the control plane's template must pin this very digest. */
-    sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
-    env: z.array(EnvName.refine((name) => !AGENT_SET_ENV.includes(name), 'set by the agent itself')).max(64).default([]),
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
+    env: z
+      .array(EnvName.refine((name) => !AGENT_SET_ENV.includes(name), 'set by the agent itself'))
+      .max(64)
+      .default([]),
   })
   .strict();
 
@@ -31,9 +37,17 @@ export const CacheSettings = z
     /** Defaults to `<state dir>/cache`, which only runtimes running as the agent's own user can read. */
     dir: AbsolutePath.refine((path) => path !== '/', 'not the root directory').optional(),
     /** What the cache may hold; least recently used versions no assignment needs are evicted to stay within. */
-    maxBytes: z.number().int().positive().default(200 * 1024 ** 3),
+    maxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(200 * 1024 ** 3),
     /** A download that receives no byte for this long fails (and is resumed by the next try). */
-    stallSeconds: z.number().positive().max(24 * 3600).default(120),
+    stallSeconds: z
+      .number()
+      .positive()
+      .max(24 * 3600)
+      .default(120),
   })
   .strict();
 export type CacheSettings = z.infer<typeof CacheSettings>;
@@ -55,20 +69,30 @@ export const AgentPolicy = z
     /** Whether the built-in simulated runtime (`lunanexa-agent sim-runtime`) may run. */
     simulated: z.boolean().default(false),
     /** Directories artifacts must resolve into (after every symbolic link). `/` is not one: it holds /etc/shadow and /dev. */
-    artifactRoots: z.array(AbsolutePath.refine((path) => path !== '/', 'not the root directory')).max(64).default([]),
+    artifactRoots: z
+      .array(AbsolutePath.refine((path) => path !== '/', 'not the root directory'))
+      .max(64)
+      .default([]),
     /** Who runtimes run as when the agent runs as root (which it must, for runtimes not to read its key). */
     runAs: z
       .object({
         user: z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a user name'),
         /** Defaults to the user's primary group. */
-        group: z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a group name').optional(),
+        group: z
+          .string()
+          .regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a group name')
+          .optional(),
       })
       .strict()
       .optional(),
     /** Bounds of the agent's own reads of an artifact (to verify its digest). */
     artifactLimits: z
       .object({
-        maxBytes: z.number().int().positive().default(256 * 1024 ** 3),
+        maxBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(256 * 1024 ** 3),
         maxSeconds: z.number().positive().default(3600),
       })
       .strict()

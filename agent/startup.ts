@@ -28,10 +28,18 @@ function logPolicy(log: Log, loaded: LoadedPolicy, root: boolean, user: RuntimeU
     artifactRoots: policy.artifactRoots,
     runtimeUser: user?.name ?? null,
   });
-  if (!loaded.found) log('nothing will run on this node', { reason: `no local policy at ${loaded.path}: without one the agent accepts no runtime template and not the simulated runtime` });
-  else if (allowsNothing(policy)) log('nothing will run on this node', { reason: `the local policy ${loaded.path} allows no runtime template and not the simulated runtime` });
+  if (!loaded.found)
+    log('nothing will run on this node', {
+      reason: `no local policy at ${loaded.path}: without one the agent accepts no runtime template and not the simulated runtime`,
+    });
+  else if (allowsNothing(policy))
+    log('nothing will run on this node', { reason: `the local policy ${loaded.path} allows no runtime template and not the simulated runtime` });
   else if (!user) log('nothing will run on this node', { reason: 'the agent runs as root and the local policy names no runAs user to run runtimes as' });
-  else if (!root) log('runtimes run as this agent\'s own user', { user: user.name, reason: 'not root, the agent cannot switch users: its runtimes can read its state dir and key' });
+  else if (!root)
+    log("runtimes run as this agent's own user", {
+      user: user.name,
+      reason: 'not root, the agent cannot switch users: its runtimes can read its state dir and key',
+    });
 }
 
 /** Reads what `run` starts from, keeps the state dir private (from the runtime user too) and logs the policy. */

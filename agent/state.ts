@@ -73,7 +73,8 @@ export async function secureStateDir(dir: string, runtimeUid: number | null): Pr
       throw error;
     }
     if (info.isSymbolicLink()) throw new Error(`${path} is a symbolic link: the state dir must hold its own files`);
-    if (runtimeUid !== null && info.uid === runtimeUid) throw new Error(`${path} belongs to the runtime user (uid ${runtimeUid}): runtimes could read the machine key`);
+    if (runtimeUid !== null && info.uid === runtimeUid)
+      throw new Error(`${path} belongs to the runtime user (uid ${runtimeUid}): runtimes could read the machine key`);
     if ((info.mode & 0o777) === mode) continue;
     await chmod(path, mode);
     fixed.push(path);

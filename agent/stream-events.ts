@@ -9,7 +9,7 @@ import type { Log } from './log.js';
 import type { Supervisor } from './supervisor/supervisor.js';
 
 /** The counters of the link that the heartbeats carry. */
-export interface LinkCounters {
+interface LinkCounters {
   stream_malformed_total: number;
   stream_connects_total: number;
 }

@@ -87,7 +87,8 @@ export function apiClient(url: string, token: string): ApiClient {
       throw error;
     }
     const parsed = contract.safeParse(result.data);
-    if (!parsed.success) throw new CliError(`${pathOf(result.response.url)}: the answer does not match this CLI's contract (a different control-plane version?)`, 1);
+    if (!parsed.success)
+      throw new CliError(`${pathOf(result.response.url)}: the answer does not match this CLI's contract (a different control-plane version?)`, 1);
     return parsed.data;
   };
   return {
@@ -105,7 +106,10 @@ export function apiClient(url: string, token: string): ApiClient {
       const get = http.GET as unknown as (path: PagedPath, init: { params: { query: { limit: number; cursor?: string } } }) => Promise<CallResult>;
       let cursor: string | null = null;
       do {
-        const page: { data: T[]; nextCursor: string | null } = await answer(get(path, { params: { query: { limit: 500, ...(cursor ? { cursor } : {}) } } }), pages);
+        const page: { data: T[]; nextCursor: string | null } = await answer(
+          get(path, { params: { query: { limit: 500, ...(cursor ? { cursor } : {}) } } }),
+          pages,
+        );
         items.push(...page.data);
         cursor = page.nextCursor;
       } while (cursor);

@@ -21,13 +21,15 @@ export async function readLogin(): Promise<SavedLogin | null> {
   } catch {
     return null;
   }
-  const parsed = SavedLogin.safeParse((() => {
-    try {
-      return JSON.parse(text);
-    } catch {
-      return null;
-    }
-  })());
+  const parsed = SavedLogin.safeParse(
+    (() => {
+      try {
+        return JSON.parse(text);
+      } catch {
+        return null;
+      }
+    })(),
+  );
   if (!parsed.success) throw new CliError(`${loginPath()} is not a saved login: run \`lunanexa login\` again or remove it`, 2);
   return parsed.data;
 }

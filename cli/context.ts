@@ -57,14 +57,23 @@ export function keyValues<T>(flag: string, pairs: readonly string[] | undefined,
 }
 
 /** `<noun> ls`: every item of a management list (all pages), as a table of `header` columns or as JSON. */
-export function listCommand<P extends PagedPath, T extends PageItem<P>>(program: Command, parent: Command, what: { description: string; path: P; item: z.ZodType<T>; header: string[]; row(item: T): string[] }): void {
+export function listCommand<P extends PagedPath, T extends PageItem<P>>(
+  program: Command,
+  parent: Command,
+  what: { description: string; path: P; item: z.ZodType<T>; header: string[]; row(item: T): string[] },
+): void {
   parent
     .command('ls')
     .description(what.description)
     .option(...JSON_FLAG)
     .action(async (opts: { json?: boolean }) => {
       const list = await (await connect(program)).all(what.path, what.item);
-      print(opts.json, list, () => table(what.header, list.map((item) => what.row(item))));
+      print(opts.json, list, () =>
+        table(
+          what.header,
+          list.map((item) => what.row(item)),
+        ),
+      );
     });
 }
 

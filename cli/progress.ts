@@ -7,7 +7,11 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
  * terminal, one line per change otherwise (so that CI logs stay readable). Stdout stays for the result. Runs out
  * after `timeoutMs` with exit code 3.
  */
-export async function waitUntil(what: string, check: () => Promise<{ done: boolean; state: string }>, opts: { timeoutMs: number; intervalMs?: number }): Promise<void> {
+export async function waitUntil(
+  what: string,
+  check: () => Promise<{ done: boolean; state: string }>,
+  opts: { timeoutMs: number; intervalMs?: number },
+): Promise<void> {
   const tty = process.stderr.isTTY === true;
   const deadline = Date.now() + opts.timeoutMs;
   let frame = 0;
@@ -25,7 +29,8 @@ export async function waitUntil(what: string, check: () => Promise<{ done: boole
       const { done, state } = await check();
       show(state);
       if (done) return;
-      if (Date.now() >= deadline) throw new CliError(`${what}: still not done after ${Math.round(opts.timeoutMs / 1000)} s (last: ${state}); it goes on server-side`, 3);
+      if (Date.now() >= deadline)
+        throw new CliError(`${what}: still not done after ${Math.round(opts.timeoutMs / 1000)} s (last: ${state}); it goes on server-side`, 3);
       await new Promise((resolve) => setTimeout(resolve, opts.intervalMs ?? 1_000));
     }
   } finally {

@@ -68,9 +68,18 @@ function specifiers(file: string): string[] {
   const visit = (node: ts.Node) => {
     if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       out.push(node.moduleSpecifier.text);
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference) && ts.isStringLiteral(node.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    ) {
       out.push(node.moduleReference.expression.text);
-    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0])
+    ) {
       out.push(node.arguments[0].text);
     } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
       out.push(node.argument.literal.text);
@@ -425,17 +434,25 @@ function printStatic(all: StaticMetrics[]) {
       for (const c of gm.cyclic) {
         console.log(`  cycle of ${c.length}: ${c.join(' ')}`);
         if (g.level !== 'first') continue;
-        const inside = c.flatMap((from) => [...(gm.graph.edges.get(from) ?? [])].filter(([to]) => c.includes(to)).map(([to, e]) => `${from}->${to} ${e.imports}`));
+        const inside = c.flatMap((from) =>
+          [...(gm.graph.edges.get(from) ?? [])].filter(([to]) => c.includes(to)).map(([to, e]) => `${from}->${to} ${e.imports}`),
+        );
         console.log(`    edges inside (import statements): ${inside.join(', ')}`);
       }
       if (g.level === 'first' && gm.backward.length > 0) {
         const method = gm.exact ? 'minimum feedback arc set, exact' : 'Eades-Lin-Smyth greedy feedback arc set';
         console.log(`  upward edges (${method}, inside each cycle, weighted by import statements):`);
-        for (const b of gm.backward) console.log(`    ${b.from} -> ${b.to}: ${b.imports} import(s) in ${b.files.size} file(s): ${[...b.files].sort().join(', ')}`);
+        for (const b of gm.backward)
+          console.log(`    ${b.from} -> ${b.to}: ${b.imports} import(s) in ${b.files.size} file(s): ${[...b.files].sort().join(', ')}`);
       }
     }
     console.log('\nlongest functions in functions/, agent/, cli/, shared/:');
-    console.log(table(['file', 'function', 'line', 'lines'], m.longest.slice(0, 10).map((f) => [f.file, f.name, String(f.line), String(f.lines)])));
+    console.log(
+      table(
+        ['file', 'function', 'line', 'lines'],
+        m.longest.slice(0, 10).map((f) => [f.file, f.name, String(f.line), String(f.lines)]),
+      ),
+    );
   }
 }
 
@@ -575,14 +592,23 @@ async function requestPath(root: string) {
     const background = new Set([...(await snapshot())].filter(inScope).map((f) => rel(root, f)));
     for (const f of any(idle)) background.add(f);
 
+    /** Folders of functions/ holding `files`, first-level or every depth; files directly in functions/ apart. */
     const folders = (files: string[], depth: 'first' | 'all') =>
-      new Set(files.filter((f) => f.startsWith('functions/')).map((f) => (depth === 'first' ? f.split('/').slice(0, 2).join('/') : dirname(f))));
-    const describe = (files: string[]) => [
-      String(files.filter((f) => f.startsWith('functions/')).length),
-      String(files.filter((f) => f.startsWith('shared/')).length),
-      String(folders(files, 'first').size),
-      String(folders(files, 'all').size),
-    ];
+      new Set(
+        files
+          .filter((f) => f.split('/').length > 2 && f.startsWith('functions/'))
+          .map((f) => (depth === 'first' ? f.split('/').slice(0, 2).join('/') : dirname(f))),
+      );
+    const describe = (files: string[]) => {
+      const top = files.filter((f) => f.split('/').length === 2 && f.startsWith('functions/')).length;
+      const plus = top > 0 ? ` (+${top})` : '';
+      return [
+        String(files.filter((f) => f.startsWith('functions/')).length),
+        String(files.filter((f) => f.startsWith('shared/')).length),
+        `${folders(files, 'first').size}${plus}`,
+        `${folders(files, 'all').size}${plus}`,
+      ];
+    };
     const sets = [
       { label: 'plain', ws: plain },
       { label: 'streaming', ws: streaming },
@@ -600,10 +626,26 @@ async function requestPath(root: string) {
     rows.push(['plain or streaming, every window, never in the background', ...describe(path.filter((f) => !background.has(f)))]);
     console.log(`request path through the control plane at ${root}`);
     console.log(`(V8 precise coverage, function call counts; ${WINDOWS} windows of each kind, one request in each; files of functions/ and shared/ only)`);
-    console.log(table(['window', 'functions/ files', 'shared/ files', 'functions/ folders, first level', 'functions/ folders, every depth'], rows));
+    console.log(
+      table(
+        [
+          'window',
+          'functions/ files',
+          'shared/ files',
+          'functions/ folders, first level (+ files at its root)',
+          'functions/ folders, every depth (+ files at its root)',
+        ],
+        rows,
+      ),
+    );
     console.log(`\nfiles on the path (P: every plain window, S: every streaming window, b: also hit in the background):`);
-    for (const f of path) console.log(`  ${every(plain).includes(f) ? 'P' : ' '}${every(streaming).includes(f) ? 'S' : ' '}${background.has(f) ? 'b' : ' '} ${f}`);
-    console.log(`\nfirst-level folders on the path: ${[...folders(path, 'first')].map((d) => d.replace(/^functions\//, '')).join(' ')}`);
+    for (const f of path)
+      console.log(`  ${every(plain).includes(f) ? 'P' : ' '}${every(streaming).includes(f) ? 'S' : ' '}${background.has(f) ? 'b' : ' '} ${f}`);
+    const roots = path.filter((f) => f.split('/').length === 2 && f.startsWith('functions/'));
+    console.log(
+      `\nfirst-level folders on the path: ${[...folders(path, 'first')].map((d) => `${d.replace(/^functions\//, '')}/`).join(' ')}${roots.length ? `; files at the root: ${roots.map((f) => f.replace(/^functions\//, '')).join(' ')}` : ''}`,
+    );
+    console.log(`folders on the path, every depth: ${[...folders(path, 'all')].map((d) => `${d.replace(/^functions\//, '')}/`).join(' ')}`);
   } finally {
     if (node) await fleet.stopSimNodes([node]);
     await plane.stop();

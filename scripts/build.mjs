@@ -24,8 +24,27 @@ const BUILTINS = new Set(builtinModules.filter((name) => !name.startsWith('_')))
  * `node:worker_threads` are not among them: importing one stops the Worker from loading at all.
  */
 const WORKERD_BUILTINS = new Set([
-  'assert', 'async_hooks', 'buffer', 'crypto', 'diagnostics_channel', 'dns', 'events', 'http', 'https', 'module', 'net',
-  'path', 'process', 'querystring', 'stream', 'string_decoder', 'timers', 'tls', 'url', 'util', 'zlib',
+  'assert',
+  'async_hooks',
+  'buffer',
+  'crypto',
+  'diagnostics_channel',
+  'dns',
+  'events',
+  'http',
+  'https',
+  'module',
+  'net',
+  'path',
+  'process',
+  'querystring',
+  'stream',
+  'string_decoder',
+  'timers',
+  'tls',
+  'url',
+  'util',
+  'zlib',
 ]);
 
 const builtinName = (path) => {
@@ -110,7 +129,7 @@ function workerBanner(required) {
     '  };',
     '}',
     'function __lnxMissing(name) {',
-    "  return new Proxy({}, { get(_, key) { throw new Error(`node:${name} is not available in Workers (reading ${String(key)})`); } });",
+    '  return new Proxy({}, { get(_, key) { throw new Error(`node:${name} is not available in Workers (reading ${String(key)})`); } });',
     '}',
     'const __lnxBuiltins = {',
     ...entries,
@@ -118,7 +137,7 @@ function workerBanner(required) {
     'const require = (id) => {',
     "  const name = id.startsWith('node:') ? id.slice(5) : id;",
     '  if (name in __lnxBuiltins) return __lnxBuiltins[name];',
-    "  throw new Error(`require(${id}) is not available in the Worker bundle`);",
+    '  throw new Error(`require(${id}) is not available in the Worker bundle`);',
     '};',
     '',
   ].join('\n');

@@ -36,7 +36,8 @@ for (const { label, env, cron } of ENVIRONMENTS) {
   }
   const crons = config.triggers.crons ?? [];
   if (cron && crons.length === 0) problems.push(`${label} (${config.name}): no cron trigger: the reconcile tick would never run`);
-  if (!cron && crons.length > 0) problems.push(`${label} (${config.name}): cron trigger ${crons.join(', ')} is set (environments inherit triggers; set crons = [])`);
+  if (!cron && crons.length > 0)
+    problems.push(`${label} (${config.name}): cron trigger ${crons.join(', ')} is set (environments inherit triggers; set crons = [])`);
   console.log(`${label} (${config.name}): Durable Objects ${[...new Set(bound)].join(', ') || 'none'}; crons ${crons.join(', ') || 'none'}`);
 }
 

@@ -188,7 +188,8 @@ export class FrameDecoder {
       case KIND.data:
         return this.handlers.frame(id, { o, t: 'data', d: body });
       case KIND.end: {
-        if (body.length !== END_BYTES && body.length !== END_BYTES_V1) throw new FrameError(`an end frame carries ${END_BYTES} bytes, or ${END_BYTES_V1} without usage`);
+        if (body.length !== END_BYTES && body.length !== END_BYTES_V1)
+          throw new FrameError(`an end frame carries ${END_BYTES} bytes, or ${END_BYTES_V1} without usage`);
         const end = bodyView();
         const count = (at: number) => {
           if (body.length < at + 4) return null;

@@ -1,7 +1,7 @@
 import { encodeTime } from 'ulid';
 
 /** Prefixes of every id the control plane mints (docs/design.md section 2). */
-export const ID_PREFIXES = {
+const ID_PREFIXES = {
   workspace: 'ws',
   member: 'mem',
   token: 'tok',

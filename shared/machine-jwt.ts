@@ -6,7 +6,7 @@ import { sha256Base64Url } from './canonical.js';
 export const MACHINE_JWT_MAX_LIFETIME_S = 60;
 
 /** Claims that bind a machine JWT to one request. */
-export interface MachineRequestClaims {
+interface MachineRequestClaims {
   /** HTTP method, upper case. */
   htm: string;
   /** Request path without query string. */

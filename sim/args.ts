@@ -14,9 +14,18 @@ const cliSchema = z.object({
   model: z.string().optional(),
   ttftMs: numberArg.default(0),
   tokensPerSecond: z
-    .union([z.string().regex(/^(inf|infinity)$/i).transform(() => Number.POSITIVE_INFINITY), numberArg], {
-      error: 'expected a number or "Infinity"',
-    })
+    .union(
+      [
+        z
+          .string()
+          .regex(/^(inf|infinity)$/i)
+          .transform(() => Number.POSITIVE_INFINITY),
+        numberArg,
+      ],
+      {
+        error: 'expected a number or "Infinity"',
+      },
+    )
     .default(0),
   loadMs: numberArg.default(0),
   memoryMiB: numberArg.default(0),

@@ -1,6 +1,6 @@
 import type { GenerationRequest } from './requests.js';
 
-export function tokenText(i: number): string {
+function tokenText(i: number): string {
   return `tok${i} `;
 }
 
@@ -24,9 +24,7 @@ export function streamChunks(g: GenerationRequest, id: string, created: number, 
   const usageTail = g.includeUsage ? ',"usage":null' : '';
   const tokenPrefix = g.kind === 'chat' ? `${head}{"index":0,"delta":{"content":"` : `${head}{"text":"`;
   const tokenSuffix =
-    g.kind === 'chat'
-      ? `"},"logprobs":null,"finish_reason":null}]${usageTail}}\n\n`
-      : `","index":0,"logprobs":null,"finish_reason":null}]${usageTail}}\n\n`;
+    g.kind === 'chat' ? `"},"logprobs":null,"finish_reason":null}]${usageTail}}\n\n` : `","index":0,"logprobs":null,"finish_reason":null}]${usageTail}}\n\n`;
   return {
     /** Chat answers open with the assistant's role; completions have none. */
     role: g.kind === 'chat' ? `${head}{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${usageTail}}\n\n` : '',

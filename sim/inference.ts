@@ -34,11 +34,7 @@ function embeddings(deps: InferenceDeps, t: Tracker, res: ServerResponse, body: 
       return { object: 'embedding', index, embedding: format === 'base64' ? embeddingBase64(vec) : vec };
     });
     deps.ledger.settle(t, 'completed');
-    sendJson(
-      res,
-      200,
-      JSON.stringify({ object: 'list', data, model: deps.model.name, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } }),
-    );
+    sendJson(res, 200, JSON.stringify({ object: 'list', data, model: deps.model.name, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } }));
   });
 }
 

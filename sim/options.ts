@@ -77,10 +77,7 @@ export const FLAG_TO_KEY = {
 
 export type FlagName = keyof typeof FLAG_TO_KEY;
 
-const KEY_TO_FLAG = Object.fromEntries(Object.entries(FLAG_TO_KEY).map(([flag, key]) => [key, flag])) as Record<
-  keyof SimServerOptions,
-  FlagName
->;
+const KEY_TO_FLAG = Object.fromEntries(Object.entries(FLAG_TO_KEY).map(([flag, key]) => [key, flag])) as Record<keyof SimServerOptions, FlagName>;
 
 export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues

@@ -49,11 +49,7 @@ export interface GenerationRequest {
   includeUsage: boolean;
 }
 
-function commonGenerationFields(
-  body: Record<string, unknown>,
-  kind: 'chat' | 'completion',
-  promptTokens: number,
-): GenerationRequest {
+function commonGenerationFields(body: Record<string, unknown>, kind: 'chat' | 'completion', promptTokens: number): GenerationRequest {
   const limit = kind === 'chat' ? (tokenLimit(body, 'max_completion_tokens') ?? tokenLimit(body, 'max_tokens')) : tokenLimit(body, 'max_tokens');
   const stream = body.stream;
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean') throw badRequest('stream must be a boolean', 'stream');

@@ -12,7 +12,6 @@ const IndexEntry = z.object({
   /** Every file verified and linked into its folder. */
   complete: z.boolean(),
 });
-export type IndexEntry = z.infer<typeof IndexEntry>;
 
 /** The cache's own record of what it holds and when each version and blob was last used (`index.json`). */
 export const CacheIndex = z.object({

@@ -184,7 +184,11 @@ export class ArtifactCache {
     for (const [id, reserved] of this.reserved) if (id !== version.versionId) for (const [sha, size] of reserved) fetching.set(sha, size);
     const plan = planEviction({
       maxBytes: this.opts.maxBytes,
-      versions: Object.entries(index.versions).map(([versionId, entry]) => ({ versionId, lastUsedAt: entry.lastUsedAt, blobs: entry.files.map((f) => f.sha256) })),
+      versions: Object.entries(index.versions).map(([versionId, entry]) => ({
+        versionId,
+        lastUsedAt: entry.lastUsedAt,
+        blobs: entry.files.map((f) => f.sha256),
+      })),
       blobs: await this.sizes(this.layout.blobs),
       blobLastUsedAt: new Map(Object.entries(index.blobs).map(([sha, entry]) => [sha, entry.lastUsedAt])),
       partials: await this.sizes(this.layout.partials),
@@ -193,7 +197,8 @@ export class ArtifactCache {
       incoming: { versionId: version.versionId, blobs },
     });
     if (!plan.fits) throw new Error(plan.message);
-    if (plan.versions.length + plan.blobs.length + plan.partials.length > 0) this.opts.log('artifact cache eviction', { versions: plan.versions, blobs: plan.blobs.length, partials: plan.partials.length, for: version.versionId });
+    if (plan.versions.length + plan.blobs.length + plan.partials.length > 0)
+      this.opts.log('artifact cache eviction', { versions: plan.versions, blobs: plan.blobs.length, partials: plan.partials.length, for: version.versionId });
     for (const id of plan.versions) {
       await rm(this.layout.version(id), { recursive: true, force: true });
       delete index.versions[id];

@@ -160,7 +160,9 @@ function startOf(blob: BlobFetch, response: Dispatcher.ResponseData, had: number
   if (status === 206) {
     const range = /^bytes (\d+)-\d+\/(?:\d+|\*)$/.exec(String(response.headers['content-range'] ?? ''));
     if (range && Number(range[1]) === had) return had;
-    throw new Error(`${blob.label}: asked for bytes from ${had}, the server answered 206 with Content-Range ${JSON.stringify(response.headers['content-range'] ?? null)}`);
+    throw new Error(
+      `${blob.label}: asked for bytes from ${had}, the server answered 206 with Content-Range ${JSON.stringify(response.headers['content-range'] ?? null)}`,
+    );
   }
   if (EXPIRED_STATUSES.has(status) && now() / 1000 >= blob.urlsExpireAt - EXPIRY_SKEW_S) {
     throw new ArtifactUrlsExpired(

@@ -24,9 +24,7 @@ export interface EvictionInput {
   incoming: { versionId: string; blobs: ReadonlyMap<string, number> };
 }
 
-export type EvictionPlan =
-  | { fits: true; versions: string[]; blobs: string[]; partials: string[] }
-  | { fits: false; message: string };
+export type EvictionPlan = { fits: true; versions: string[]; blobs: string[]; partials: string[] } | { fits: false; message: string };
 
 /**
  * What to delete so that the incoming version fits within `maxBytes` beside everything else the cache must keep.

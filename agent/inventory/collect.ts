@@ -82,16 +82,10 @@ export async function collectInventory(opts: CollectInventoryOptions): Promise<I
   const run = opts.run ?? execFileRun;
   const readFile = opts.readFile ?? readUtf8;
 
-  const [memory, rawGpus, diskFree] = await Promise.all([
-    readHostMemory(readFile),
-    readGpus(run),
-    diskFreeMiB(process.cwd()),
-  ]);
+  const [memory, rawGpus, diskFree] = await Promise.all([readHostMemory(readFile), readGpus(run), diskFreeMiB(process.cwd())]);
 
   const hostUsedMiB = memory.availableMiB === null ? null : Math.max(0, memory.totalMiB - memory.availableMiB);
-  const gpus = rawGpus.map((gpu) =>
-    gpu.unifiedMemory ? { ...gpu, memoryTotalMiB: memory.totalMiB, memoryUsedMiB: hostUsedMiB } : gpu,
-  );
+  const gpus = rawGpus.map((gpu) => (gpu.unifiedMemory ? { ...gpu, memoryTotalMiB: memory.totalMiB, memoryUsedMiB: hostUsedMiB } : gpu));
 
   const cpus = os.cpus();
   return Inventory.parse({

@@ -14,10 +14,7 @@ export const NVIDIA_SMI_QUERY_FIELDS = [
 ] as const;
 
 /** Full argv (without the binary) whose output `parseNvidiaSmiCsv` understands. */
-export const NVIDIA_SMI_ARGS: readonly string[] = [
-  `--query-gpu=${NVIDIA_SMI_QUERY_FIELDS.join(',')}`,
-  '--format=csv,noheader,nounits',
-];
+export const NVIDIA_SMI_ARGS: readonly string[] = [`--query-gpu=${NVIDIA_SMI_QUERY_FIELDS.join(',')}`, '--format=csv,noheader,nounits'];
 
 type NumericKind = 'memory' | 'percent' | 'temperature' | 'power';
 
@@ -91,7 +88,15 @@ export function parseNvidiaSmiCsv(csv: string): GpuDevice[] {
       fail(lineNo, `expected ${NVIDIA_SMI_QUERY_FIELDS.length} fields, got ${fields.length}`);
     }
     const [index, uuid, name, memTotal, memUsed, driver, util, temp, power] = fields as [
-      string, string, string, string, string, string, string, string, string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
     ];
     if (!/^\d+$/.test(index)) fail(lineNo, `index "${index}" is not a non-negative integer`);
     if (name === '') fail(lineNo, 'name is empty');

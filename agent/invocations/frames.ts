@@ -92,7 +92,12 @@ export async function* produceFrames(invoke: Invoke, signal: AbortSignal, callin
       for (let at = 0; at < chunk.length; at += DATA_PIECE_BYTES) yield { o: offset++, t: 'data', d: chunk.subarray(at, at + DATA_PIECE_BYTES) };
     }
   } catch {
-    yield { o: offset++, t: 'error', code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken', message: signal.aborted ? String(signal.reason) : 'the runtime stream broke' };
+    yield {
+      o: offset++,
+      t: 'error',
+      code: signal.aborted ? abortCode(signal) : 'runtime_stream_broken',
+      message: signal.aborted ? String(signal.reason) : 'the runtime stream broke',
+    };
     return;
   }
   yield { o: offset++, ...lastFrame(invoke, signal, response.status, tail.text(), tokens) };

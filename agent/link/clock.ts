@@ -61,7 +61,11 @@ export function createServerClock(opts: { baseUrl: string; dispatcher: Dispatche
 
   async function sample(): Promise<{ sample: OffsetSample; fromEndpoint: boolean } | null> {
     const sentAt = Date.now();
-    const response = await fetch(new URL(PATH, opts.baseUrl), { redirect: 'manual', dispatcher: opts.dispatcher, signal: AbortSignal.timeout(SAMPLE_TIMEOUT_MS) });
+    const response = await fetch(new URL(PATH, opts.baseUrl), {
+      redirect: 'manual',
+      dispatcher: opts.dispatcher,
+      signal: AbortSignal.timeout(SAMPLE_TIMEOUT_MS),
+    });
     const receivedAt = Date.now();
     const text = await response.text();
     if (response.status === 200) {
@@ -101,8 +105,7 @@ export function createServerClock(opts: { baseUrl: string; dispatcher: Dispatche
     return measuring;
   }
 
-  const resync = (reason: string): Promise<void> =>
-    measuring ?? (performance.now() - lastAttemptAt < RESYNC_SPACING_MS ? Promise.resolve() : measure(reason));
+  const resync = (reason: string): Promise<void> => measuring ?? (performance.now() - lastAttemptAt < RESYNC_SPACING_MS ? Promise.resolve() : measure(reason));
 
   return {
     now: () => Date.now() + offsetMs,

@@ -8,7 +8,14 @@ export type DesiredVerdict = { accepted: true; desired: DesiredState } | { accep
  * Verifies a desired-state JWS against the pinned JWKS (docs/design.md section 4): EdDSA only, signed by the
  * control plane, for this machine, not expired, and not older than the generation already held.
  */
-export async function verifyDesiredState(input: { jws: string; jwks: Jwks; machineId: string; clusterId: string; heldGen: number; now?: Date }): Promise<DesiredVerdict> {
+export async function verifyDesiredState(input: {
+  jws: string;
+  jwks: Jwks;
+  machineId: string;
+  clusterId: string;
+  heldGen: number;
+  now?: Date;
+}): Promise<DesiredVerdict> {
   let payload: unknown;
   try {
     ({ payload } = await jwtVerify(input.jws, createLocalJWKSet(input.jwks as Parameters<typeof createLocalJWKSet>[0]), {

@@ -57,17 +57,37 @@ export interface MachineCredentials {
  * body digest, signed in the control plane's time as `clock` knows it (this machine's without one), and every
  * answer's `Date` header is shown to `clock`. Returns results instead of throwing across the network boundary.
  */
-export function createSignedClient(opts: { baseUrl: string; credentials: () => MachineCredentials; dispatcher: Dispatcher; clock?: Pick<ServerClock, 'now' | 'observeDate'> }) {
+export function createSignedClient(opts: {
+  baseUrl: string;
+  credentials: () => MachineCredentials;
+  dispatcher: Dispatcher;
+  clock?: Pick<ServerClock, 'now' | 'observeDate'>;
+}) {
   async function signedHeaders(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const creds = opts.credentials();
-    const jwt = await signMachineRequest({ key: creds.key, kid: creds.credentialId, machineId: creds.machineId, clusterId: creds.clusterId, method, path, body, nowMs: opts.clock?.now() });
+    const jwt = await signMachineRequest({
+      key: creds.key,
+      kid: creds.credentialId,
+      machineId: creds.machineId,
+      clusterId: creds.clusterId,
+      method,
+      path,
+      body,
+      nowMs: opts.clock?.now(),
+    });
     const headers: Record<string, string> = { authorization: `Bearer ${jwt}`, ...extra };
     if (body.length) headers['content-type'] ??= 'application/json';
     return headers;
   }
   async function signedInit(method: string, path: string, body: string, extra: Record<string, string> = {}): Promise<RequestInit> {
     // Never followed: the signed headers and the body are for this control plane only (see readResult).
-    return { method, headers: await signedHeaders(method, path, body, extra), body: body.length ? body : undefined, redirect: 'manual', dispatcher: opts.dispatcher };
+    return {
+      method,
+      headers: await signedHeaders(method, path, body, extra),
+      body: body.length ? body : undefined,
+      redirect: 'manual',
+      dispatcher: opts.dispatcher,
+    };
   }
   return {
     signedHeaders,

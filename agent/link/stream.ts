@@ -39,9 +39,12 @@ export function openStreamLink(opts: StreamLinkOptions) {
   let retryTimer: NodeJS.Timeout | undefined;
   const silence = opts.silenceTimeoutMs ?? 45_000;
 
-  const watchdog = setInterval(() => {
-    if (open && Date.now() - lastByteAt > silence) reconnect('stream went silent');
-  }, Math.min(silence, 5_000));
+  const watchdog = setInterval(
+    () => {
+      if (open && Date.now() - lastByteAt > silence) reconnect('stream went silent');
+    },
+    Math.min(silence, 5_000),
+  );
 
   /** Ends the attempt in progress and connects again: after a backoff, or `now`. */
   function reconnect(reason: string, now = false) {

@@ -122,9 +122,12 @@ export function createUplink(opts: UplinkOptions) {
       return;
     }
     // Broken or rotated: the next one resends what was not acknowledged.
-    setTimeout(() => {
-      if (current === null && (state === 'up' || state === 'trying')) open();
-    }, status === 200 ? 0 : 250);
+    setTimeout(
+      () => {
+        if (current === null && (state === 'up' || state === 'trying')) open();
+      },
+      status === 200 ? 0 : 250,
+    );
   }
 
   function fallBack(reason: string): void {

@@ -67,7 +67,11 @@ export interface RuntimeAdapter {
   /** True while the runtime's process exists. */
   alive(handle: RuntimeHandle): boolean;
   /** Forwards one inference request to the runtime. */
-  invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse>;
+  invoke(
+    handle: RuntimeHandle,
+    path: string,
+    init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal },
+  ): Promise<RuntimeResponse>;
   stop(handle: RuntimeHandle): Promise<void>;
   /** The bounded tail of the runtime's output; readable with no process (a crashed runtime's last lines). */
   logs(assignmentId: string, lines: number): Promise<string[]>;

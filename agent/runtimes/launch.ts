@@ -41,7 +41,10 @@ export function fillPlaceholders(args: readonly string[], values: PlaceholderVal
  * A runtime's whole environment: its assignment's variables and what the agent sets, nothing of the agent's own
  * (its proxy settings, DATABASE_URL under `npm start`...). The agent's values come last, so none is overridden. Pure.
  */
-export function runtimeEnv(assigned: Record<string, string>, facts: { home: string; port: number; instanceId: string; gpuIndices: readonly number[] }): Record<string, string> {
+export function runtimeEnv(
+  assigned: Record<string, string>,
+  facts: { home: string; port: number; instanceId: string; gpuIndices: readonly number[] },
+): Record<string, string> {
   return {
     ...assigned,
     PATH: SAFE_PATH,

@@ -236,7 +236,9 @@ export class ProcessAdapter implements RuntimeAdapter {
     if (assignment.version) {
       // The state dir is private (0700): a runtime running as another user could not open a folder inside it.
       if (user.ids && insideRoots([this.stateDir], this.cache.layout.dir)) {
-        throw refusedByPolicy(`the model cache ${this.cache.layout.dir} lies in the agent's private state dir, which runtimes running as ${user.name} cannot read: set cache.dir in the local policy`);
+        throw refusedByPolicy(
+          `the model cache ${this.cache.layout.dir} lies in the agent's private state dir, which runtimes running as ${user.name} cannot read: set cache.dir in the local policy`,
+        );
       }
       await this.cache.ensure(assignment.version, signal, onPull);
     }
@@ -267,7 +269,13 @@ export class ProcessAdapter implements RuntimeAdapter {
     const instanceId = crypto.randomUUID();
     const log = openSync(this.logPath(assignment.assignmentId), 'a', 0o600);
     try {
-      const args = fillPlaceholders(spec.args, { port: String(port), instance: instanceId, model_path: modelPath, served_name: assignment.model, gpu_indices: gpuIndices.join(',') });
+      const args = fillPlaceholders(spec.args, {
+        port: String(port),
+        instance: instanceId,
+        model_path: modelPath,
+        served_name: assignment.model,
+        gpu_indices: gpuIndices.join(','),
+      });
       // The runtime inherits the log descriptor opened here: it writes its output without any access to the state dir.
       const child = spawn(spec.executable, args, {
         detached: true,
@@ -334,8 +342,17 @@ export class ProcessAdapter implements RuntimeAdapter {
     return pidAlive(handle.pid);
   }
 
-  async invoke(handle: RuntimeHandle, path: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<RuntimeResponse> {
-    const response = await this.http.request(`${handle.baseUrl}${path}`, { method: init.method as Dispatcher.HttpMethod, headers: init.headers, body: init.body, signal: init.signal });
+  async invoke(
+    handle: RuntimeHandle,
+    path: string,
+    init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal },
+  ): Promise<RuntimeResponse> {
+    const response = await this.http.request(`${handle.baseUrl}${path}`, {
+      method: init.method as Dispatcher.HttpMethod,
+      headers: init.headers,
+      body: init.body,
+      signal: init.signal,
+    });
     const contentType = response.headers['content-type'];
     return { status: response.statusCode, contentType: Array.isArray(contentType) ? contentType[0]! : (contentType ?? null), body: response.body };
   }

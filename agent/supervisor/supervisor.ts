@@ -138,7 +138,10 @@ export class Supervisor {
   }
 
   status(): MachineStatus {
-    return machineStatus(this.shuttingDown, [...this.managed.values()].map((m) => m.state));
+    return machineStatus(
+      this.shuttingDown,
+      [...this.managed.values()].map((m) => m.state),
+    );
   }
 
   warmModels(): string[] {
@@ -151,8 +154,10 @@ export class Supervisor {
    */
   readyHandle(assignmentId: string): InvokeTarget {
     const m = this.managed.get(assignmentId);
-    if (this.shuttingDown || m?.state === 'draining') return { ok: false, code: 'replica_draining', message: 'this replica is draining: it takes no new invocations' };
-    if (!m || m.state !== 'ready' || !m.handle) return { ok: false, code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
+    if (this.shuttingDown || m?.state === 'draining')
+      return { ok: false, code: 'replica_draining', message: 'this replica is draining: it takes no new invocations' };
+    if (m?.state !== 'ready' || !m.handle)
+      return { ok: false, code: 'runtime_unavailable', message: 'the runtime of this assignment is not ready on this node' };
     return { ok: true, handle: m.handle, adapter: this.adapter(m.assignment) };
   }
 
@@ -323,7 +328,9 @@ export class Supervisor {
         if (await adapter.ready(handle)) m.healthFailures = 0;
         else if (++m.healthFailures >= m.assignment.startup.failureThreshold) {
           // Failed either way; a stop that failed too is worth knowing before the restart launches another.
-          await adapter.stop(handle).catch((error: unknown) => this.opts.log('runtime stop failed', { assignmentId: m.assignment.assignmentId, error: errorMessage(error) }));
+          await adapter
+            .stop(handle)
+            .catch((error: unknown) => this.opts.log('runtime stop failed', { assignmentId: m.assignment.assignmentId, error: errorMessage(error) }));
           this.fail(m, 'readiness probe failed');
         }
       }),

@@ -58,7 +58,12 @@ export function registerAudit(program: Command): void {
       if (opts.outcome) query.outcome = opts.outcome as AuditOutcome;
       const api = await connect(program);
       const page = await api.answer(api.http.GET('/audit', { params: { query } }), AuditPage);
-      print(opts.json, page.data, () => table(['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME'], page.data.map((e) => [String(e.seq), e.at, e.actor, e.action, e.target, e.outcome])));
+      print(opts.json, page.data, () =>
+        table(
+          ['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME'],
+          page.data.map((e) => [String(e.seq), e.at, e.actor, e.action, e.target, e.outcome]),
+        ),
+      );
     });
   audit
     .command('export')
@@ -77,7 +82,9 @@ export function registerAudit(program: Command): void {
     .action(async (opts: { file?: string; json?: boolean }) => {
       const source = opts.file ?? 'the export';
       const api = opts.file ? undefined : await connect(program);
-      const input = api ? Readable.fromWeb((await api.stream(api.http.GET('/audit/export', { parseAs: 'stream' }))) as WebStream) : await openExport(opts.file!);
+      const input = api
+        ? Readable.fromWeb((await api.stream(api.http.GET('/audit/export', { parseAs: 'stream' }))) as WebStream)
+        : await openExport(opts.file!);
       const verifier = new ChainVerifier();
       for await (const entry of exportEntries(createInterface({ input, crlfDelay: Infinity }), source)) if (!(await verifier.push(entry))) break;
       const verdict = verifier.verdict();

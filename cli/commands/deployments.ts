@@ -14,7 +14,16 @@ async function readDeploymentFile(path: string): Promise<{ name: string; spec: u
   const file = DeploymentFile.safeParse(await readDocument(path));
   if (!file.success) throw new CliError(`${path} needs a \`name\` (lowercase letters, digits, dots, dashes): ${file.error.issues[0]?.message}`, 2);
   // What the server adds to a view is dropped, so that `show --json` output can be edited and applied again.
-  const { name, id: _id, generation: _g, createdAt: _c, updatedAt: _u, status: _s, events: _e, ...rest } = file.data as Record<string, unknown> & { name: string };
+  const {
+    name,
+    id: _id,
+    generation: _g,
+    createdAt: _c,
+    updatedAt: _u,
+    status: _s,
+    events: _e,
+    ...rest
+  } = file.data as Record<string, unknown> & { name: string };
   checked(DeploymentSpec, rest, path);
   return { name, spec: rest };
 }
@@ -27,11 +36,36 @@ function describe(d: DeploymentDetail): string {
     `replicas:    ${s.ready}/${s.desired} ready, ${s.starting} starting, ${s.failed} failed, ${s.unplaceable} unplaceable${s.asleep ? ' (scaled to zero: the next request wakes it)' : ''}`,
     `rollout:     ${s.rollout.state} (${s.rollout.updated} updated, ${s.rollout.outdated} outdated, ${s.rollout.retiring} retiring)`,
   ];
-  if (s.canary) lines.push(`canary:      ${s.canary.version}, ${d.canary?.weight ?? 0} % of requests: ${s.canary.ready}/${s.canary.desired} ready, ${s.canary.starting} starting`);
+  if (s.canary)
+    lines.push(
+      `canary:      ${s.canary.version}, ${d.canary?.weight ?? 0} % of requests: ${s.canary.ready}/${s.canary.desired} ready, ${s.canary.starting} starting`,
+    );
   if (s.degraded) lines.push(`degraded:    ${s.degradedReasons.join('; ')}`);
   for (const r of s.unplaceableReasons) lines.push(`unplaceable: ${r.machineName}: ${r.reason}`);
-  lines.push('', table(['REPLICA', 'MACHINE', 'SET', 'STATE', 'CURRENT', 'ROUTABLE', 'RESTARTS', 'MESSAGE'], s.replicas.map((r) => [r.assignmentId, r.machineName, r.track, r.state, r.current ? 'yes' : 'no', r.routable ? 'yes' : 'no', String(r.restarts), r.message ?? ''])));
-  if (d.events.length) lines.push('', table(['AT', 'EVENT', 'MACHINE', 'MESSAGE'], d.events.map((e) => [e.at, e.type, e.machineId ?? '', e.message ?? ''])));
+  lines.push(
+    '',
+    table(
+      ['REPLICA', 'MACHINE', 'SET', 'STATE', 'CURRENT', 'ROUTABLE', 'RESTARTS', 'MESSAGE'],
+      s.replicas.map((r) => [
+        r.assignmentId,
+        r.machineName,
+        r.track,
+        r.state,
+        r.current ? 'yes' : 'no',
+        r.routable ? 'yes' : 'no',
+        String(r.restarts),
+        r.message ?? '',
+      ]),
+    ),
+  );
+  if (d.events.length)
+    lines.push(
+      '',
+      table(
+        ['AT', 'EVENT', 'MACHINE', 'MESSAGE'],
+        d.events.map((e) => [e.at, e.type, e.machineId ?? '', e.message ?? '']),
+      ),
+    );
   return lines.join('\n');
 }
 
@@ -41,13 +75,17 @@ const named = (name: string) => ({ params: { path: { name } } });
 /** Waits until the rollout of `name` is complete with every desired replica serving. */
 async function waitForRollout(api: ApiClient, name: string, seconds: string): Promise<DeploymentDetail> {
   let detail!: DeploymentDetail;
-  await waitUntil(`rolling out ${name}`, async () => {
-    detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
-    const s = detail.status;
-    const done = s.rollout.state === 'complete' && s.ready === s.desired;
-    const blocked = s.unplaceable ? `, ${s.unplaceable} unplaceable` : '';
-    return { done, state: `${s.ready}/${s.desired} ready, ${s.starting} starting${blocked}` };
-  }, { timeoutMs: timeoutMs(seconds) });
+  await waitUntil(
+    `rolling out ${name}`,
+    async () => {
+      detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
+      const s = detail.status;
+      const done = s.rollout.state === 'complete' && s.ready === s.desired;
+      const blocked = s.unplaceable ? `, ${s.unplaceable} unplaceable` : '';
+      return { done, state: `${s.ready}/${s.desired} ready, ${s.starting} starting${blocked}` };
+    },
+    { timeoutMs: timeoutMs(seconds) },
+  );
   return detail;
 }
 
@@ -69,7 +107,11 @@ export function registerDeployments(program: Command): void {
       const detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
       print(opts.json, detail, () => describe(detail));
     });
-  const waitOptions = (command: Command) => command.option('--wait', 'wait until the rollout is complete and every replica serves').option('--timeout <seconds>', 'how long --wait waits', '600').option(...JSON_FLAG);
+  const waitOptions = (command: Command) =>
+    command
+      .option('--wait', 'wait until the rollout is complete and every replica serves')
+      .option('--timeout <seconds>', 'how long --wait waits', '600')
+      .option(...JSON_FLAG);
   waitOptions(
     deployments
       .command('apply')
@@ -104,7 +146,11 @@ export function registerDeployments(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { file?: string; profile: string; requests?: number; concurrency?: number; json?: boolean }) => {
       const given = opts.file ? ((await readDocument(opts.file)) as Record<string, unknown>) : {};
-      const profile = checked(WorkloadProfile, { name: opts.profile, ...given, ...(opts.requests ? { requests: opts.requests } : {}), ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) }, 'profile');
+      const profile = checked(
+        WorkloadProfile,
+        { name: opts.profile, ...given, ...(opts.requests ? { requests: opts.requests } : {}), ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) },
+        'profile',
+      );
       const api = await connect(program);
       const result = await api.answer(api.http.POST('/deployments/{name}/canary/gate', { ...named(name), body: profile }), GateResult);
       const e = result.run.evidence;
@@ -113,7 +159,16 @@ export function registerDeployments(program: Command): void {
           `${e.model} ${e.version} on ${e.hardware.map((h) => h.machine).join(', ')}: gate ${result.run.passed ? 'passed' : 'FAILED'}, version now ${result.version.state}`,
           table(
             ['REQUESTS', 'ERRORS', 'TTFT P50/P95/P99 MS', 'ITL P50/P95/P99 MS', 'TOKENS/S (REQ P50)', 'TOKENS/S (ALL)'],
-            [[String(e.requests), String(e.errors), `${e.ttftMs.p50}/${e.ttftMs.p95}/${e.ttftMs.p99}`, `${e.interTokenMs.p50}/${e.interTokenMs.p95}/${e.interTokenMs.p99}`, String(e.tokensPerSecond.perRequestP50), String(e.tokensPerSecond.aggregate)]],
+            [
+              [
+                String(e.requests),
+                String(e.errors),
+                `${e.ttftMs.p50}/${e.ttftMs.p95}/${e.ttftMs.p99}`,
+                `${e.interTokenMs.p50}/${e.interTokenMs.p95}/${e.interTokenMs.p99}`,
+                String(e.tokensPerSecond.perRequestP50),
+                String(e.tokensPerSecond.aggregate),
+              ],
+            ],
           ),
           ...e.failures.map((f) => `failed: ${f}`),
         ].join('\n'),

@@ -17,6 +17,13 @@ export function registerEnrollTokens(program: Command): void {
       const body = { ...(opts.name ? { name: opts.name } : {}), labels, ttlSeconds: Number(opts.ttl) };
       const api = await connect(program);
       const created = await api.answer(api.http.POST('/enrollment-tokens', { body }), EnrollmentTokenCreated);
-      print(opts.json, created, () => [`token:   ${created.token}`, `expires: ${created.expiresAt}`, '', 'It is shown once. On the machine: LUNANEXA_ENROLLMENT_TOKEN=<token> npx lunanexa-agent enroll --url <control plane> --token -'].join('\n'));
+      print(opts.json, created, () =>
+        [
+          `token:   ${created.token}`,
+          `expires: ${created.expiresAt}`,
+          '',
+          'It is shown once. On the machine: LUNANEXA_ENROLLMENT_TOKEN=<token> npx lunanexa-agent enroll --url <control plane> --token -',
+        ].join('\n'),
+      );
     });
 }

@@ -33,7 +33,11 @@ export function registerLogs(program: Command): void {
       const api = await connect(program);
       const m = await findMachine(api, machine);
       const replica = m.runtimes.find((r) => r.assignmentId === runtime) ?? m.runtimes.find((r) => r.deploymentName === runtime && r.desired);
-      if (!replica) throw new CliError(`${m.name} runs no replica ${runtime}: it runs ${m.runtimes.map((r) => `${r.deploymentName} (${r.assignmentId})`).join(', ') || 'nothing'}`, 1);
+      if (!replica)
+        throw new CliError(
+          `${m.name} runs no replica ${runtime}: it runs ${m.runtimes.map((r) => `${r.deploymentName} (${r.assignmentId})`).join(', ') || 'nothing'}`,
+          1,
+        );
       const params = { path: { id: m.id, assignmentId: replica.assignmentId }, query: { lines } };
       let printed: string[] = [];
       for (;;) {

@@ -22,8 +22,12 @@ function describe(m: MachineView): string {
     `id:         ${m.id}`,
     `state:      ${m.state}${flags ? ` (${flags})` : ''}`,
     `heartbeat:  ${age(m.heartbeatAgeMs)} ago, stream ${m.streamAttached ? 'attached' : 'not attached'}`,
-    `labels:     ${Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
-    `gpus:       ${m.inventory.gpus.map((g) => `${g.name}${g.memoryTotalMiB === null ? "" : ` (${Math.round(g.memoryTotalMiB / 1024)} GiB)`}`).join(', ') || 'none'}`,
+    `labels:     ${
+      Object.entries(m.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || '-'
+    }`,
+    `gpus:       ${m.inventory.gpus.map((g) => `${g.name}${g.memoryTotalMiB === null ? '' : ` (${Math.round(g.memoryTotalMiB / 1024)} GiB)`}`).join(', ') || 'none'}`,
     `warm:       ${m.warmModels.join(', ') || '-'}`,
     '',
     table(
@@ -42,7 +46,16 @@ export function registerMachines(program: Command): void {
     path: '/machines',
     item: MachineView,
     header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
-    row: (m) => [m.name, m.state, age(m.heartbeatAgeMs), m.streamAttached ? 'attached' : '-', gpuSummary(m), String(m.runtimes.length), m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-', m.id],
+    row: (m) => [
+      m.name,
+      m.state,
+      age(m.heartbeatAgeMs),
+      m.streamAttached ? 'attached' : '-',
+      gpuSummary(m),
+      String(m.runtimes.length),
+      m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-',
+      m.id,
+    ],
   });
   machines
     .command('show <machine>')
@@ -66,7 +79,7 @@ export function registerMachines(program: Command): void {
   }
   machines
     .command('drain <machine>')
-    .description("move every replica off a machine, each replacement ready before the old one stops")
+    .description('move every replica off a machine, each replacement ready before the old one stops')
     .option('--wait', 'wait until the machine is empty')
     .option('--timeout <seconds>', 'how long --wait waits', '600')
     .option(...JSON_FLAG)
@@ -76,11 +89,15 @@ export function registerMachines(program: Command): void {
       const machineId = { params: { path: { id: m.id } } };
       let after = await api.answer(api.http.POST('/machines/{id}/drain', machineId), MachineView);
       if (opts.wait) {
-        await waitUntil(`draining ${after.name}`, async () => {
-          after = await api.answer(api.http.GET('/machines/{id}', machineId), MachineView);
-          const left = after.runtimes.length;
-          return { done: after.drained, state: after.drained ? 'empty' : `${left} replica${left === 1 ? '' : 's'} left` };
-        }, { timeoutMs: timeoutMs(opts.timeout) });
+        await waitUntil(
+          `draining ${after.name}`,
+          async () => {
+            after = await api.answer(api.http.GET('/machines/{id}', machineId), MachineView);
+            const left = after.runtimes.length;
+            return { done: after.drained, state: after.drained ? 'empty' : `${left} replica${left === 1 ? '' : 's'} left` };
+          },
+          { timeoutMs: timeoutMs(opts.timeout) },
+        );
       }
       print(opts.json, after, () => `${after.name}: ${after.drained ? 'drained' : 'draining'} (${after.runtimes.length} replicas on it)`);
     });
@@ -92,8 +109,10 @@ export function registerMachines(program: Command): void {
     .action(async (machine: string, opts: { reason?: string; json?: boolean }) => {
       const api = await connect(program);
       const m = await findMachine(api, machine);
-      const after = await api.answer(api.http.POST('/machines/{id}/revoke', { params: { path: { id: m.id } }, body: opts.reason ? { reason: opts.reason } : {} }), MachineView);
+      const after = await api.answer(
+        api.http.POST('/machines/{id}/revoke', { params: { path: { id: m.id } }, body: opts.reason ? { reason: opts.reason } : {} }),
+        MachineView,
+      );
       print(opts.json, after, () => `${after.name}: revoked at ${after.revokedAt}`);
     });
 }
-

@@ -44,11 +44,28 @@ function describeVersion(v: VersionView): string {
   ];
   const check = v.verification;
   if (check) {
-    lines.push(`verified:    ${check.passed ? 'passed' : `FAILED (${check.problemCount} files)`}: ${check.files} files, ${check.bytes} bytes read, by ${check.by} at ${check.at}`);
-    for (const p of check.problems) lines.push(`  ${p.path}: ${p.problem.replace('_', ' ')} (expected ${p.expectedSize} bytes${p.actualSize === null ? '' : `, found ${p.actualSize}`})`);
+    lines.push(
+      `verified:    ${check.passed ? 'passed' : `FAILED (${check.problemCount} files)`}: ${check.files} files, ${check.bytes} bytes read, by ${check.by} at ${check.at}`,
+    );
+    for (const p of check.problems)
+      lines.push(`  ${p.path}: ${p.problem.replace('_', ' ')} (expected ${p.expectedSize} bytes${p.actualSize === null ? '' : `, found ${p.actualSize}`})`);
   }
   if (v.evaluations.length) {
-    lines.push('', table(['SUITE', 'RESULT', 'METRICS', 'BY', 'AT'], v.evaluations.map((e) => [e.suite, e.passed ? 'passed' : 'failed', Object.entries(e.metrics).map(([k, n]) => `${k}=${n}`).join(' ') || '-', e.recordedBy, e.at])));
+    lines.push(
+      '',
+      table(
+        ['SUITE', 'RESULT', 'METRICS', 'BY', 'AT'],
+        v.evaluations.map((e) => [
+          e.suite,
+          e.passed ? 'passed' : 'failed',
+          Object.entries(e.metrics)
+            .map(([k, n]) => `${k}=${n}`)
+            .join(' ') || '-',
+          e.recordedBy,
+          e.at,
+        ]),
+      ),
+    );
   }
   return lines.join('\n');
 }
@@ -56,7 +73,14 @@ function describeVersion(v: VersionView): string {
 function describeModel(m: ModelDetail): string {
   const head = `${m.name} (${m.id})${m.description ? `: ${m.description}` : ''}`;
   if (!m.versions.length) return `${head}\nno versions yet`;
-  return [head, '', table(['VERSION', 'STATE', 'FORMAT', 'FILES', 'SIZE', 'UPDATED'], m.versions.map((v) => [v.version, v.state, v.format, String(v.fileCount), gib(v.totalBytes), v.updatedAt]))].join('\n');
+  return [
+    head,
+    '',
+    table(
+      ['VERSION', 'STATE', 'FORMAT', 'FILES', 'SIZE', 'UPDATED'],
+      m.versions.map((v) => [v.version, v.state, v.format, String(v.fileCount), gib(v.totalBytes), v.updatedAt]),
+    ),
+  ].join('\n');
 }
 
 /** `--metric k=v`, repeated. */
@@ -124,7 +148,11 @@ export function registerModels(program: Command): void {
     .option('--notes <text>', 'anything else')
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { licence: string; source: string; revision?: string; notes?: string; json?: boolean }) => {
-      const body = checked(RecordProvenanceRequest, { licence: opts.licence, provenance: { source: opts.source, revision: opts.revision, notes: opts.notes } }, 'provenance');
+      const body = checked(
+        RecordProvenanceRequest,
+        { licence: opts.licence, provenance: { source: opts.source, revision: opts.revision, notes: opts.notes } },
+        'provenance',
+      );
       const api = await connect(program);
       const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/provenance', { ...versionParams(name, version), body }), VersionView);
       print(opts.json, view, () => `${name} ${version}: ${view.state}`);
@@ -148,13 +176,19 @@ export function registerModels(program: Command): void {
     .option('--metric <name=value...>', 'a number the run measured (repeatable)')
     .option('--notes <text>', 'anything else')
     .option(...JSON_FLAG)
-    .action(async (name: string, version: string, opts: { suite: string; passed?: boolean; failed?: boolean; metric?: string[]; notes?: string; json?: boolean }) => {
-      if (Boolean(opts.passed) === Boolean(opts.failed)) throw new CliError('say how the suite went: --passed or --failed', 2);
-      const body = checked(RecordEvaluationRequest, { suite: opts.suite, passed: Boolean(opts.passed), metrics: metricsOf(opts.metric), notes: opts.notes }, 'evaluation');
-      const api = await connect(program);
-      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/evaluations', { ...versionParams(name, version), body }), VersionView);
-      print(opts.json, view, () => `${name} ${version}: ${view.state}`);
-    });
+    .action(
+      async (name: string, version: string, opts: { suite: string; passed?: boolean; failed?: boolean; metric?: string[]; notes?: string; json?: boolean }) => {
+        if (Boolean(opts.passed) === Boolean(opts.failed)) throw new CliError('say how the suite went: --passed or --failed', 2);
+        const body = checked(
+          RecordEvaluationRequest,
+          { suite: opts.suite, passed: Boolean(opts.passed), metrics: metricsOf(opts.metric), notes: opts.notes },
+          'evaluation',
+        );
+        const api = await connect(program);
+        const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/evaluations', { ...versionParams(name, version), body }), VersionView);
+        print(opts.json, view, () => `${name} ${version}: ${view.state}`);
+      },
+    );
   for (const decision of ['approve', 'reject'] as const) {
     models
       .command(`${decision} <name> <version>`)
@@ -164,7 +198,7 @@ export function registerModels(program: Command): void {
       .action(async (name: string, version: string, opts: { reason: string; json?: boolean }) => {
         const body = checked(ApprovalRequest, { decision, reason: opts.reason }, decision);
         const api = await connect(program);
-      const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/approval', { ...versionParams(name, version), body }), VersionView);
+        const view = await api.answer(api.http.POST('/models/{name}/versions/{version}/approval', { ...versionParams(name, version), body }), VersionView);
         print(opts.json, view, () => `${name} ${version}: ${view.state}`);
       });
   }
@@ -174,13 +208,26 @@ export function registerModels(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (name: string, version: string, opts: { json?: boolean }) => {
       const api = await connect(program);
-      const { items } = await api.answer(api.http.GET('/models/{name}/versions/{version}/benchmarks', versionParams(name, version)), z.object({ items: z.array(BenchmarkRunView) }));
+      const { items } = await api.answer(
+        api.http.GET('/models/{name}/versions/{version}/benchmarks', versionParams(name, version)),
+        z.object({ items: z.array(BenchmarkRunView) }),
+      );
       print(opts.json, items, () =>
         items.length === 0
           ? 'no gate runs yet'
           : table(
               ['RUN', 'PROFILE', 'RESULT', 'REQUESTS', 'ERRORS', 'TTFT P95 MS', 'TOKENS/S', 'HARDWARE', 'AT'],
-              items.map((r) => [r.id, r.profile, r.passed ? 'passed' : 'failed', String(r.evidence.requests), String(r.evidence.errors), String(r.evidence.ttftMs.p95), String(r.evidence.tokensPerSecond.perRequestP50), r.evidence.hardware.map((h) => h.machine).join(','), r.createdAt]),
+              items.map((r) => [
+                r.id,
+                r.profile,
+                r.passed ? 'passed' : 'failed',
+                String(r.evidence.requests),
+                String(r.evidence.errors),
+                String(r.evidence.ttftMs.p95),
+                String(r.evidence.tokensPerSecond.perRequestP50),
+                r.evidence.hardware.map((h) => h.machine).join(','),
+                r.createdAt,
+              ]),
             ),
       );
     });
@@ -194,7 +241,12 @@ export function registerModels(program: Command): void {
       const body = checked(PromoteRequest, { alias: opts.alias, reason: opts.reason }, 'promotion');
       const api = await connect(program);
       const result = await api.answer(api.http.POST('/models/{name}/versions/{version}/promotion', { ...versionParams(name, version), body }), PromotionResult);
-      print(opts.json, result, () => `${name} ${version}: ${result.version.state}; ${opts.alias} points at it${result.endedCanaries.length ? `; canary ended on ${result.endedCanaries.join(', ')}` : ''}`);
+      print(
+        opts.json,
+        result,
+        () =>
+          `${name} ${version}: ${result.version.state}; ${opts.alias} points at it${result.endedCanaries.length ? `; canary ended on ${result.endedCanaries.join(', ')}` : ''}`,
+      );
     });
   models
     .command('release <name> <version>')

@@ -3,11 +3,22 @@ import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { checked, connect, JSON_FLAG, print, readDocument } from '../context.js';
 import { table } from '../table.js';
 
-const labels = (selector: Record<string, string>) => Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') || 'any machine';
+const labels = (selector: Record<string, string>) =>
+  Object.entries(selector)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',') || 'any machine';
 
 function describe(policy: WorkspacePolicy): string {
-  const quota = Object.entries(policy.quota).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
-  const classes = Object.entries(policy.dataClasses).map(([name, rule]) => [name, labels(rule.machineSelector), rule.runtimes?.join(',') ?? 'any', rule.retention]);
+  const quota =
+    Object.entries(policy.quota)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none';
+  const classes = Object.entries(policy.dataClasses).map(([name, rule]) => [
+    name,
+    labels(rule.machineSelector),
+    rule.runtimes?.join(',') ?? 'any',
+    rule.retention,
+  ]);
   const licences = Object.entries(policy.licences).map(([licence, rule]) => [licence, labels(rule.machineSelector)]);
   return [
     `quota: ${quota}`,

@@ -60,7 +60,14 @@ export function registerSession(program: Command): void {
       for (const m of fleet) byState[m.state] = (byState[m.state] ?? 0) + 1;
       const summary = { machines: fleet.length, byState, deployments: deployed.length };
       print(opts.json, summary, () =>
-        [`machines: ${fleet.length} (${Object.entries(byState).map(([s, n]) => `${n} ${s}`).join(', ') || 'none'})`, `deployments: ${deployed.length}`].join('\n'),
+        [
+          `machines: ${fleet.length} (${
+            Object.entries(byState)
+              .map(([s, n]) => `${n} ${s}`)
+              .join(', ') || 'none'
+          })`,
+          `deployments: ${deployed.length}`,
+        ].join('\n'),
       );
     });
 }

@@ -3,7 +3,8 @@ import { Role } from '../../shared/contracts/common.js';
 import { ApiTokenCreated, ApiTokenView, CreateApiTokenRequest } from '../../shared/contracts/tokens.js';
 import { checked, connect, JSON_FLAG, print, listCommand } from '../context.js';
 
-const limits = (t: ApiTokenView) => [t.models ? `models: ${t.models.join(',')}` : '', t.rateLimitPerMinute ? `${t.rateLimitPerMinute}/min` : ''].filter(Boolean).join(' ') || '-';
+const limits = (t: ApiTokenView) =>
+  [t.models ? `models: ${t.models.join(',')}` : '', t.rateLimitPerMinute ? `${t.rateLimitPerMinute}/min` : ''].filter(Boolean).join(' ') || '-';
 
 export function registerTokens(program: Command): void {
   const tokens = program.command('tokens').description('API tokens of this workspace (admin)');
@@ -24,17 +25,28 @@ export function registerTokens(program: Command): void {
     .option('--rate-limit <perMinute>', 'inference tokens: requests per minute across the control plane')
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { role: string; ttl?: string; member?: string; model?: string[]; rateLimit?: string; json?: boolean }) => {
-      const request = checked(CreateApiTokenRequest, {
-        name,
-        role: opts.role,
-        ...(opts.ttl !== undefined ? { ttlSeconds: Number(opts.ttl) } : {}),
-        ...(opts.member ? { memberId: opts.member } : {}),
-        ...(opts.model ? { models: opts.model } : {}),
-        ...(opts.rateLimit !== undefined ? { rateLimitPerMinute: Number(opts.rateLimit) } : {}),
-      }, 'the token');
+      const request = checked(
+        CreateApiTokenRequest,
+        {
+          name,
+          role: opts.role,
+          ...(opts.ttl !== undefined ? { ttlSeconds: Number(opts.ttl) } : {}),
+          ...(opts.member ? { memberId: opts.member } : {}),
+          ...(opts.model ? { models: opts.model } : {}),
+          ...(opts.rateLimit !== undefined ? { rateLimitPerMinute: Number(opts.rateLimit) } : {}),
+        },
+        'the token',
+      );
       const api = await connect(program);
       const created = await api.answer(api.http.POST('/tokens', { body: request }), ApiTokenCreated);
-      print(opts.json, created, () => [`token: ${created.token}`, `id:    ${created.id} (${created.role}, expires ${created.expiresAt ?? 'never'})`, '', 'It is shown once: store it now.'].join('\n'));
+      print(opts.json, created, () =>
+        [
+          `token: ${created.token}`,
+          `id:    ${created.id} (${created.role}, expires ${created.expiresAt ?? 'never'})`,
+          '',
+          'It is shown once: store it now.',
+        ].join('\n'),
+      );
     });
   tokens
     .command('revoke <id>')

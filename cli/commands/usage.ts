@@ -24,14 +24,24 @@ export function registerUsage(program: Command): void {
         return;
       }
       const report = await api.answer(api.http.GET('/usage', { params: { query } }), UsageReport);
-      const total = report.data.reduce((sum, r) => ({ requests: sum.requests + r.requests, prompt: sum.prompt + r.promptTokens, completion: sum.completion + r.completionTokens }), { requests: 0, prompt: 0, completion: 0 });
+      const total = report.data.reduce(
+        (sum, r) => ({ requests: sum.requests + r.requests, prompt: sum.prompt + r.promptTokens, completion: sum.completion + r.completionTokens }),
+        { requests: 0, prompt: 0, completion: 0 },
+      );
       print(opts.json, report, () =>
         [
           `${report.from} .. ${report.to}, by ${report.groupBy.join(', ')}`,
           table(
             ['DAY', 'TOKEN', 'MODEL', 'REQUESTS', 'PROMPT', 'COMPLETION'],
             [
-              ...report.data.map((r) => [r.day ?? '*', r.tokenName ?? r.tokenId ?? '*', r.model ?? '*', String(r.requests), String(r.promptTokens), String(r.completionTokens)]),
+              ...report.data.map((r) => [
+                r.day ?? '*',
+                r.tokenName ?? r.tokenId ?? '*',
+                r.model ?? '*',
+                String(r.requests),
+                String(r.promptTokens),
+                String(r.completionTokens),
+              ]),
               ['total', '', '', String(total.requests), String(total.prompt), String(total.completion)],
             ],
           ),

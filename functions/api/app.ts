@@ -6,7 +6,7 @@ import { managementApi } from './management/index.js';
 import { agentGateway } from './agent-gateway/index.js';
 import { inferenceApi } from './v1/index.js';
 import { handleOpenAIError, OpenAIError } from './v1/errors.js';
-import { storeReadiness } from '../store/migration-status.js';
+import { storeReadiness } from '../services/store-readiness.js';
 import { securityHeaders } from './http/security-headers.js';
 import { urlGuard } from './http/url-guard.js';
 import { registerMetrics } from './http/metrics-route.js';
@@ -25,7 +25,11 @@ export function newApp(ports: Ports): Hono<AppEnv> {
   app.use('*', securityHeaders);
   app.use('*', urlGuard);
   app.onError((error, c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(error, c) : handleError(error, c)));
-  app.notFound((c) => (c.req.path.startsWith('/v1/') ? handleOpenAIError(new OpenAIError(404, 'invalid_request_error', 'unknown_url', `Unknown request URL: ${c.req.method} ${c.req.path}`), c) : notFound(c)));
+  app.notFound((c) =>
+    c.req.path.startsWith('/v1/')
+      ? handleOpenAIError(new OpenAIError(404, 'invalid_request_error', 'unknown_url', `Unknown request URL: ${c.req.method} ${c.req.path}`), c)
+      : notFound(c),
+  );
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {

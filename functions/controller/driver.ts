@@ -33,7 +33,12 @@ type DeploymentRow = typeof deployments.$inferSelect;
  * `revealSecretEnv`, and its version's file URLs signed) signed into the machine's desired state. `set` defaults to
  * the deployment's stable set with no registry version. Only called for sets that resolve.
  */
-export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, registry: RuntimeRegistry, set?: Pick<ReplicaSet, 'track' | 'template'>): StoredAssignment {
+export function assignmentSpec(
+  assignmentId: string,
+  deployment: DeploymentRow,
+  registry: RuntimeRegistry,
+  set?: Pick<ReplicaSet, 'track' | 'template'>,
+): StoredAssignment {
   const { track, template } = set ?? replicaSets(deployment, { registry, versions: EMPTY_CATALOG, policies: new Map() })[0]!;
   if (!template) throw new Error(`deployment ${deployment.id}'s ${track} replicas do not resolve`);
   return {
@@ -49,7 +54,6 @@ export function assignmentSpec(assignmentId: string, deployment: DeploymentRow, 
     ...(Object.keys(template.secretEnv).length ? { secretEnv: template.secretEnv } : {}),
   };
 }
-
 
 type ControllerCtx = ServiceCtx & Pick<ServicePorts, 'config' | 'bus' | 'metrics'>;
 
@@ -74,7 +78,11 @@ export function reconcileAfterWrites(ctx: () => ControllerCtx): AfterWrite {
 }
 
 /** A reconcile pass, with the snapshot it read (null when it skipped a lock another pass held). */
-async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean, sleepIdle = false): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
+async function reconcilePass(
+  ctx: ControllerCtx,
+  skipIfBusy: boolean,
+  sleepIdle = false,
+): Promise<{ actions: ReconcileAction[]; snapshot: FleetSnapshot | null }> {
   const timer = ctx.metrics.reconcileDuration.startTimer();
   const touched = new Set<string>();
   let snapshot: FleetSnapshot | null = null;
@@ -88,7 +96,9 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean, sleepIdle 
     snapshot = await loadFleetSnapshot(tx.db, ctx.config);
     // Deleted deployments are read too while they still hold assignments, so their replicas are retired.
     const deploymentRows = await tx.db.select().from(deployments);
-    const live = deploymentRows.filter((d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)));
+    const live = deploymentRows.filter(
+      (d) => d.deletedAt === null || snapshot!.machines.some((m) => m.runtimes.some((r) => r.desired && r.deploymentId === d.id)),
+    );
     if (sleepIdle) {
       const asleep = await sleepIdleDeployments(tx, live, snapshot);
       for (const d of live) if (asleep.has(d.id)) d.asleepSince = snapshot.now;
@@ -113,24 +123,55 @@ async function reconcilePass(ctx: ControllerCtx, skipIfBusy: boolean, sleepIdle 
         await tx.db.insert(assignments).values({ id, machineId: action.machineId, deploymentId, track, spec: spec(id), sinceGen });
         placed.machineIds.add(action.machineId);
         placed.workspaceIds.add(deployment.workspaceId);
-        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'placed', machineId: action.machineId, assignmentId: id, message: `placed on ${on}` });
+        events.push({
+          workspaceId: machine.workspaceId,
+          deploymentId,
+          type: 'placed',
+          machineId: action.machineId,
+          assignmentId: id,
+          message: `placed on ${on}`,
+        });
       } else if (action.type === 'update') {
         // Same template: the running replica stays valid, so it stays routable (its sinceGen is kept).
-        await tx.db.update(assignments).set({ spec: spec(action.assignmentId) }).where(eq(assignments.id, action.assignmentId));
+        await tx.db
+          .update(assignments)
+          .set({ spec: spec(action.assignmentId) })
+          .where(eq(assignments.id, action.assignmentId));
       } else if (action.type === 'fail') {
         // The mark is written with the retirement: no pass can see the replica gone and the machine unmarked.
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
         // One failure per assignment (it is retired right here), so the assignment's id names it.
-        await tx.db.insert(replicaFailures).values({ id: action.assignmentId, deploymentId, machineId: action.machineId, assignmentId: action.assignmentId, reason: action.reason });
-        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'replica_failed', machineId: action.machineId, assignmentId: action.assignmentId, message: `replica failed on ${on}: ${action.reason}` });
+        await tx.db
+          .insert(replicaFailures)
+          .values({ id: action.assignmentId, deploymentId, machineId: action.machineId, assignmentId: action.assignmentId, reason: action.reason });
+        events.push({
+          workspaceId: machine.workspaceId,
+          deploymentId,
+          type: 'replica_failed',
+          machineId: action.machineId,
+          assignmentId: action.assignmentId,
+          message: `replica failed on ${on}: ${action.reason}`,
+        });
       } else {
         await tx.db.update(assignments).set({ removedAt: sql`now()` }).where(eq(assignments.id, action.assignmentId));
         // A canary set that is gone while its deployment lives was removed (or now names the stable version).
         const reason = track === 'canary' && action.reason === 'deployment deleted' && deployment.deletedAt === null ? 'canary removed' : action.reason;
-        events.push({ workspaceId: machine.workspaceId, deploymentId, type: 'retired', machineId: action.machineId, assignmentId: action.assignmentId, message: `${reason} (${on})` });
+        events.push({
+          workspaceId: machine.workspaceId,
+          deploymentId,
+          type: 'retired',
+          machineId: action.machineId,
+          assignmentId: action.assignmentId,
+          message: `${reason} (${on})`,
+        });
       }
       touched.add(action.machineId);
-      await audit(tx, { workspaceId: machine.workspaceId, action: `assignment.${action.type}`, target: action.machineId, details: { ...action, deploymentId, track } });
+      await audit(tx, {
+        workspaceId: machine.workspaceId,
+        action: `assignment.${action.type}`,
+        target: action.machineId,
+        details: { ...action, deploymentId, track },
+      });
     }
     await recheckReservations(tx.db, { machineIds: [...placed.machineIds], workspaceIds: [...placed.workspaceIds] });
     await recordDeploymentEvents(tx.db, events);

@@ -19,7 +19,7 @@ interface Sums {
  * What the store's sums say is overcommitted: a machine whose live assignments reserve more GPUs or memory than its
  * inventory offers (memory as the scheduler counts it, `machineMemoryMiB`), a workspace past its quota. Pure.
  */
-export function overcommits(input: {
+function overcommits(input: {
   machines: ReadonlyArray<Sums & { name: string; inventory: Inventory }>;
   workspaces: ReadonlyArray<Sums & { id: string; replicas: number; policy: WorkspacePolicy }>;
 }): string[] {
@@ -32,7 +32,8 @@ export function overcommits(input: {
   for (const w of input.workspaces) {
     const { quota } = w.policy;
     if (quota.gpus !== undefined && w.gpus > quota.gpus) found.push(`workspace ${w.id}: ${w.gpus} GPUs reserved, quota ${quota.gpus}`);
-    if (quota.memoryMiB !== undefined && w.memoryMiB > quota.memoryMiB) found.push(`workspace ${w.id}: ${w.memoryMiB} MiB reserved, quota ${quota.memoryMiB} MiB`);
+    if (quota.memoryMiB !== undefined && w.memoryMiB > quota.memoryMiB)
+      found.push(`workspace ${w.id}: ${w.memoryMiB} MiB reserved, quota ${quota.memoryMiB} MiB`);
     if (quota.replicas !== undefined && w.replicas > quota.replicas) found.push(`workspace ${w.id}: ${w.replicas} replicas, quota ${quota.replicas}`);
   }
   return found;

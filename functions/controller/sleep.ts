@@ -37,7 +37,12 @@ export async function sleepIdleDeployments(tx: ServiceCtx, rows: readonly Deploy
   const newest = await tx.db
     .select({ deploymentId: workloads.deploymentId, at: max(workloads.createdAt) })
     .from(workloads)
-    .where(inArray(workloads.deploymentId, awake.map((d) => d.id)))
+    .where(
+      inArray(
+        workloads.deploymentId,
+        awake.map((d) => d.id),
+      ),
+    )
     .groupBy(workloads.deploymentId);
   const lastRequest = new Map(newest.map((n) => [n.deploymentId, n.at]));
   const busy = new Set(snapshot.machines.flatMap((m) => m.runtimes.filter((r) => r.activeInvocations + r.queueDepth > 0).map((r) => r.deploymentId)));
@@ -53,8 +58,15 @@ export async function sleepIdleDeployments(tx: ServiceCtx, rows: readonly Deploy
       .returning({ id: deployments.id });
     if (!slept) continue;
     asleep.add(d.id);
-    await audit(tx, { workspaceId: d.workspaceId, action: 'deployment.sleep', target: d.id, details: { name: d.name, idleSeconds: d.scaleToZero!.idleSeconds } });
-    await recordDeploymentEvents(tx.db, [{ workspaceId: d.workspaceId, deploymentId: d.id, type: 'asleep', message: `scaled to zero after ${d.scaleToZero!.idleSeconds} s without a request` }]);
+    await audit(tx, {
+      workspaceId: d.workspaceId,
+      action: 'deployment.sleep',
+      target: d.id,
+      details: { name: d.name, idleSeconds: d.scaleToZero!.idleSeconds },
+    });
+    await recordDeploymentEvents(tx.db, [
+      { workspaceId: d.workspaceId, deploymentId: d.id, type: 'asleep', message: `scaled to zero after ${d.scaleToZero!.idleSeconds} s without a request` },
+    ]);
   }
   return asleep;
 }

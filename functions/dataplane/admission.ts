@@ -37,7 +37,7 @@ export class Admission {
   async acquire(assignmentId: string, concurrency: number, deadline: number, signal: AbortSignal): Promise<number> {
     const started = performance.now();
     const running = this.active.get(assignmentId) ?? 0;
-    if (running < concurrency && !(this.queues.get(assignmentId)?.length)) {
+    if (running < concurrency && !this.queues.get(assignmentId)?.length) {
       this.active.set(assignmentId, running + 1);
       return 0;
     }

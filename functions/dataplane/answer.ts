@@ -135,7 +135,15 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   let gone = false;
   const nextFrames = async (): Promise<Frame[]> => {
     const item = await started.queue.next(until);
-    if (!item) return [{ o: -1, t: 'error', code: cancelled.signal.aborted ? CANCELLED.code : LATE.code, message: cancelled.signal.aborted ? CANCELLED.message : LATE.message }];
+    if (!item)
+      return [
+        {
+          o: -1,
+          t: 'error',
+          code: cancelled.signal.aborted ? CANCELLED.code : LATE.code,
+          message: cancelled.signal.aborted ? CANCELLED.message : LATE.message,
+        },
+      ];
     if (item.kind === 'failed') return [{ o: -1, t: 'error', code: item.code, message: item.message }];
     return item.frames;
   };

@@ -41,7 +41,7 @@ export interface Started {
   dispatchedAt: number;
 }
 
-export type Attempt = Started | { ok: false; outcome: AttemptOutcome; /** The replica's machine name, when one was picked. */ node: string | null };
+export type Attempt = Started | { ok: false; outcome: AttemptOutcome /** The replica's machine name, when one was picked. */; node: string | null };
 
 /**
  * One attempt: pick a replica, queue for its slot, dispatch, and wait for the runtime's head and first body
@@ -85,7 +85,16 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   };
   try {
     await dataPlane.holder.dispatch(
-      { invocationId, workloadId: input.workloadId, assignmentId: replica.assignmentId, path: request.path, body: input.body, deadline: request.deadline, idempotencyKey: request.idempotencyKey, stream: request.stream },
+      {
+        invocationId,
+        workloadId: input.workloadId,
+        assignmentId: replica.assignmentId,
+        path: request.path,
+        body: input.body,
+        deadline: request.deadline,
+        idempotencyKey: request.idempotencyKey,
+        stream: request.stream,
+      },
       replica.machineId,
       queue,
       { concurrency: route.maxConcurrency },
@@ -112,7 +121,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   }
   const headIndex = frames.findIndex((f) => f.t === 'head');
   const head = frames[headIndex];
-  if (!head || head.t !== 'head') {
+  if (head?.t !== 'head') {
     const error = frames.find((f) => f.t === 'error');
     if (error?.t === 'error') return giveUp({ kind: 'error', code: error.code, message: error.message }, error.code);
     return giveUp({ kind: 'error', code: 'runtime_error', message: 'no response head' }, 'runtime_error');
@@ -121,7 +130,10 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   // The answer goes out under the API's origin: a runtime serving anything but JSON or SSE (a page, a script)
   // failed, like one answering 5xx, before a byte of it reached the client.
   if (!relayableContentType(head.contentType)) {
-    return giveUp({ kind: 'error', code: 'unsupported_content_type', message: 'the runtime answered with a content type the API does not relay' }, 'unsupported_content_type');
+    return giveUp(
+      { kind: 'error', code: 'unsupported_content_type', message: 'the runtime answered with a content type the API does not relay' },
+      'unsupported_content_type',
+    );
   }
   // Broken before its first body byte: nothing reached the client either.
   const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);

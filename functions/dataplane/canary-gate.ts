@@ -26,7 +26,13 @@ async function observe(ports: Ports, actor: Actor, deployment: string, profile: 
     path: '/v1/chat/completions',
     kind: 'chat',
     model: deployment,
-    body: { model: deployment, messages: [{ role: 'user', content: profile.prompt }], max_tokens: profile.maxTokens, stream: true, stream_options: { include_usage: true } },
+    body: {
+      model: deployment,
+      messages: [{ role: 'user', content: profile.prompt }],
+      max_tokens: profile.maxTokens,
+      stream: true,
+      stream_options: { include_usage: true },
+    },
     stream: true,
     deadline: Date.now() + REQUEST_DEADLINE_MS,
     idempotencyKey: null,
@@ -89,7 +95,15 @@ const runView = (row: typeof benchmarkRuns.$inferSelect): BenchmarkRunView => ({
  * it ran on. Passed: the version moves to `gated`; failed: the lifecycle rejects it. Promotion stays a person's
  * decision either way.
  */
-export async function runCanaryGate({ ports, actor, input }: { ports: Ports; actor: Actor; input: { name: string; profile: WorkloadProfile } }): Promise<{ run: BenchmarkRunView; version: VersionView }> {
+export async function runCanaryGate({
+  ports,
+  actor,
+  input,
+}: {
+  ports: Ports;
+  actor: Actor;
+  input: { name: string; profile: WorkloadProfile };
+}): Promise<{ run: BenchmarkRunView; version: VersionView }> {
   const ctx = serviceCtx(ports, actor.tokenId);
   const deployment = await liveDeployment(ctx, actor.workspaceId, input.name);
   const canary = await canaryVersion(ctx, deployment);
@@ -97,9 +111,12 @@ export async function runCanaryGate({ ports, actor, input }: { ports: Ports; act
   decide(canary.row, { type: 'gate', passed: true, actor: actor.tokenId });
 
   await ports.dataPlane.routing.refreshed();
-  const serving = (ports.dataPlane.routing.resolve(actor.workspaceId, deployment.name)?.replicas ?? []).filter((r) => r.track === 'canary' && r.versionId === canary.row.id);
+  const serving = (ports.dataPlane.routing.resolve(actor.workspaceId, deployment.name)?.replicas ?? []).filter(
+    (r) => r.track === 'canary' && r.versionId === canary.row.id,
+  );
   const wanted = deployment.canary!.replicas;
-  if (serving.length < wanted) throw new ApiError('conflict', `the canary is not ready: ${serving.length} of ${wanted} replicas of ${canary.model} ${canary.row.version} serve`);
+  if (serving.length < wanted)
+    throw new ApiError('conflict', `the canary is not ready: ${serving.length} of ${wanted} replicas of ${canary.model} ${canary.row.version} serve`);
 
   const startedAt = new Date();
   const began = performance.now();
@@ -125,18 +142,52 @@ export async function runCanaryGate({ ports, actor, input }: { ports: Ports; act
     const id = newId('run');
     const [stored] = await tx.db
       .insert(benchmarkRuns)
-      .values({ id, workspaceId: actor.workspaceId, versionId: row.id, deploymentId: deployment.id, profile: input.profile.name, evidenceVersion: BENCHMARK_EVIDENCE_VERSION, evidence, passed, createdBy: actor.tokenId })
+      .values({
+        id,
+        workspaceId: actor.workspaceId,
+        versionId: row.id,
+        deploymentId: deployment.id,
+        profile: input.profile.name,
+        evidenceVersion: BENCHMARK_EVIDENCE_VERSION,
+        evidence,
+        passed,
+        createdBy: actor.tokenId,
+      })
       .returning();
-    const version = await moveVersion(tx, { workspaceId: actor.workspaceId, model: canary.model, version: row.version }, row, { type: 'gate', passed, actor: actor.tokenId }, {
-      details: { run: id, profile: input.profile.name, passed, failures: measured.failures, ttftP95Ms: measured.ttftMs.p95, tokensPerSecond: measured.tokensPerSecond.perRequestP50 },
-    });
+    const version = await moveVersion(
+      tx,
+      { workspaceId: actor.workspaceId, model: canary.model, version: row.version },
+      row,
+      { type: 'gate', passed, actor: actor.tokenId },
+      {
+        details: {
+          run: id,
+          profile: input.profile.name,
+          passed,
+          failures: measured.failures,
+          ttftP95Ms: measured.ttftMs.p95,
+          tokensPerSecond: measured.tokensPerSecond.perRequestP50,
+        },
+      },
+    );
     return { run: runView(stored!), version };
   });
 }
 
 /** A version's gate runs, newest first (at most 100). */
-export async function listBenchmarkRuns({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; model: string; version: string } }): Promise<BenchmarkRunView[]> {
+export async function listBenchmarkRuns({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; model: string; version: string };
+}): Promise<BenchmarkRunView[]> {
   const version = await findVersion(ctx, input);
-  const rows = await ctx.db.select().from(benchmarkRuns).where(eq(benchmarkRuns.versionId, version.id)).orderBy(desc(benchmarkRuns.createdAt), desc(benchmarkRuns.id)).limit(100);
+  const rows = await ctx.db
+    .select()
+    .from(benchmarkRuns)
+    .where(eq(benchmarkRuns.versionId, version.id))
+    .orderBy(desc(benchmarkRuns.createdAt), desc(benchmarkRuns.id))
+    .limit(100);
   return rows.map(runView);
 }

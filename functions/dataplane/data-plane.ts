@@ -8,7 +8,7 @@ import { writeWorkloads, type WorkloadRow } from '../services/workloads.js';
 import { writePongs } from '../services/streams.js';
 
 /** A running workload on this instance, so that the cancel API can reach it. */
-export interface LiveWorkload {
+interface LiveWorkload {
   cancel(reason: string): void;
 }
 

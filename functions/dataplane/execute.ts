@@ -102,7 +102,11 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     try {
       fresh = await recordWorkload({ ctx, input: row });
       // A key whose workload died with its instance (known not to have finished) runs again, once, under its id.
-      if (!fresh) retaken = await retakeOrphanedWorkload({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey, deadline: row.deadline } });
+      if (!fresh)
+        retaken = await retakeOrphanedWorkload({
+          ctx,
+          input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey, deadline: row.deadline },
+        });
     } catch (error) {
       dataPlane.admission.leave(deploymentId);
       throw error;
@@ -170,7 +174,13 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
         return await answer({ ports, route, request, workloadId, started: attempt, heldMs, cancelled, until, finish });
       }
       if (attempt.node) lastNode = attempt.node;
-      const decision = decideRetry(attempt.outcome, { deployment: route.name, failures, maxAttempts: config.maxAttempts, startingReplicas: view.startingReplicas, lastFailure });
+      const decision = decideRetry(attempt.outcome, {
+        deployment: route.name,
+        failures,
+        maxAttempts: config.maxAttempts,
+        startingReplicas: view.startingReplicas,
+        lastFailure,
+      });
       if (decision.next === 'stop') return fail(decision.error);
       if (decision.next === 'retry') {
         if (decision.failure) {
@@ -200,7 +210,11 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
  * Holds the request until routing has a replica of the deployment it has not tried (or the deployment is gone,
  * or asks for none), under the deadline and cancellable: the route as routing has it then, or `aborted`.
  */
-async function holdForReplica(ports: Ports, route: DeploymentRoute, opts: { until: AbortSignal; usable: (replica: RoutableReplica) => boolean }): Promise<DeploymentRoute | undefined | 'aborted'> {
+async function holdForReplica(
+  ports: Ports,
+  route: DeploymentRoute,
+  opts: { until: AbortSignal; usable: (replica: RoutableReplica) => boolean },
+): Promise<DeploymentRoute | undefined | 'aborted'> {
   try {
     return await ports.dataPlane.routing.waitForReplica(route.workspaceId, route.name, { signal: opts.until, usable: opts.usable });
   } catch (error) {

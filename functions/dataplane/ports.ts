@@ -34,8 +34,6 @@ export interface Ports {
   artifacts?: ArtifactStore;
 }
 
-export type { Actor, MachinePrincipal };
-
 /** The context a service verb runs in, from this instance's ports: the verb's signature says which it reads. */
 export function serviceCtx(ports: Ports, actor: string): ServiceCtx & ServicePorts {
   return {

@@ -51,7 +51,10 @@ export async function resync(ports: Ports): Promise<ResyncOutcome> {
       ).map((row) => row.id),
     );
     for (const machineId of held) {
-      ports.bus.deliverLocal(`${MACHINE}${machineId}`, revoked.has(machineId) ? { type: 'revoked', reason: 'the machine has been revoked' } : { type: 'desired' });
+      ports.bus.deliverLocal(
+        `${MACHINE}${machineId}`,
+        revoked.has(machineId) ? { type: 'revoked', reason: 'the machine has been revoked' } : { type: 'desired' },
+      );
     }
     const cancelled = await inChunks([...ports.dataPlane.live.keys()], (chunk) =>
       db

@@ -64,7 +64,10 @@ export function decideRetry(outcome: AttemptOutcome, state: RetryState): RetryDe
       // Running out of replicas to try must not hide why the ones tried failed.
       if (state.lastFailure) return { next: 'stop', error: everyReplicaFailed(state.lastFailure) };
       if (state.startingReplicas > 0) return { next: 'wait' };
-      return { next: 'stop', error: { kind: 'unavailable', code: 'no_replica_available', message: `no routable replica of ${state.deployment}; retry later`, retryAfterS: 1 } };
+      return {
+        next: 'stop',
+        error: { kind: 'unavailable', code: 'no_replica_available', message: `no routable replica of ${state.deployment}; retry later`, retryAfterS: 1 },
+      };
     case 'dispatch_failed':
       return failed({ code: 'dispatch_failed', message: outcome.message }, state);
     case 'node_timeout':

@@ -57,10 +57,18 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
   const classed = rows.filter((d) => d.dataClass !== null);
   const policies = new Map<string, WorkspacePolicy>();
   if (classed.length > 0) {
-    const found = await db.select({ id: workspaces.id, policy: workspaces.policy }).from(workspaces).where(inArray(workspaces.id, [...new Set(classed.map((d) => d.workspaceId))]));
+    const found = await db
+      .select({ id: workspaces.id, policy: workspaces.policy })
+      .from(workspaces)
+      .where(inArray(workspaces.id, [...new Set(classed.map((d) => d.workspaceId))]));
     for (const w of found) policies.set(w.id, WorkspacePolicy.parse(w.policy));
   }
-  const rulesOf = new Map(classed.map((d) => [d.id, policyRules(policies.get(d.workspaceId) ?? WorkspacePolicy.parse({}), { dataClass: d.dataClass, runtime: runtimeName(d.runtime), licence: null })]));
+  const rulesOf = new Map(
+    classed.map((d) => [
+      d.id,
+      policyRules(policies.get(d.workspaceId) ?? WorkspacePolicy.parse({}), { dataClass: d.dataClass, runtime: runtimeName(d.runtime), licence: null }),
+    ]),
+  );
   const replicas = new Map<string, RoutableReplica[]>();
   const starting = new Map<string, number>();
   const startingCanary = new Map<string, number>();
@@ -75,7 +83,14 @@ export async function loadRoutes(db: Db, config: ControlPlaneConfig): Promise<De
       }
       if (!runtime.routable) continue;
       const list = replicas.get(runtime.deploymentId) ?? [];
-      list.push({ assignmentId: runtime.assignmentId, machineId: machine.id, machineName: machine.name, warm: runtime.warm, track: runtime.track, versionId: runtime.versionId });
+      list.push({
+        assignmentId: runtime.assignmentId,
+        machineId: machine.id,
+        machineName: machine.name,
+        warm: runtime.warm,
+        track: runtime.track,
+        versionId: runtime.versionId,
+      });
       replicas.set(runtime.deploymentId, list);
     }
   }
@@ -207,7 +222,10 @@ export class RoutingTable {
 
   /** The aliases some deployment of the workspace follows, each with the deployment a request naming it reaches. */
   aliasRoutes(workspaceId: string): Array<{ alias: string; route: DeploymentRoute }> {
-    return [...this.aliases.values()].filter((r) => r.workspaceId === workspaceId).map((route) => ({ alias: route.alias!, route })).sort((a, b) => (a.alias < b.alias ? -1 : 1));
+    return [...this.aliases.values()]
+      .filter((r) => r.workspaceId === workspaceId)
+      .map((route) => ({ alias: route.alias!, route }))
+      .sort((a, b) => (a.alias < b.alias ? -1 : 1));
   }
 
   list(workspaceId: string): DeploymentRoute[] {
@@ -219,7 +237,11 @@ export class RoutingTable {
    * starting, or rolling): resolves with the route once a refresh finds one usable, finds the deployment asking
    * for none, or finds it gone (undefined). Rejects with the signal's reason when `signal` aborts.
    */
-  waitForReplica(workspaceId: string, model: string, opts: { signal: AbortSignal; usable?: (replica: RoutableReplica) => boolean }): Promise<DeploymentRoute | undefined> {
+  waitForReplica(
+    workspaceId: string,
+    model: string,
+    opts: { signal: AbortSignal; usable?: (replica: RoutableReplica) => boolean },
+  ): Promise<DeploymentRoute | undefined> {
     const { signal, usable = () => true } = opts;
     const settled = (): { route: DeploymentRoute | undefined } | null => {
       const route = this.resolve(workspaceId, model);

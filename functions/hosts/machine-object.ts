@@ -231,7 +231,12 @@ export class MachineLink {
       // Ping answers are recorded for routing at most once a second, on the object's one connection.
       writeBehindMs: 1_000,
     };
-    const store = openNeonStore(env.DATABASE_URL, { wsProxy: env.NEON_WS_PROXY, sqlEndpoint: env.NEON_SQL_ENDPOINT, max: 1, idleTimeoutMs: 3 * config.streamKeepAliveMs });
+    const store = openNeonStore(env.DATABASE_URL, {
+      wsProxy: env.NEON_WS_PROXY,
+      sqlEndpoint: env.NEON_SQL_ENDPOINT,
+      max: 1,
+      idleTimeoutMs: 3 * config.streamKeepAliveMs,
+    });
     const ports = edgePorts({ env, config, store, bus: createMemoryBus(), remote: null });
     const app = linkApp(ports, new Mailbox());
     this.serve = (request) => app.fetch(request);

@@ -81,9 +81,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   // Operators copy versions' files in: it is theirs to lay out (docs/artifacts.md); it only has to exist.
   if (!config.artifactsS3) await mkdir(artifactsDir, { recursive: true });
   // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
-  const store = opts.databaseUrl
-    ? await openPgStore(opts.databaseUrl)
-    : await (await import('../store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
+  const store = opts.databaseUrl ? await openPgStore(opts.databaseUrl) : await (await import('../store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
   // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
   const bus = opts.databaseUrl
     ? await createPgBus(opts.databaseUrl, {
@@ -108,7 +106,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     logger,
     metrics: createMetrics({ processMetrics: true }),
     instanceId,
-    instanceLease: new InstanceLease(instanceId, () => ports.config.instanceLeaseTtlMs, () => peerServer?.url ?? null),
+    instanceLease: new InstanceLease(
+      instanceId,
+      () => ports.config.instanceLeaseTtlMs,
+      () => peerServer?.url ?? null,
+    ),
     identity,
     dataPlane: createDataPlane({ remote: peerHolders, deps: writes }),
     caches: createServiceCaches({ bus, deps: writes }),
@@ -118,7 +120,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       ? (await import('../store/artifacts/s3.js')).s3ArtifactStore(config.artifactsS3)
       : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
   };
-  peerServer = peerHolders ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url }) : null;
+  peerServer = peerHolders
+    ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url })
+    : null;
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
   const adminTokenPath = join(dataDir, 'admin.token');

@@ -138,7 +138,7 @@ async function withInvocation<T>(state: IsolateState, ctx: WorkerExecutionContex
     invocations
       .run(invocation, () => Promise.all([dataPlane.workloads.flush(), caches.machineAuth.flush(), dataPlane.pongs.flush()]))
       .then(() => invocation.store.close())
-      .catch((error: unknown) => logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'finishing the request\'s store failed'));
+      .catch((error: unknown) => logger.warn({ err: error instanceof Error ? error.message : String(error) }, "finishing the request's store failed"));
   try {
     return { value: await invocations.run(invocation, fn), finish };
   } catch (error) {

@@ -12,7 +12,10 @@ export const ArtifactsS3Config = z
     bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name: 3-63 lowercase letters, digits, dots and dashes'),
     /** Another endpoint than AWS's (MinIO, Ceph, R2, a test server). */
     endpoint: z.string().url().optional(),
-    region: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a region such as us-east-1').default('us-east-1'),
+    region: z
+      .string()
+      .regex(/^[a-z0-9-]{1,64}$/, 'a region such as us-east-1')
+      .default('us-east-1'),
     /** Versions live under `<prefix>/` in the bucket; unset: at its root. */
     prefix: z.string().max(512).regex(S3_PREFIX, "a key prefix such as models or team-a/models, without a leading or trailing '/'").optional(),
     /** `<endpoint>/<bucket>/<key>` rather than `<bucket>.<endpoint>/<key>`: most self-hosted servers want it. */
@@ -27,116 +30,166 @@ export type ArtifactsS3Config = z.infer<typeof ArtifactsS3Config>;
  * Timing and limits of the control plane. Defaults are docs/design.md section 4; tests shorten the intervals.
  * Every duration is in milliseconds.
  */
-export const ControlPlaneConfig = z.object({
-  /** How often an agent sends a keep-alive heartbeat (at most every 20 s by the protocol). */
-  heartbeatIntervalMs: z.number().int().positive().max(20_000).default(20_000),
-  /** A machine heartbeat lives this long; past it the machine and its runtimes are `down`. */
-  machineLifetimeMs: z.number().int().positive().default(60_000),
-  /** Runtime heartbeat TTL. */
-  runtimeTtlMs: z.number().int().positive().default(60_000),
-  /** Grace a running runtime (and a machine that missed one keep-alive) gets before it is `stale`. */
-  runtimeGraceMs: z.number().int().nonnegative().default(15_000),
-  /** SSE comment keep-alive on the agent stream (at most 15 s by the protocol); the stream lease renews with it. */
-  streamKeepAliveMs: z.number().int().positive().max(15_000).default(15_000),
-  /** A stream lease outlives its last renewal by this much, so a dead instance's lease lapses on its own. */
-  streamLeaseTtlMs: z.number().int().positive().default(45_000),
-  /**
-   * An instance's own lease (renewed at a third of this): when an instance dies, the streams it held and the
-   * workloads it ran count as gone once this lapses, not when their own longer leases do.
-   */
-  instanceLeaseTtlMs: z.number().int().min(1_000).default(6_000),
-  /**
-   * The stream carries a ping this often; the agent answers it. A machine whose agent has not answered for
-   * `streamPingTimeoutMs` is unroutable at once (a frozen agent keeps its TCP stream and its lease open).
-   */
-  streamPingMs: z.number().int().positive().default(3_000),
-  streamPingTimeoutMs: z.number().int().positive().default(8_000),
-  /** Lifetime of a signed desired state; the stream re-signs it at a third of this before expiry. */
-  desiredTtlMs: z.number().int().positive().default(10 * 60_000),
-  /**
-   * Clock skew tolerated between an agent and the database, both ways: a machine token issued up to this far in
-   * the future, or expired up to this long ago, is accepted. Agents correct their clock by the offset they
-   * measure, so this only absorbs what the measurement misses.
-   */
-  clockSkewToleranceMs: z.number().int().nonnegative().max(60_000).default(5_000),
-  /** Lifetime of a machine credential; agents rotate at two thirds of it. */
-  credentialLifetimeMs: z.number().int().positive().default(30 * 24 * 3600_000),
-  /** How often the controller reconciles and sweeps expired rows. */
-  reconcileIntervalMs: z.number().int().positive().default(5_000),
-  /**
-   * Lost replicas (on `down` machines) are not replaced while at least 2 of a workspace's machines are silent and
-   * they are more than this fraction of its enrolled machines: so many at once is likely a partition, not failures
-   * (docs/scheduler.md).
-   */
-  replacementPauseFraction: z.number().min(0).max(1).default(0.5),
-  /** Largest request body an agent endpoint accepts. */
-  agentMaxBodyBytes: z.number().int().positive().default(256 * 1024),
-  /** Largest request body a management endpoint accepts. */
-  apiMaxBodyBytes: z.number().int().positive().default(64 * 1024),
-  /** Largest registration of a model version: its manifest lists up to 10,000 files (docs/registry.md). */
-  manifestMaxBodyBytes: z.number().int().positive().default(8 * 1024 * 1024),
-  /** Largest inference request body (`/v1`). */
-  inferenceMaxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
-  /** Largest frames upload of one invocation. */
-  framesMaxBytes: z.number().int().positive().default(256 * 1024 * 1024),
-  /**
-   * How often each instance refreshes its routing snapshot from the store (changes the instance sees itself
-   * refresh it at once); each refresh is a handful of queries, whatever the request rate.
-   */
-  routingRefreshMs: z.number().int().positive().default(1_000),
-  /**
-   * A node that has not acknowledged an `invoke` (its `accept` frame) by then is given up on: the call is cancelled
-   * there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly; with some
-   * room, because an agent on the per-invocation fallback acknowledges with a signed request of its own.
-   */
-  invokeAckTimeoutMs: z.number().int().positive().default(5_000),
-  /** Attempts of one inference request across replicas, while no byte has reached the client. */
-  maxAttempts: z.number().int().min(1).max(10).default(3),
-  /**
-   * Workload records and replay-fence entries are written in batches this often (group commit): a crash loses
-   * at most this much of their history, and another instance sees a workload this much later. 0 writes each
-   * at once (Workers).
-   */
-  writeBehindMs: z.number().int().nonnegative().max(1_000).default(25),
-  /** Deadline of an inference request that names none. */
-  defaultDeadlineMs: z.number().int().positive().default(10 * 60_000),
-  /**
-   * The furthest deadline an inference request gets: one further ahead is clamped to it, one more than a day
-   * past it is refused (docs/security.md, bounds). Under 2^31 ms, so that every timer holds it.
-   */
-  maxDeadlineMs: z.number().int().positive().max(2 ** 31 - 1).default(3_600_000),
-  /** Largest single frame of an uplink or frames upload; a larger one is refused from its length field, unread. */
-  frameMaxBytes: z.number().int().positive().default(1024 * 1024),
-  /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
-  metricsPublic: z.boolean().default(false),
-  /**
-   * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
-   * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
-   */
-  artifactsDir: z.string().min(1).optional(),
-  /** When set, the artifact store is this bucket instead of the local directory (LUNANEXA_ARTIFACTS_S3_*). */
-  artifactsS3: ArtifactsS3Config.optional(),
-  /**
-   * How long the artifact URLs of a signed desired state work (LUNANEXA_ARTIFACT_URL_TTL_MS). Longer than
-   * `desiredTtlMs`, so that an agent never holds an unexpired state whose URLs are dead; at most the 7 days of a
-   * SigV4 presigned URL.
-   */
-  artifactUrlTtlMs: z.number().int().min(60_000).max(7 * 24 * 3600_000).default(3_600_000),
-  /**
-   * The control plane's URL as agents reach it (LUNANEXA_PUBLIC_URL): the base of the local store's file URLs.
-   * On Node unset: the URL it listens on, which is right for `npm start`'s agents on the same host.
-   */
-  publicUrl: z.string().url().optional(),
-  /**
-   * AES-256-GCM key of runtime secrets, base64 of 32 bytes (LUNANEXA_SECRET_KEY; on Node, else
-   * `<data dir>/secret.key`). Without it runtime secrets can be neither written nor delivered. Never logged.
-   */
-  secretKey: z
-    .string()
-    .regex(/^[A-Za-z0-9+/]{43}=$/, 'base64 of 32 bytes (openssl rand -base64 32)')
-    .optional(),
-})
-  .refine((config) => config.artifactUrlTtlMs > config.desiredTtlMs, { message: 'the artifact URL TTL must exceed the desired-state TTL (desiredTtlMs)', path: ['artifactUrlTtlMs'] });
+export const ControlPlaneConfig = z
+  .object({
+    /** How often an agent sends a keep-alive heartbeat (at most every 20 s by the protocol). */
+    heartbeatIntervalMs: z.number().int().positive().max(20_000).default(20_000),
+    /** A machine heartbeat lives this long; past it the machine and its runtimes are `down`. */
+    machineLifetimeMs: z.number().int().positive().default(60_000),
+    /** Runtime heartbeat TTL. */
+    runtimeTtlMs: z.number().int().positive().default(60_000),
+    /** Grace a running runtime (and a machine that missed one keep-alive) gets before it is `stale`. */
+    runtimeGraceMs: z.number().int().nonnegative().default(15_000),
+    /** SSE comment keep-alive on the agent stream (at most 15 s by the protocol); the stream lease renews with it. */
+    streamKeepAliveMs: z.number().int().positive().max(15_000).default(15_000),
+    /** A stream lease outlives its last renewal by this much, so a dead instance's lease lapses on its own. */
+    streamLeaseTtlMs: z.number().int().positive().default(45_000),
+    /**
+     * An instance's own lease (renewed at a third of this): when an instance dies, the streams it held and the
+     * workloads it ran count as gone once this lapses, not when their own longer leases do.
+     */
+    instanceLeaseTtlMs: z.number().int().min(1_000).default(6_000),
+    /**
+     * The stream carries a ping this often; the agent answers it. A machine whose agent has not answered for
+     * `streamPingTimeoutMs` is unroutable at once (a frozen agent keeps its TCP stream and its lease open).
+     */
+    streamPingMs: z.number().int().positive().default(3_000),
+    streamPingTimeoutMs: z.number().int().positive().default(8_000),
+    /** Lifetime of a signed desired state; the stream re-signs it at a third of this before expiry. */
+    desiredTtlMs: z
+      .number()
+      .int()
+      .positive()
+      .default(10 * 60_000),
+    /**
+     * Clock skew tolerated between an agent and the database, both ways: a machine token issued up to this far in
+     * the future, or expired up to this long ago, is accepted. Agents correct their clock by the offset they
+     * measure, so this only absorbs what the measurement misses.
+     */
+    clockSkewToleranceMs: z.number().int().nonnegative().max(60_000).default(5_000),
+    /** Lifetime of a machine credential; agents rotate at two thirds of it. */
+    credentialLifetimeMs: z
+      .number()
+      .int()
+      .positive()
+      .default(30 * 24 * 3600_000),
+    /** How often the controller reconciles and sweeps expired rows. */
+    reconcileIntervalMs: z.number().int().positive().default(5_000),
+    /**
+     * Lost replicas (on `down` machines) are not replaced while at least 2 of a workspace's machines are silent and
+     * they are more than this fraction of its enrolled machines: so many at once is likely a partition, not failures
+     * (docs/scheduler.md).
+     */
+    replacementPauseFraction: z.number().min(0).max(1).default(0.5),
+    /** Largest request body an agent endpoint accepts. */
+    agentMaxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(256 * 1024),
+    /** Largest request body a management endpoint accepts. */
+    apiMaxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024),
+    /** Largest registration of a model version: its manifest lists up to 10,000 files (docs/registry.md). */
+    manifestMaxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(8 * 1024 * 1024),
+    /** Largest inference request body (`/v1`). */
+    inferenceMaxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(4 * 1024 * 1024),
+    /** Largest frames upload of one invocation. */
+    framesMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(256 * 1024 * 1024),
+    /**
+     * How often each instance refreshes its routing snapshot from the store (changes the instance sees itself
+     * refresh it at once); each refresh is a handful of queries, whatever the request rate.
+     */
+    routingRefreshMs: z.number().int().positive().default(1_000),
+    /**
+     * A node that has not acknowledged an `invoke` (its `accept` frame) by then is given up on: the call is cancelled
+     * there and retried elsewhere. Short, so that requests already sent to a frozen node move on quickly; with some
+     * room, because an agent on the per-invocation fallback acknowledges with a signed request of its own.
+     */
+    invokeAckTimeoutMs: z.number().int().positive().default(5_000),
+    /** Attempts of one inference request across replicas, while no byte has reached the client. */
+    maxAttempts: z.number().int().min(1).max(10).default(3),
+    /**
+     * Workload records and replay-fence entries are written in batches this often (group commit): a crash loses
+     * at most this much of their history, and another instance sees a workload this much later. 0 writes each
+     * at once (Workers).
+     */
+    writeBehindMs: z.number().int().nonnegative().max(1_000).default(25),
+    /** Deadline of an inference request that names none. */
+    defaultDeadlineMs: z
+      .number()
+      .int()
+      .positive()
+      .default(10 * 60_000),
+    /**
+     * The furthest deadline an inference request gets: one further ahead is clamped to it, one more than a day
+     * past it is refused (docs/security.md, bounds). Under 2^31 ms, so that every timer holds it.
+     */
+    maxDeadlineMs: z
+      .number()
+      .int()
+      .positive()
+      .max(2 ** 31 - 1)
+      .default(3_600_000),
+    /** Largest single frame of an uplink or frames upload; a larger one is refused from its length field, unread. */
+    frameMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(1024 * 1024),
+    /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
+    metricsPublic: z.boolean().default(false),
+    /**
+     * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
+     * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
+     */
+    artifactsDir: z.string().min(1).optional(),
+    /** When set, the artifact store is this bucket instead of the local directory (LUNANEXA_ARTIFACTS_S3_*). */
+    artifactsS3: ArtifactsS3Config.optional(),
+    /**
+     * How long the artifact URLs of a signed desired state work (LUNANEXA_ARTIFACT_URL_TTL_MS). Longer than
+     * `desiredTtlMs`, so that an agent never holds an unexpired state whose URLs are dead; at most the 7 days of a
+     * SigV4 presigned URL.
+     */
+    artifactUrlTtlMs: z
+      .number()
+      .int()
+      .min(60_000)
+      .max(7 * 24 * 3600_000)
+      .default(3_600_000),
+    /**
+     * The control plane's URL as agents reach it (LUNANEXA_PUBLIC_URL): the base of the local store's file URLs.
+     * On Node unset: the URL it listens on, which is right for `npm start`'s agents on the same host.
+     */
+    publicUrl: z.string().url().optional(),
+    /**
+     * AES-256-GCM key of runtime secrets, base64 of 32 bytes (LUNANEXA_SECRET_KEY; on Node, else
+     * `<data dir>/secret.key`). Without it runtime secrets can be neither written nor delivered. Never logged.
+     */
+    secretKey: z
+      .string()
+      .regex(/^[A-Za-z0-9+/]{43}=$/, 'base64 of 32 bytes (openssl rand -base64 32)')
+      .optional(),
+  })
+  .refine((config) => config.artifactUrlTtlMs > config.desiredTtlMs, {
+    message: 'the artifact URL TTL must exceed the desired-state TTL (desiredTtlMs)',
+    path: ['artifactUrlTtlMs'],
+  });
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 
 /** A machine is `stale` once it missed a keep-alive and its grace: interval + grace. */

@@ -45,7 +45,12 @@ export function isStoreUnavailable(error: unknown): boolean {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
     // pg's own timeouts (connect, query read) mean a store that does not answer: a partition, not a bad statement.
-    if (/^(PGlite is closed|Connection terminated|Cannot use a pool after calling end on the pool|timeout expired|Query read timeout|timeout exceeded when trying to connect)/.test(e.message)) return true;
+    if (
+      /^(PGlite is closed|Connection terminated|Cannot use a pool after calling end on the pool|timeout expired|Query read timeout|timeout exceeded when trying to connect)/.test(
+        e.message,
+      )
+    )
+      return true;
   }
   return false;
 }

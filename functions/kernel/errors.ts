@@ -2,7 +2,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { z } from 'zod';
 
 /** Every error code the management and agent surfaces answer with, and its HTTP status. */
-export const ERROR_STATUS = {
+const ERROR_STATUS = {
   invalid_json: 400,
   validation_failed: 400,
   bad_request: 400,
@@ -75,7 +75,7 @@ export function parseOr400<S extends z.ZodType>(schema: S, value: unknown): z.ou
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const first = parsed.error.issues[0];
-    const where = first && first.path.length ? ` at ${first.path.join('.')}` : '';
+    const where = first?.path.length ? ` at ${first.path.join('.')}` : '';
     throw new ApiError('validation_failed', `${first?.message ?? 'invalid input'}${where}`, zodDetails(parsed.error));
   }
   return parsed.data;

@@ -97,6 +97,7 @@ export async function ingestFrames(holder: LinkHolder, machineId: string, chunks
     clearTimeout(ackTimer);
     flushAcks();
   }
-  if (decoder.buffered > 0 && !opts.signal?.aborted) refuse({ kind: 'malformed', message: `the upload ended inside a frame (${decoder.buffered} bytes of it)` });
+  if (decoder.buffered > 0 && !opts.signal?.aborted)
+    refuse({ kind: 'malformed', message: `the upload ended inside a frame (${decoder.buffered} bytes of it)` });
   return nextOffset;
 }

@@ -24,9 +24,7 @@ export class PeerHolders implements RemoteHolders {
   private readonly running = new Map<string, AbortController>();
   private readonly holders = new Map<string, { holder: Holder | null; at: number }>();
 
-  constructor(
-    private readonly deps: { instanceId: string; auth: PeerAuth; db: () => Db },
-  ) {}
+  constructor(private readonly deps: { instanceId: string; auth: PeerAuth; db: () => Db }) {}
 
   private async holder(machineId: string): Promise<Holder | null> {
     const cached = this.holders.get(machineId);
@@ -72,7 +70,9 @@ export class PeerHolders implements RemoteHolders {
       forget();
       throw new Error(`the link holder refused the invocation (HTTP ${response.statusCode})`);
     }
-    void readForwarded(response.body as AsyncIterable<Uint8Array>, sink, () => controller.signal.aborted).finally(() => this.running.delete(invoke.invocationId));
+    void readForwarded(response.body as AsyncIterable<Uint8Array>, sink, () => controller.signal.aborted).finally(() =>
+      this.running.delete(invoke.invocationId),
+    );
   }
 
   cancel(invocationId: string): void {

@@ -15,7 +15,7 @@ export interface UploadDeps {
   config: Pick<ControlPlaneConfig, 'frameMaxBytes'>;
 }
 
-export const NO_STREAM = () => new ApiError('no_stream', 'no live instance holds this machine\'s stream: reconnect it, then upload');
+export const NO_STREAM = () => new ApiError('no_stream', "no live instance holds this machine's stream: reconnect it, then upload");
 
 function refused(refusal: IngestRefusal): ApiError {
   if (refusal.kind === 'malformed') return new ApiError('invalid_frames', refusal.message);
@@ -54,7 +54,12 @@ export async function runUplink(deps: UploadDeps, machineId: string, chunks: Asy
 }
 
 /** One invocation's frames, uploaded on a request of its own (the fallback when no uplink is confirmed). */
-export async function receiveFrames(deps: UploadDeps, machineId: string, invocationId: string, chunks: AsyncIterable<Uint8Array> | null): Promise<FramesAccepted> {
+export async function receiveFrames(
+  deps: UploadDeps,
+  machineId: string,
+  invocationId: string,
+  chunks: AsyncIterable<Uint8Array> | null,
+): Promise<FramesAccepted> {
   const known = framesOffset(deps, machineId, invocationId);
   if (!chunks) throw new ApiError('bad_request', 'frames body is empty');
   return { nextOffset: await ingest(deps, machineId, chunks, { only: invocationId, from: known.nextOffset }) };

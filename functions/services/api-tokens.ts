@@ -33,7 +33,12 @@ const VIEW_COLUMNS = {
 };
 
 async function readTokenViews(ctx: ServiceCtx, where: SQL, limit?: number): Promise<ApiTokenView[]> {
-  const query = ctx.db.select(VIEW_COLUMNS).from(apiTokens).leftJoin(workspaceMembers, eq(apiTokens.memberId, workspaceMembers.id)).where(where).orderBy(apiTokens.id);
+  const query = ctx.db
+    .select(VIEW_COLUMNS)
+    .from(apiTokens)
+    .leftJoin(workspaceMembers, eq(apiTokens.memberId, workspaceMembers.id))
+    .where(where)
+    .orderBy(apiTokens.id);
   const rows = limit === undefined ? await query : await query.limit(limit);
   return rows.map((row) => ({
     id: row.id,
@@ -108,13 +113,24 @@ export async function createApiToken({ ctx, input }: { ctx: ServiceCtx; input: N
       models: input.models ?? null,
       rateLimitPerMinute: input.rateLimitPerMinute ?? null,
       createdBy: ctx.actor,
-      expiresAt: input.ttlSeconds !== undefined ? sql`now() + make_interval(secs => ${input.ttlSeconds})` : input.expiresAt !== undefined ? sql`${input.expiresAt}::timestamptz` : null,
+      expiresAt:
+        input.ttlSeconds !== undefined
+          ? sql`now() + make_interval(secs => ${input.ttlSeconds})`
+          : input.expiresAt !== undefined
+            ? sql`${input.expiresAt}::timestamptz`
+            : null,
     });
     await audit(tx, {
       workspaceId: input.workspaceId,
       action: 'api_token.create',
       target: id,
-      details: { name: input.name, role: input.role, memberId: input.memberId ?? null, models: input.models ?? null, rateLimitPerMinute: input.rateLimitPerMinute ?? null },
+      details: {
+        name: input.name,
+        role: input.role,
+        memberId: input.memberId ?? null,
+        models: input.models ?? null,
+        rateLimitPerMinute: input.rateLimitPerMinute ?? null,
+      },
     });
     const [view] = await readTokenViews(tx, eq(apiTokens.id, id));
     return { ...view!, token };
@@ -161,7 +177,13 @@ export async function signalTokensRevoked(ctx: Pick<ServicePorts, 'bus'>): Promi
  * Revokes a token of the workspace: every instance refuses it from the moment this returns. Unknown, or another
  * workspace's: 404. Already revoked: 409, as for machines (the token stays listed, revoked).
  */
-export async function revokeApiToken({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus'>; input: { workspaceId: string; tokenId: string } }): Promise<ApiTokenView> {
+export async function revokeApiToken({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; tokenId: string };
+}): Promise<ApiTokenView> {
   await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db
       .select({ role: apiTokens.role, revokedAt: apiTokens.revokedAt })
@@ -234,7 +256,16 @@ export async function authenticateApiToken({ ctx, input }: { ctx: ServiceCtx; in
 
 /** The default workspace, created on first start. */
 export async function ensureWorkspace({ ctx, input }: { ctx: ServiceCtx; input: { name: string } }): Promise<string> {
-  await ctx.db.insert(workspaces).values({ id: newId('workspace'), name: input.name }).onConflictDoNothing();
+  await ctx.db
+    .insert(workspaces)
+    .values({ id: newId('workspace'), name: input.name })
+    .onConflictDoNothing();
   const [row] = await ctx.db.select({ id: workspaces.id }).from(workspaces).where(eq(workspaces.name, input.name));
   return row!.id;
+}
+
+/** API token names by id, of every token of the workspace (revoked and expired ones too): what a page shows for a token id. */
+export async function tokenNames({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<Map<string, string>> {
+  const rows = await ctx.db.select({ id: apiTokens.id, name: apiTokens.name }).from(apiTokens).where(eq(apiTokens.workspaceId, input.workspaceId));
+  return new Map(rows.map((t) => [t.id, t.name]));
 }

@@ -6,7 +6,7 @@ import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import type { ServiceCtx } from './service-context.js';
 
 /** Rows read per query when a whole chain is read (export, verification): memory stays bounded by it. */
-export const AUDIT_BATCH = 500;
+const AUDIT_BATCH = 500;
 
 /** What the audit log can be filtered by; every filter given must hold. */
 export interface AuditFilter {
@@ -27,7 +27,13 @@ function entryOf(row: typeof auditEvents.$inferSelect): AuditEntry {
 }
 
 /** One page of a workspace's audit log, newest first (by `seq`, the chain's order, never by a clock). */
-export async function listAuditPage({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & AuditFilter & PageRequest<number> }): Promise<RowPage<AuditEntry>> {
+export async function listAuditPage({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string } & AuditFilter & PageRequest<number>;
+}): Promise<RowPage<AuditEntry>> {
   const rows = await ctx.db
     .select()
     .from(auditEvents)

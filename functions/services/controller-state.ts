@@ -3,7 +3,6 @@ import { clusterSettings } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import type { ControllerState } from '../core/fleet/liveness.js';
 
-
 /** The controller's tick record, which tells how long the control plane was away. */
 export async function loadControllerState(db: Db): Promise<ControllerState> {
   const [row] = await db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));

@@ -5,7 +5,7 @@ import type { Db } from '../store/db.js';
 import type { DeploymentEvent, DeploymentEventType } from '../../shared/contracts/deployment.js';
 
 /** Events kept per deployment: enough to answer "what happened" over a rollout, bounded whatever its age. */
-export const EVENTS_KEPT = 200;
+const EVENTS_KEPT = 200;
 
 export interface NewDeploymentEvent {
   workspaceId: string;
@@ -21,18 +21,28 @@ export async function recordDeploymentEvents(db: Db, events: readonly NewDeploym
   if (events.length === 0) return;
   // Ids are ULIDs minted in order, so the id orders events within a deployment.
   await db.insert(deploymentEvents).values(
-    events.map((e) => ({ id: newId('event'), workspaceId: e.workspaceId, deploymentId: e.deploymentId, type: e.type, machineId: e.machineId ?? null, assignmentId: e.assignmentId ?? null, message: e.message ?? null })),
+    events.map((e) => ({
+      id: newId('event'),
+      workspaceId: e.workspaceId,
+      deploymentId: e.deploymentId,
+      type: e.type,
+      machineId: e.machineId ?? null,
+      assignmentId: e.assignmentId ?? null,
+      message: e.message ?? null,
+    })),
   );
   for (const deploymentId of new Set(events.map((e) => e.deploymentId))) {
-    await db.delete(deploymentEvents).where(
-      and(
-        eq(deploymentEvents.deploymentId, deploymentId),
-        lt(
-          deploymentEvents.id,
-          sql`(select ${deploymentEvents.id} from ${deploymentEvents} where ${deploymentEvents.deploymentId} = ${deploymentId} order by ${deploymentEvents.id} desc offset ${EVENTS_KEPT - 1} limit 1)`,
+    await db
+      .delete(deploymentEvents)
+      .where(
+        and(
+          eq(deploymentEvents.deploymentId, deploymentId),
+          lt(
+            deploymentEvents.id,
+            sql`(select ${deploymentEvents.id} from ${deploymentEvents} where ${deploymentEvents.deploymentId} = ${deploymentId} order by ${deploymentEvents.id} desc offset ${EVENTS_KEPT - 1} limit 1)`,
+          ),
         ),
-      ),
-    );
+      );
   }
 }
 
@@ -48,7 +58,13 @@ export async function listDeploymentEvents(db: Db, deploymentIds: readonly strin
     .limit(limit * deploymentIds.length);
   for (const row of rows.reverse()) {
     const list = out.get(row.deploymentId) ?? [];
-    list.push({ type: row.type as DeploymentEventType, machineId: row.machineId, assignmentId: row.assignmentId, message: row.message, at: row.at.toISOString() });
+    list.push({
+      type: row.type as DeploymentEventType,
+      machineId: row.machineId,
+      assignmentId: row.assignmentId,
+      message: row.message,
+      at: row.at.toISOString(),
+    });
     out.set(row.deploymentId, list.slice(-limit));
   }
   return out;

@@ -3,7 +3,17 @@ import { deployments } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import { canonicalize } from '../../shared/canonical.js';
 import { StartupSpec, type ArtifactPin, type RestartPolicy } from '../../shared/contracts/desired.js';
-import { RolloutSpec, type CanarySpec, type ModelSource, type ScaleToZero, type DeploymentDetail, type DeploymentRuntime, type DeploymentSpec, type DeploymentStatus, type DeploymentView } from '../../shared/contracts/deployment.js';
+import {
+  RolloutSpec,
+  type CanarySpec,
+  type ModelSource,
+  type ScaleToZero,
+  type DeploymentDetail,
+  type DeploymentRuntime,
+  type DeploymentSpec,
+  type DeploymentStatus,
+  type DeploymentView,
+} from '../../shared/contracts/deployment.js';
 import { ApiError } from '../kernel/errors.js';
 import { loadFleetSnapshot } from './fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
@@ -74,7 +84,14 @@ function specOf(row: DeploymentRow): Omit<DeploymentInput, 'workspaceId' | 'name
 }
 
 function deploymentView(row: DeploymentRow): DeploymentView {
-  return { id: row.id, name: row.name, ...specOf(row), generation: row.generation, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
+  return {
+    id: row.id,
+    name: row.name,
+    ...specOf(row),
+    generation: row.generation,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
 }
 
 /** One live deployment of a workspace, by id. */
@@ -116,7 +133,13 @@ export async function listDeployments({
  * A template runtime must resolve against the registry now (400 naming the param, `unknown_template`,
  * `unknown_secret`); it is stored as given, params and all, and resolved again by the controller.
  */
-export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: DeploymentInput }): Promise<{ id: string; generation: number; changed: boolean }> {
+export async function applyDeployment({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: DeploymentInput;
+}): Promise<{ id: string; generation: number; changed: boolean }> {
   const written = await withTransaction(ctx, async (tx) => {
     const [existing] = await tx.db
       .select()
@@ -163,7 +186,10 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<S
     const before = canonicalize(Object.fromEntries(Object.keys(spec).map((key) => [key, existing[key as keyof typeof spec]])));
     if (before === canonicalize(spec)) return { id: existing.id, generation: existing.generation, changed: false };
     const generation = existing.generation + 1;
-    await tx.db.update(deployments).set({ ...spec, generation, updatedAt: sql`now()` }).where(eq(deployments.id, existing.id));
+    await tx.db
+      .update(deployments)
+      .set({ ...spec, generation, updatedAt: sql`now()` })
+      .where(eq(deployments.id, existing.id));
     await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.update', target: existing.id, details: { generation } });
     return { id: existing.id, generation, changed: true };
   });
@@ -172,7 +198,13 @@ export async function applyDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<S
 }
 
 /** Retires a deployment: its replicas drain and stop, and its model leaves `/v1/models`. */
-export async function deleteDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; name: string } }): Promise<{ id: string }> {
+export async function deleteDeployment({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: { workspaceId: string; name: string };
+}): Promise<{ id: string }> {
   const written = await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db
       .update(deployments)
@@ -237,7 +269,12 @@ export function deploymentStatus(input: {
   const counts = (track: Track) => {
     const mine = live.filter((r) => r.track === track);
     const wanted = setOf(track)?.desired.replicas ?? 0;
-    return { wanted, ready: mine.filter((r) => r.routable).length, starting: mine.filter(isStarting).length, complete: updated.filter((r) => r.track === track && r.routable).length === wanted && updated.filter((r) => r.track === track).length === wanted };
+    return {
+      wanted,
+      ready: mine.filter((r) => r.routable).length,
+      starting: mine.filter(isStarting).length,
+      complete: updated.filter((r) => r.track === track && r.routable).length === wanted && updated.filter((r) => r.track === track).length === wanted,
+    };
   };
   const stable = counts('stable');
   const canary = counts('canary');
@@ -248,11 +285,16 @@ export function deploymentStatus(input: {
     m.runtimes
       .filter((r) => r.deploymentId === deployment.id && r.desired && r.state === 'failed' && r.templateHash === setOf(r.track)?.desired.templateHash)
       // Restarts left are not promised: a launch the node's policy refused is not restarted either.
-      .map((r) => `${r.track === 'canary' ? 'canary ' : ''}replica failed on ${m.name}: ${r.failure ?? `${r.message ?? 'failed'} (${r.restarts} of ${maxRestarts} restarts used)`}`),
+      .map(
+        (r) =>
+          `${r.track === 'canary' ? 'canary ' : ''}replica failed on ${m.name}: ${r.failure ?? `${r.message ?? 'failed'} (${r.restarts} of ${maxRestarts} restarts used)`}`,
+      ),
   );
   // Marks explain a shortfall; once enough replicas serve elsewhere they are the machine's business, not the deployment's.
   const short = stable.ready < stable.wanted || (canarySet !== undefined && canary.ready < canary.wanted);
-  const marks = short ? snapshot.machines.flatMap((m) => m.replicaFailures.filter((f) => f.deploymentId === deployment.id).map((f) => `replica failed on ${m.name}: ${f.reason}`)) : [];
+  const marks = short
+    ? snapshot.machines.flatMap((m) => m.replicaFailures.filter((f) => f.deploymentId === deployment.id).map((f) => `replica failed on ${m.name}: ${f.reason}`))
+    : [];
   let unplaceable = 0;
   const unplaceableReasons: DeploymentStatus['unplaceableReasons'] = [];
   const stuck: string[] = [];
@@ -260,11 +302,17 @@ export function deploymentStatus(input: {
     const pending = actions.find((a) => a.type === 'pending' && a.deploymentId === set.desired.id);
     if (pending?.type !== 'pending') continue;
     const prefix = set.track === 'canary' ? 'canary: ' : '';
-    const rejected = pending.rejected.map((r) => ({ machineId: r.machineId, machineName: machineName.get(r.machineId) ?? r.machineId, reason: `${prefix}${r.reason}` }));
+    const rejected = pending.rejected.map((r) => ({
+      machineId: r.machineId,
+      machineName: machineName.get(r.machineId) ?? r.machineId,
+      reason: `${prefix}${r.reason}`,
+    }));
     unplaceable += pending.missing;
     unplaceableReasons.push(...rejected);
     const setShort = set.track === 'stable' ? stable.ready < stable.wanted : canary.ready < canary.wanted;
-    const why = pending.reason ?? (pending.rejected.map((r) => `${machineName.get(r.machineId) ?? r.machineId}: ${r.reason}`).join('; ') || 'no machine in this workspace');
+    const why =
+      pending.reason ??
+      (pending.rejected.map((r) => `${machineName.get(r.machineId) ?? r.machineId}: ${r.reason}`).join('; ') || 'no machine in this workspace');
     if (pending.missing > 0 && setShort) stuck.push(`${prefix}${pending.missing} ${pending.missing === 1 ? 'replica' : 'replicas'} cannot be placed: ${why}`);
     else if (pending.missing === 0 && set.desired.hold !== null) stuck.push(`${prefix}replicas kept as they are: ${set.desired.hold}`);
   }
@@ -278,7 +326,8 @@ export function deploymentStatus(input: {
     unplaceableReasons,
     degraded: degradedReasons.length > 0,
     degradedReasons,
-    canary: canarySet && deployment.canary ? { version: deployment.canary.version, desired: canary.wanted, ready: canary.ready, starting: canary.starting } : null,
+    canary:
+      canarySet && deployment.canary ? { version: deployment.canary.version, desired: canary.wanted, ready: canary.ready, starting: canary.starting } : null,
     asleep: deployment.asleepSince !== null,
     rollout: {
       state: stable.complete && canary.complete && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
@@ -320,14 +369,29 @@ export async function scaleDeployment({
 }
 
 /** One live deployment by name, with its derived status and its recent events; 404 when there is none. */
-export async function describeDeployment({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; name: string } }): Promise<DeploymentDetail> {
-  const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
+export async function describeDeployment({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; name: string };
+}): Promise<DeploymentDetail> {
+  const rows = await ctx.db
+    .select()
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
   const deployment = rows.find((d) => d.name === input.name);
   if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
   const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
-  const status = deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
+  const status = deploymentStatus({
+    deployment,
+    workspaceDeployments: rows,
+    snapshot,
+    ...inputs,
+    replacementPauseFraction: ctx.config.replacementPauseFraction,
+  });
   return { ...deploymentView(deployment), status, events: events.get(deployment.id) ?? [] };
 }
 
@@ -342,13 +406,22 @@ export async function describeDeployments({
   ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: { workspaceId: string; limit: number; eventsPerDeployment: number };
 }): Promise<{ items: DeploymentDetail[]; more: boolean }> {
-  const rows = await ctx.db.select().from(deployments).where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt))).orderBy(deployments.name, deployments.id);
+  const rows = await ctx.db
+    .select()
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)))
+    .orderBy(deployments.name, deployments.id);
   if (rows.length === 0) return { items: [], more: false };
   const shown = rows.slice(0, input.limit);
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
-  const events = await listDeploymentEvents(ctx.db, shown.map((d) => d.id), input.eventsPerDeployment);
+  const events = await listDeploymentEvents(
+    ctx.db,
+    shown.map((d) => d.id),
+    input.eventsPerDeployment,
+  );
   const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
-  const status = (deployment: DeploymentRow) => deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
+  const status = (deployment: DeploymentRow) =>
+    deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
   return {
     items: shown.map((deployment) => ({ ...deploymentView(deployment), status: status(deployment), events: events.get(deployment.id) ?? [] })),
     more: rows.length > shown.length,

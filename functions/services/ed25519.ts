@@ -10,7 +10,10 @@ type PublicJwk = { kty: string; crv: string; x: string };
 /** RFC 8032 section 7.1, test 1: the empty message under a known key. */
 const KNOWN = {
   jwk: { kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo' },
-  signature: Buffer.from('e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b', 'hex'),
+  signature: Buffer.from(
+    'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
+    'hex',
+  ),
 };
 
 /**

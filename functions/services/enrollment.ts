@@ -30,7 +30,12 @@ export async function createEnrollmentToken({
         expiresAt: sql`now() + make_interval(secs => ${input.ttlSeconds})`,
       })
       .returning({ expiresAt: enrollmentTokens.expiresAt });
-    await audit(tx, { workspaceId: input.workspaceId, action: 'enrollment_token.create', target: id, details: { name: input.name ?? null, labels: input.labels } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: 'enrollment_token.create',
+      target: id,
+      details: { name: input.name ?? null, labels: input.labels },
+    });
     return { id, token, name: input.name ?? null, labels: input.labels, expiresAt: row!.expiresAt.toISOString() };
   });
 }
@@ -104,7 +109,12 @@ export async function enrollMachine({
         expiresAt: sql`now() + make_interval(secs => ${ctx.config.credentialLifetimeMs / 1000})`,
       })
       .returning({ expiresAt: machineCredentials.expiresAt });
-    await audit(tx, { workspaceId: token.workspaceId, action: 'machine.enroll', target: machineId, details: { name: input.name, enrollmentTokenId: token.id } });
+    await audit(tx, {
+      workspaceId: token.workspaceId,
+      action: 'machine.enroll',
+      target: machineId,
+      details: { name: input.name, enrollmentTokenId: token.id },
+    });
     return { machineId, workspaceId: token.workspaceId, credentialId, credentialExpiresAt: credential!.expiresAt };
   });
   // Place waiting deployments on the new machine without waiting for the next tick.

@@ -34,11 +34,21 @@ export async function loadFleetSnapshot(
     .orderBy(...(scope.limit !== undefined ? [machines.id] : [machines.name, machines.createdAt]))
     .$dynamic();
   const machineRows = await (scope.limit !== undefined ? machineQuery.limit(scope.limit) : machineQuery);
-  const inScope = (column: typeof streamLeases.machineId | typeof assignments.machineId | typeof runtimeReports.machineId | typeof machineCredentials.machineId | typeof replicaFailures.machineId) =>
+  const inScope = (
+    column:
+      | typeof streamLeases.machineId
+      | typeof assignments.machineId
+      | typeof runtimeReports.machineId
+      | typeof machineCredentials.machineId
+      | typeof replicaFailures.machineId,
+  ) =>
     scope.machineId
       ? eq(column, scope.machineId)
       : scope.limit !== undefined
-        ? inArray(column, machineRows.map((m) => m.id))
+        ? inArray(
+            column,
+            machineRows.map((m) => m.id),
+          )
         : scope.workspaceId
           ? sql`${column} in (select ${machines.id} from ${machines} where ${machines.workspaceId} = ${scope.workspaceId})`
           : undefined;
@@ -61,7 +71,13 @@ export async function loadFleetSnapshot(
     .where(inScope(machineCredentials.machineId))
     .groupBy(machineCredentials.machineId);
   const assignmentRows = await db
-    .select({ id: assignments.id, machineId: assignments.machineId, deploymentId: assignments.deploymentId, spec: assignments.spec, sinceGen: assignments.sinceGen })
+    .select({
+      id: assignments.id,
+      machineId: assignments.machineId,
+      deploymentId: assignments.deploymentId,
+      spec: assignments.spec,
+      sinceGen: assignments.sinceGen,
+    })
     .from(assignments)
     .where(and(inScope(assignments.machineId), isNull(assignments.removedAt)));
   const reports = await db.select().from(runtimeReports).where(inScope(runtimeReports.machineId));

@@ -3,7 +3,7 @@ import { assignments, machines, runtimeReports } from '../store/schema/index.js'
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';
 
@@ -37,7 +37,8 @@ export function runtimeEvents(input: {
   }
   // Only a retired (or draining) runtime counts as drained: an agent that restarts may briefly report nothing.
   for (const r of input.before) {
-    if (!reported.has(r.assignmentId) && (input.retired.has(r.assignmentId) || r.state === 'draining' || r.state === 'stopped')) events.push(event('drained', r, 'stopped on its node'));
+    if (!reported.has(r.assignmentId) && (input.retired.has(r.assignmentId) || r.state === 'draining' || r.state === 'stopped'))
+      events.push(event('drained', r, 'stopped on its node'));
   }
   return events;
 }
@@ -95,7 +96,14 @@ export async function recordHeartbeat({
       })
       .where(eq(machines.id, machine.machineId));
     const before = await tx.db
-      .select({ assignmentId: runtimeReports.assignmentId, deploymentId: runtimeReports.deploymentId, state: runtimeReports.state, gen: runtimeReports.gen, warm: runtimeReports.warm, restarts: runtimeReports.restarts })
+      .select({
+        assignmentId: runtimeReports.assignmentId,
+        deploymentId: runtimeReports.deploymentId,
+        state: runtimeReports.state,
+        gen: runtimeReports.gen,
+        warm: runtimeReports.warm,
+        restarts: runtimeReports.restarts,
+      })
       .from(runtimeReports)
       .where(eq(runtimeReports.machineId, machine.machineId));
     const previous = new Map(before.map((r) => [r.assignmentId, r]));

@@ -32,7 +32,10 @@ export class InstanceLease {
     await db
       .insert(instances)
       .values({ id: this.instanceId, peerUrl: this.peerUrl(), expiresAt: sql`now() + make_interval(secs => ${ttl})` })
-      .onConflictDoUpdate({ target: instances.id, set: { renewedAt: sql`now()`, peerUrl: this.peerUrl(), expiresAt: sql`now() + make_interval(secs => ${ttl})` } });
+      .onConflictDoUpdate({
+        target: instances.id,
+        set: { renewedAt: sql`now()`, peerUrl: this.peerUrl(), expiresAt: sql`now() + make_interval(secs => ${ttl})` },
+      });
     this.renewedAt = started;
   }
 

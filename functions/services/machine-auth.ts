@@ -19,7 +19,11 @@ import { ed25519Verifier, type Ed25519Verifier } from './ed25519.js';
 const KID = /^[A-Za-z0-9_-]{1,64}$/;
 const JTI = /^[\x21-\x7e]{1,128}$/;
 
-function reject(reason: string, message: string, code: 'invalid_machine_token' | 'body_digest_mismatch' | 'replayed_request' | 'machine_revoked' | 'credential_expired' = 'invalid_machine_token'): ApiError {
+function reject(
+  reason: string,
+  message: string,
+  code: 'invalid_machine_token' | 'body_digest_mismatch' | 'replayed_request' | 'machine_revoked' | 'credential_expired' = 'invalid_machine_token',
+): ApiError {
   return new ApiError(code, message, { reason });
 }
 
@@ -30,7 +34,10 @@ function reject(reason: string, message: string, code: 'invalid_machine_token' |
  */
 function clockSkew(reason: 'iat' | 'expired', skewS: number, detail: string): ApiError {
   const side = skewS > 0 ? 'ahead of' : 'behind';
-  return new ApiError('clock_skew', `the machine's clock is ${Math.abs(skewS)} s ${side} the control plane's (${detail}); fix its time (NTP)`, { reason, clockSkewS: skewS });
+  return new ApiError('clock_skew', `the machine's clock is ${Math.abs(skewS)} s ${side} the control plane's (${detail}); fix its time (NTP)`, {
+    reason,
+    clockSkewS: skewS,
+  });
 }
 
 function jsonObject(part: string): Record<string, unknown> {
@@ -97,7 +104,11 @@ export async function verifyMachineRequest({
   const invalid = claimsProblem(payload, { issuer: row.machineId, audience: input.clusterId, nowS, toleranceS });
   if (invalid === 'expired') {
     const iat = payload.iat as number;
-    throw clockSkew('expired', Math.round(iat - nowS), `the token was issued ${Math.round(nowS - iat)} s ago and expired ${Math.round(nowS - (payload.exp as number))} s ago`);
+    throw clockSkew(
+      'expired',
+      Math.round(iat - nowS),
+      `the token was issued ${Math.round(nowS - iat)} s ago and expired ${Math.round(nowS - (payload.exp as number))} s ago`,
+    );
   }
   if (invalid) throw reject(`claim_${invalid}`, `the machine token's ${invalid} claim is not valid`);
   // Checks after the signature, so an attacker learns nothing about a machine's state without its key.
@@ -110,7 +121,8 @@ export async function verifyMachineRequest({
   if (payload.htm !== input.method.toUpperCase() || payload.htp !== input.path) {
     throw reject('request_binding', 'the machine token was issued for another request');
   }
-  if (payload.bdh !== (await sha256Base64Url(input.body))) throw reject('body_digest', 'the request body does not match the signed digest', 'body_digest_mismatch');
+  if (payload.bdh !== (await sha256Base64Url(input.body)))
+    throw reject('body_digest', 'the request body does not match the signed digest', 'body_digest_mismatch');
 
   const jti = { jti: String(payload.jti), machineId: row.machineId, expiresAt: new Date((exp + toleranceS) * 1000) };
   if (input.cache) {

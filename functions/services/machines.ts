@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
 import { machineCredentials, machines, replicaFailures, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../kernel/errors.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
@@ -8,7 +8,7 @@ import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
 /** The API's view of a machine of the fleet read model. */
-export function machineView(m: FleetMachine): MachineView {
+function machineView(m: FleetMachine): MachineView {
   return {
     id: m.id,
     name: m.name,
@@ -46,7 +46,13 @@ export function machineView(m: FleetMachine): MachineView {
       queueDepth: r.queueDepth,
       progress: r.progress,
     })),
-    attention: m.replicaFailures.map((f) => ({ deploymentId: f.deploymentId, deploymentName: f.deploymentName, assignmentId: f.assignmentId, reason: f.reason, failedAt: f.failedAt.toISOString() })),
+    attention: m.replicaFailures.map((f) => ({
+      deploymentId: f.deploymentId,
+      deploymentName: f.deploymentName,
+      assignmentId: f.assignmentId,
+      reason: f.reason,
+      failedAt: f.failedAt.toISOString(),
+    })),
     createdAt: m.createdAt.toISOString(),
   };
 }
@@ -55,7 +61,13 @@ export function machineView(m: FleetMachine): MachineView {
  * Every machine of a workspace as the control plane sees them now (the fleet read model), by name: for callers
  * inside the control plane that need them all. The API pages with `listMachinePage`.
  */
-export async function listMachines({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; machineId?: string } }): Promise<MachineView[]> {
+export async function listMachines({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; machineId?: string };
+}): Promise<MachineView[]> {
   const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, input);
   return snapshot.machines.map(machineView);
 }
@@ -74,7 +86,13 @@ export async function listMachinePage({
 }
 
 /** One machine of the workspace, or 404. */
-export async function getMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; machineId: string } }): Promise<MachineView> {
+export async function getMachine({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; machineId: string };
+}): Promise<MachineView> {
   const [view] = await listMachines({ ctx, input });
   if (!view) throw new ApiError('not_found', `machine ${input.machineId} not found`);
   return view;
@@ -94,7 +112,13 @@ async function lockMachine(ctx: ServiceCtx, workspaceId: string, machineId: stri
  * Revokes a machine: its credentials stop verifying at once, its stream lease is dropped and the instance
  * holding its stream is told to close it.
  */
-export async function revokeMachine({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus' | 'afterWrite'>; input: { workspaceId: string; machineId: string; reason?: string } }): Promise<void> {
+export async function revokeMachine({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus' | 'afterWrite'>;
+  input: { workspaceId: string; machineId: string; reason?: string };
+}): Promise<void> {
   await withTransaction(ctx, async (tx) => {
     const row = await lockMachine(tx, input.workspaceId, input.machineId);
     if (row.revokedAt) throw new ApiError('conflict', 'the machine is already revoked');
@@ -121,7 +145,8 @@ export async function setMachineScheduling({
   await withTransaction(ctx, async (tx) => {
     const row = await lockMachine(tx, input.workspaceId, input.machineId);
     if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
-    const set = input.verb === 'uncordon' ? { cordoned: false, draining: false } : input.verb === 'drain' ? { cordoned: true, draining: true } : { cordoned: true };
+    const set =
+      input.verb === 'uncordon' ? { cordoned: false, draining: false } : input.verb === 'drain' ? { cordoned: true, draining: true } : { cordoned: true };
     await tx.db.update(machines).set(set).where(eq(machines.id, input.machineId));
     await audit(tx, { workspaceId: input.workspaceId, action: `machine.${input.verb}`, target: input.machineId });
   });
@@ -132,7 +157,13 @@ export async function setMachineScheduling({
  * Clears a machine's open replica failures, once an operator has looked at it: the deployments they kept off it
  * may be placed there again. The rows stay, with when they were cleared.
  */
-export async function clearReplicaFailures({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; machineId: string } }): Promise<void> {
+export async function clearReplicaFailures({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: { workspaceId: string; machineId: string };
+}): Promise<void> {
   await withTransaction(ctx, async (tx) => {
     await lockMachine(tx, input.workspaceId, input.machineId);
     const cleared = await tx.db
@@ -164,8 +195,28 @@ export async function rotateMachineCredential({
         expiresAt: sql`now() + make_interval(secs => ${ctx.config.credentialLifetimeMs / 1000})`,
       })
       .returning({ expiresAt: machineCredentials.expiresAt });
-    await audit(tx, { workspaceId: input.workspaceId, action: 'machine.credential.rotate', target: input.machineId, details: { credentialId: input.credentialId } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: 'machine.credential.rotate',
+      target: input.machineId,
+      details: { credentialId: input.credentialId },
+    });
     return { credentialId: input.credentialId, credentialExpiresAt: row!.expiresAt };
   });
 }
 
+/** Which of `machineIds` are still enrolled (not revoked): the node-metric series worth keeping. */
+export async function enrolledMachineIds({ ctx, input }: { ctx: ServiceCtx; input: { machineIds: string[] } }): Promise<Set<string>> {
+  if (input.machineIds.length === 0) return new Set();
+  const rows = await ctx.db
+    .select({ id: machines.id })
+    .from(machines)
+    .where(and(inArray(machines.id, input.machineIds), isNull(machines.revokedAt)));
+  return new Set(rows.map((row) => row.id));
+}
+
+/** Machine names by id, of every machine row of the workspace (revoked ones too): what a page shows for a machine id. */
+export async function machineNames({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } }): Promise<Map<string, string>> {
+  const rows = await ctx.db.select({ id: machines.id, name: machines.name }).from(machines).where(eq(machines.workspaceId, input.workspaceId));
+  return new Map(rows.map((m) => [m.id, m.name]));
+}

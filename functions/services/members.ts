@@ -8,7 +8,12 @@ import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './se
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { revokeMemberTokens, signalTokensRevoked } from './api-tokens.js';
 
-const memberView = (row: typeof workspaceMembers.$inferSelect): MemberView => ({ id: row.id, name: row.name, role: row.role, createdAt: row.createdAt.toISOString() });
+const memberView = (row: typeof workspaceMembers.$inferSelect): MemberView => ({
+  id: row.id,
+  name: row.name,
+  role: row.role,
+  createdAt: row.createdAt.toISOString(),
+});
 
 /** Adds a member: the highest role a token issued to them may carry. A name already taken in the workspace: 409. */
 export async function addMember({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string; role: Role } }): Promise<MemberView> {
@@ -30,7 +35,13 @@ export async function listMembers({ ctx, input }: { ctx: ServiceCtx; input: { wo
   const rows = await ctx.db
     .select()
     .from(workspaceMembers)
-    .where(and(eq(workspaceMembers.workspaceId, input.workspaceId), isNull(workspaceMembers.removedAt), input.after !== undefined ? gt(workspaceMembers.id, input.after) : undefined))
+    .where(
+      and(
+        eq(workspaceMembers.workspaceId, input.workspaceId),
+        isNull(workspaceMembers.removedAt),
+        input.after !== undefined ? gt(workspaceMembers.id, input.after) : undefined,
+      ),
+    )
     .orderBy(workspaceMembers.id)
     .limit(input.limit + 1);
   const page = cutPage(rows, input.limit);
@@ -42,7 +53,13 @@ export async function listMembers({ ctx, input }: { ctx: ServiceCtx; input: { wo
  * those tokens. Unknown, already removed, or another workspace's: 404. Refused (409) when it would leave the
  * workspace without an active admin token.
  */
-export async function removeMember({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'bus'>; input: { workspaceId: string; memberId: string } }): Promise<MemberRemoved> {
+export async function removeMember({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; memberId: string };
+}): Promise<MemberRemoved> {
   const revokedTokens = await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db
       .update(workspaceMembers)

@@ -1,5 +1,5 @@
 import { and, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
-import { deployments, modelAliases, models, modelVersions, workspaces } from '../store/schema/index.js';
+import { type deployments, modelAliases, models, modelVersions, workspaces } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { loadRuntimeRegistry } from './registry/load.js';
@@ -20,7 +20,17 @@ const versionColumns = {
   manifest: modelVersions.manifest,
 };
 
-const tuples = (rows: ReadonlyArray<readonly string[]>): SQL => sql.join(rows.map((r) => sql`(${sql.join(r.map((v) => sql`${v}`), sql`, `)})`), sql`, `);
+const tuples = (rows: ReadonlyArray<readonly string[]>): SQL =>
+  sql.join(
+    rows.map(
+      (r) =>
+        sql`(${sql.join(
+          r.map((v) => sql`${v}`),
+          sql`, `,
+        )})`,
+    ),
+    sql`, `,
+  );
 const unique = <T extends readonly string[]>(rows: T[]): T[] => [...new Map(rows.map((r) => [r.join('\u0000'), r])).values()];
 
 /**
@@ -28,7 +38,7 @@ const unique = <T extends readonly string[]>(rows: T[]): T[] => [...new Map(rows
  * (with the versions they point at), then the versions they name by label, their canaries' included (a canary is
  * another version of its source's model, known once the alias is read).
  */
-export async function loadVersionCatalog(db: Db, rows: readonly DeploymentRow[]): Promise<VersionCatalog> {
+async function loadVersionCatalog(db: Db, rows: readonly DeploymentRow[]): Promise<VersionCatalog> {
   const sourced = rows.filter((d) => d.source !== null);
   if (sourced.length === 0) return EMPTY_CATALOG;
   const toVersion = (v: Omit<CatalogVersion, 'files'> & { manifest: { files: CatalogVersion['files'] } }): CatalogVersion => ({
@@ -76,7 +86,10 @@ export async function loadVersionCatalog(db: Db, rows: readonly DeploymentRow[])
 /** The placement policies of the given workspaces, defaults filled in. */
 async function loadPolicies(db: Db, workspaceIds: readonly string[]): Promise<Map<string, WorkspacePolicy>> {
   if (workspaceIds.length === 0) return new Map();
-  const rows = await db.select({ id: workspaces.id, policy: workspaces.policy }).from(workspaces).where(inArray(workspaces.id, [...workspaceIds]));
+  const rows = await db
+    .select({ id: workspaces.id, policy: workspaces.policy })
+    .from(workspaces)
+    .where(inArray(workspaces.id, [...workspaceIds]));
   return new Map(rows.map((r) => [r.id, WorkspacePolicy.parse(r.policy)]));
 }
 

@@ -11,7 +11,7 @@ const LOGS_TIMEOUT_MS = 5_000;
  * request id. The upload handler publishes under the machine that authenticated and the assignment of the URL (which
  * it checked is that machine's), so an answer from any other machine, or about another runtime, reaches nobody.
  */
-export function logAnswerChannel(machineId: string, assignmentId: string, requestId: string): string {
+function logAnswerChannel(machineId: string, assignmentId: string, requestId: string): string {
   return `logs:${machineId}:${assignmentId}:${requestId}`;
 }
 
@@ -30,7 +30,9 @@ export async function fetchRuntimeLogs({
     .select({ revokedAt: machines.revokedAt })
     .from(assignments)
     .innerJoin(machines, eq(machines.id, assignments.machineId))
-    .where(and(eq(assignments.id, input.assignmentId), eq(machines.id, input.machineId), eq(machines.workspaceId, input.workspaceId), isNull(assignments.removedAt)));
+    .where(
+      and(eq(assignments.id, input.assignmentId), eq(machines.id, input.machineId), eq(machines.workspaceId, input.workspaceId), isNull(assignments.removedAt)),
+    );
   if (!row) throw new ApiError('not_found', `runtime ${input.assignmentId} not found on machine ${input.machineId}`);
   if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
   const requestId = crypto.randomUUID();
@@ -52,4 +54,23 @@ export async function fetchRuntimeLogs({
       reject(error);
     });
   });
+}
+
+/**
+ * A machine's answer to a log request: lines of one of its own runtimes, handed to the request waiting for them
+ * (`logAnswerChannel`). A runtime of another machine is refused, so a machine cannot answer for another's.
+ */
+export async function answerLogRequest({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { machineId: string; assignmentId: string; requestId: string; lines: string[] };
+}): Promise<void> {
+  const [owned] = await ctx.db
+    .select({ id: assignments.id })
+    .from(assignments)
+    .where(and(eq(assignments.id, input.assignmentId), eq(assignments.machineId, input.machineId)));
+  if (!owned) throw new ApiError('forbidden_machine', 'a machine may upload logs only of its own runtimes');
+  await ctx.bus.publish(logAnswerChannel(input.machineId, input.assignmentId, input.requestId), { type: 'log-lines', lines: input.lines });
 }

@@ -15,7 +15,13 @@ import { column } from '../store/rows.js';
  * Records that this instance now holds the machine's stream. The newest connection wins: a reconnecting agent
  * takes over its own lease from a connection that has not noticed it is dead yet.
  */
-export async function attachStream({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'instanceId'>; input: { machineId: string; connectionId: string } }): Promise<void> {
+export async function attachStream({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'instanceId'>;
+  input: { machineId: string; connectionId: string };
+}): Promise<void> {
   const ttl = ctx.config.streamLeaseTtlMs / 1000;
   const values = {
     instanceId: ctx.instanceId,
@@ -30,7 +36,13 @@ export async function attachStream({ ctx, input }: { ctx: ServiceCtx & Pick<Serv
 }
 
 /** Renews the lease; false when another connection has taken it over (this one must close). */
-export async function renewStream({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+export async function renewStream({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { machineId: string; connectionId: string };
+}): Promise<boolean> {
   const ttl = ctx.config.streamLeaseTtlMs / 1000;
   const renewed = await ctx.db
     .update(streamLeases)
@@ -62,7 +74,13 @@ export async function writePongs(db: Db, rows: Array<{ machineId: string; connec
 }
 
 /** Whether the agent answered a ping on this stream within `streamPingTimeoutMs`, judged by the database's clock. */
-export async function pingAnswered({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { machineId: string; connectionId: string } }): Promise<boolean> {
+export async function pingAnswered({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { machineId: string; connectionId: string };
+}): Promise<boolean> {
   const timeout = ctx.config.streamPingTimeoutMs / 1000;
   const [row] = await ctx.db
     .select({ fresh: sql<boolean>`coalesce(${streamLeases.answeredAt}, ${streamLeases.attachedAt}) > now() - make_interval(secs => ${timeout})` })
@@ -91,9 +109,18 @@ function asSigned(spec: Assignment): Assignment {
  * Signs the machine's full desired state (docs/design.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
  */
-export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'> & { artifacts?: ArtifactStore }; input: { machineId: string } }): Promise<{ jws: string; gen: number; exp: number }> {
+export async function signDesiredState({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'identity'> & { artifacts?: ArtifactStore };
+  input: { machineId: string };
+}): Promise<{ jws: string; gen: number; exp: number }> {
   const identity = await ctx.identity();
-  const [machine] = await ctx.db.select({ workspaceId: machines.workspaceId, desiredGen: machines.desiredGen, revokedAt: machines.revokedAt }).from(machines).where(eq(machines.id, input.machineId));
+  const [machine] = await ctx.db
+    .select({ workspaceId: machines.workspaceId, desiredGen: machines.desiredGen, revokedAt: machines.revokedAt })
+    .from(machines)
+    .where(eq(machines.id, input.machineId));
   if (!machine) throw new ApiError('not_found', 'machine not found');
   if (machine.revokedAt) throw new ApiError('machine_revoked', 'the machine has been revoked');
   const rows = await ctx.db
@@ -121,4 +148,10 @@ export async function signDesiredState({ ctx, input }: { ctx: ServiceCtx & Pick<
     .set({ desiredExpiresAt: sql`greatest(coalesce(${machines.desiredExpiresAt}, to_timestamp(0)), to_timestamp(${exp}))` })
     .where(and(eq(machines.id, input.machineId), eq(machines.desiredGen, machine.desiredGen)));
   return { jws, gen: machine.desiredGen, exp };
+}
+
+/** The generation of a machine's desired state now: what a stream that may have missed a signal compares with. */
+export async function desiredGeneration({ ctx, input }: { ctx: ServiceCtx; input: { machineId: string } }): Promise<number | null> {
+  const [current] = await ctx.db.select({ gen: machines.desiredGen }).from(machines).where(eq(machines.id, input.machineId));
+  return current?.gen ?? null;
 }

@@ -2,7 +2,7 @@ import type { Actor } from '../core/principals.js';
 import { TtlCache } from '../kernel/ttl-cache.js';
 
 /** How long a successful lookup is reused when nothing says otherwise (no revocation signal reached us). */
-export const TOKEN_CACHE_MS = 2_000;
+const TOKEN_CACHE_MS = 2_000;
 
 /** A token as the store found it: its holder, and how long it stays valid (null: no expiry). */
 export interface FoundToken {

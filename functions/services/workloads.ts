@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
-import { workloads } from '../store/schema/index.js';
+import { and, desc, eq, gt, sql } from 'drizzle-orm';
+import { deployments, machines, workloads } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
@@ -12,11 +12,7 @@ export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'c
  * this workspace (by any instance, before or after a restart), so the request must not execute again.
  */
 export async function recordWorkload({ ctx, input }: { ctx: ServiceCtx; input: WorkloadRow }): Promise<boolean> {
-  const inserted = await ctx.db
-    .insert(workloads)
-    .values(input)
-    .onConflictDoNothing()
-    .returning({ id: workloads.id });
+  const inserted = await ctx.db.insert(workloads).values(input).onConflictDoNothing().returning({ id: workloads.id });
   return inserted.length === 1;
 }
 
@@ -60,7 +56,10 @@ export async function writeWorkloads(db: Db, rows: WorkloadRow[]): Promise<void>
 }
 
 export async function getWorkload({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }) {
-  const [row] = await ctx.db.select().from(workloads).where(and(eq(workloads.id, input.id), eq(workloads.workspaceId, input.workspaceId)));
+  const [row] = await ctx.db
+    .select()
+    .from(workloads)
+    .where(and(eq(workloads.id, input.id), eq(workloads.workspaceId, input.workspaceId)));
   return row;
 }
 
@@ -110,7 +109,13 @@ export async function sweepIfOrphaned({ ctx, input }: { ctx: ServiceCtx; input: 
  * row is taken over atomically by the retrying request, which gets its id. Null when the key's workload
  * finished, or runs on a live instance, or another retry took it first: then it must not execute again.
  */
-export async function retakeOrphanedWorkload({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'instanceId'>; input: { workspaceId: string; idempotencyKey: string; deadline: Date } }): Promise<string | null> {
+export async function retakeOrphanedWorkload({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'instanceId'>;
+  input: { workspaceId: string; idempotencyKey: string; deadline: Date };
+}): Promise<string | null> {
   const [row] = await ctx.db
     .update(workloads)
     .set({ state: 'running', instanceId: ctx.instanceId, errorCode: null, statusCode: null, finishedAt: null, attempts: 0, deadline: input.deadline })
@@ -123,4 +128,54 @@ export async function retakeOrphanedWorkload({ ctx, input }: { ctx: ServiceCtx &
     )
     .returning({ id: workloads.id });
   return row?.id ?? null;
+}
+
+/** A recent inference request, as the workloads table records it (no payload is ever kept). */
+export interface RecentRequest {
+  id: string;
+  kind: string;
+  model: string | null;
+  deploymentName: string | null;
+  machineName: string | null;
+  state: string;
+  statusCode: number | null;
+  errorCode: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+  firstByteMs: number | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+}
+
+/** The newest requests of the workspace in the last `windowMinutes`, newest first (at most `limit`), with their deployment's and machine's names. */
+export async function recentRequests({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; windowMinutes: number; limit: number };
+}): Promise<RecentRequest[]> {
+  return await ctx.db
+    .select({
+      id: workloads.id,
+      kind: workloads.kind,
+      model: workloads.model,
+      deploymentName: deployments.name,
+      machineName: machines.name,
+      state: workloads.state,
+      statusCode: workloads.statusCode,
+      errorCode: workloads.errorCode,
+      createdAt: workloads.createdAt,
+      finishedAt: workloads.finishedAt,
+      firstByteMs: workloads.firstByteMs,
+      promptTokens: workloads.promptTokens,
+      completionTokens: workloads.completionTokens,
+    })
+    .from(workloads)
+    .leftJoin(deployments, eq(deployments.id, workloads.deploymentId))
+    .leftJoin(machines, eq(machines.id, workloads.machineId))
+    // The (workspace_id, created_at) index serves this.
+    .where(and(eq(workloads.workspaceId, input.workspaceId), gt(workloads.createdAt, sql`now() - make_interval(mins => ${input.windowMinutes})`)))
+    .orderBy(desc(workloads.createdAt))
+    .limit(input.limit);
 }

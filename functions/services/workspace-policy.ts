@@ -17,12 +17,23 @@ export async function loadWorkspacePolicy(db: Db, workspaceId: string): Promise<
  * after. Replicas already placed stay where they are; the controller places new ones under the new policy and
  * reports those it cannot place with the rule that refuses them.
  */
-export async function setWorkspacePolicy({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; policy: WorkspacePolicy } }): Promise<WorkspacePolicy> {
+export async function setWorkspacePolicy({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: { workspaceId: string; policy: WorkspacePolicy };
+}): Promise<WorkspacePolicy> {
   const written = await withTransaction(ctx, async (tx) => {
     const [row] = await tx.db.select({ policy: workspaces.policy }).from(workspaces).where(eq(workspaces.id, input.workspaceId)).for('update');
     if (!row) throw new ApiError('not_found', 'workspace not found');
     await tx.db.update(workspaces).set({ policy: input.policy }).where(eq(workspaces.id, input.workspaceId));
-    await audit(tx, { workspaceId: input.workspaceId, action: 'workspace.policy', target: input.workspaceId, details: { before: WorkspacePolicy.parse(row.policy), after: input.policy } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: 'workspace.policy',
+      target: input.workspaceId,
+      details: { before: WorkspacePolicy.parse(row.policy), after: input.policy },
+    });
     return input.policy;
   });
   await reconcileAfterWrite(ctx);

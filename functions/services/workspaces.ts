@@ -27,7 +27,11 @@ async function isRootAdmin(ctx: ServiceCtx, actor: Pick<Actor, 'workspaceId' | '
 export async function createWorkspace({ ctx, input }: { ctx: ServiceCtx; input: { actor: Actor; name: string } }): Promise<WorkspaceCreated> {
   return await withTransaction(ctx, async (tx) => {
     if (!(await isRootAdmin(tx, input.actor))) throw new ApiError('forbidden', `only an admin of the ${ROOT_WORKSPACE} workspace creates workspaces`);
-    const [row] = await tx.db.insert(workspaces).values({ id: newId('workspace'), name: input.name }).onConflictDoNothing().returning();
+    const [row] = await tx.db
+      .insert(workspaces)
+      .values({ id: newId('workspace'), name: input.name })
+      .onConflictDoNothing()
+      .returning();
     if (!row) throw new ApiError('conflict', `a workspace named ${input.name} already exists`);
     // Recorded in the creator's chain; the token's own creation is recorded in the new workspace's.
     await audit(tx, { workspaceId: input.actor.workspaceId, action: 'workspace.create', target: row.id, details: { name: row.name } });

@@ -29,7 +29,7 @@ export interface PgBusOptions {
   backoff?: { initialMs: number; maxMs: number };
 }
 
-export interface PgBusStats {
+interface PgBusStats {
   /** LISTEN is in place now. */
   listening: boolean;
   /** Times LISTEN was re-established after a loss. */
@@ -87,7 +87,13 @@ export async function createPgBus(url: string, opts: PgBusOptions = {}): Promise
 
   /** A client listening on the bus channel; one that fails on the way is ended, and the failure rethrown. */
   const listen = async (): Promise<pg.Client> => {
-    const client = new pg.Client({ connectionString: url, application_name: LISTENER_NAME, keepAlive: true, connectionTimeoutMillis: TIMEOUT_MS, query_timeout: TIMEOUT_MS });
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: LISTENER_NAME,
+      keepAlive: true,
+      connectionTimeoutMillis: TIMEOUT_MS,
+      query_timeout: TIMEOUT_MS,
+    });
     client.on('error', (error) => lost(client, error));
     client.on('end', () => lost(client, new Error('the bus listening connection ended')));
     client.on('notification', onNotification);

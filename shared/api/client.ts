@@ -13,11 +13,19 @@ export type ManagementClient = Client<paths, 'application/json'>;
 
 /** The routes that answer GET with a page of a list (`limit`, `cursor`; docs/operations.md, "Lists"). */
 export type PagedPath = {
-  [P in keyof paths]: paths[P] extends { get: { parameters: { query?: infer Q } } } ? ([NonNullable<Q>] extends [never] ? never : 'cursor' extends keyof NonNullable<Q> ? P : never) : never;
+  [P in keyof paths]: paths[P] extends { get: { parameters: { query?: infer Q } } }
+    ? [NonNullable<Q>] extends [never]
+      ? never
+      : 'cursor' extends keyof NonNullable<Q>
+        ? P
+        : never
+    : never;
 }[keyof paths];
 
 /** One item of the list a paged route answers. */
-export type PageItem<P extends PagedPath> = paths[P] extends { get: { responses: { 200: { content: { 'application/json': { data: Array<infer I> } } } } } } ? I : never;
+export type PageItem<P extends PagedPath> = paths[P] extends { get: { responses: { 200: { content: { 'application/json': { data: Array<infer I> } } } } } }
+  ? I
+  : never;
 
 /**
  * The management API of the control plane at `url` (its origin: /api/v1 is added), with `token` on every call.

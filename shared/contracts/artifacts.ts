@@ -6,8 +6,7 @@ import { ManifestFile } from './registry.js';
  * URL to fetch it from (an S3 presigned GET, or the control plane's own signed URL for the local store). The URLs
  * are filled in when the desired state is signed, never stored; the stored spec has them empty.
  */
-export const ArtifactFile = ManifestFile.extend({ url: z.string().max(8192) });
-export type ArtifactFile = z.infer<typeof ArtifactFile>;
+const ArtifactFile = ManifestFile.extend({ url: z.string().max(8192) });
 
 export const VersionArtifact = z.object({
   /** The model version's id (`mv_...`): the agent's cache and heartbeats name versions by it. */

@@ -11,7 +11,7 @@ export type ConsoleView = z.infer<typeof ConsoleView>;
  * The SSE catalogue of `GET /console/events`: event name -> data schema. A `fragment` replaces the content of the
  * element whose id is `target` with HTML the server rendered with the same functions as the page itself.
  */
-export const ConsoleEvents = {
+const ConsoleEvents = {
   hello: z.object({ v: z.number().int(), view: ConsoleView, intervalMs: z.number().int().positive() }),
   fragment: z.object({ target: z.string().regex(/^[a-z][a-z0-9-]{0,63}$/), html: z.string() }),
   /** The store did not answer this round; the page keeps what it shows and says so. */

@@ -6,7 +6,9 @@ import { StartupProgress } from './heartbeat.js';
 import { AliasName, ModelName, VersionLabel } from './registry.js';
 import { DataClass } from './placement.js';
 
-export const DeploymentName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
+export const DeploymentName = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
 
 /**
  * What a deployment runs: a registered runtime template with its parameters and environment (operators never
@@ -57,7 +59,13 @@ export const CanarySpec = z.object({
 export type CanarySpec = z.infer<typeof CanarySpec>;
 
 /** Scale to zero: after `idleSeconds` without a request the replicas stop and release their reservation. */
-export const ScaleToZero = z.object({ idleSeconds: z.number().int().min(10).max(7 * 86_400) });
+export const ScaleToZero = z.object({
+  idleSeconds: z
+    .number()
+    .int()
+    .min(10)
+    .max(7 * 86_400),
+});
 export type ScaleToZero = z.infer<typeof ScaleToZero>;
 
 const DeploymentFields = z.object({
@@ -77,7 +85,12 @@ const DeploymentFields = z.object({
    */
   replicasPerMachine: z.number().int().min(1).max(64).default(1),
   /** Memory each of its GPUs must offer. */
-  gpuMemoryMiB: z.number().int().min(0).max(16 * 1024 * 1024).default(0),
+  gpuMemoryMiB: z
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .default(0),
   memoryMiB: z.number().int().min(0).default(0),
   /** The data it handles: the workspace's policy says which machines and runtimes may see it. */
   dataClass: DataClass.nullable().default(null),
@@ -91,8 +104,13 @@ const DeploymentFields = z.object({
 });
 
 /** The declarative spec of a deployment: PUT it, and the controller makes the fleet match. */
-export const DeploymentSpec = DeploymentFields.refine((spec) => spec.source === null || spec.artifact === null, { message: 'a deployment takes its files from its registry source or from artifact, not both', path: ['artifact'] })
-  .refine((spec) => spec.canary === null || spec.source !== null, { message: 'a canary is another version of the source: name a source first', path: ['canary'] });
+export const DeploymentSpec = DeploymentFields.refine((spec) => spec.source === null || spec.artifact === null, {
+  message: 'a deployment takes its files from its registry source or from artifact, not both',
+  path: ['artifact'],
+}).refine((spec) => spec.canary === null || spec.source !== null, {
+  message: 'a canary is another version of the source: name a source first',
+  path: ['canary'],
+});
 export type DeploymentSpec = z.infer<typeof DeploymentSpec>;
 
 export const DeploymentView = DeploymentFields.extend({
@@ -118,7 +136,7 @@ export const DeploymentEvent = z.object({
 export type DeploymentEvent = z.infer<typeof DeploymentEvent>;
 
 /** A replica of the deployment as the fleet read model sees it now. */
-export const ReplicaStatus = z.object({
+const ReplicaStatus = z.object({
   assignmentId: z.string(),
   machineId: z.string(),
   machineName: z.string(),
@@ -134,7 +152,6 @@ export const ReplicaStatus = z.object({
   message: z.string().nullable(),
   progress: StartupProgress.nullable(),
 });
-export type ReplicaStatus = z.infer<typeof ReplicaStatus>;
 
 /** Derived from the fleet read model and the scheduler on every read, never stored. */
 export const DeploymentStatus = z.object({

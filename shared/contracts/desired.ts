@@ -8,8 +8,16 @@ export const SimulatedRuntime = z.object({
   ttftMs: z.number().nonnegative().max(600_000).default(20),
   /** 0 = as fast as it can (benchmarks). */
   tokensPerSecond: z.number().nonnegative().max(1_000_000).default(200),
-  loadMs: z.number().nonnegative().max(24 * 3600_000).default(200),
-  memoryMiB: z.number().nonnegative().max(16 * 1024 * 1024).default(1024),
+  loadMs: z
+    .number()
+    .nonnegative()
+    .max(24 * 3600_000)
+    .default(200),
+  memoryMiB: z
+    .number()
+    .nonnegative()
+    .max(16 * 1024 * 1024)
+    .default(1024),
   /** Fraction of requests that fail, for fault injection. */
   failureRate: z.number().min(0).max(1).default(0),
 });
@@ -55,7 +63,12 @@ export type ArtifactPin = z.infer<typeof ArtifactPin>;
  */
 export const StartupSpec = z.object({
   /** A replica not ready by then counts as failed (and is restarted by its restart policy). */
-  timeoutMs: z.number().int().min(1_000).max(24 * 3600_000).default(30 * 60_000),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(1_000)
+    .max(24 * 3600_000)
+    .default(30 * 60_000),
   /** How often the readiness probe runs, while starting and while ready. */
   probeIntervalMs: z.number().int().min(100).max(60_000).default(1_000),
   /** Consecutive failed probes of a ready runtime before it counts as failed. */

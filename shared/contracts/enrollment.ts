@@ -7,7 +7,12 @@ export const CreateEnrollmentTokenRequest = z.object({
   name: MachineName.optional(),
   labels: Labels.default({}),
   /** Seconds until the token expires; 15 minutes by default, at most 7 days. */
-  ttlSeconds: z.number().int().min(10).max(7 * 24 * 3600).default(900),
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(10)
+    .max(7 * 24 * 3600)
+    .default(900),
 });
 export type CreateEnrollmentTokenRequest = z.infer<typeof CreateEnrollmentTokenRequest>;
 
@@ -21,9 +26,7 @@ export const EnrollmentTokenCreated = z.object({
 });
 export type EnrollmentTokenCreated = z.infer<typeof EnrollmentTokenCreated>;
 
-export const Ed25519PublicJwk = z
-  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(/^[A-Za-z0-9_-]{43}$/) })
-  .strip();
+export const Ed25519PublicJwk = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(/^[A-Za-z0-9_-]{43}$/) }).strip();
 export type Ed25519PublicJwk = z.infer<typeof Ed25519PublicJwk>;
 
 export const EnrollRequest = z.object({
@@ -37,7 +40,10 @@ export const EnrollRequest = z.object({
    * labels, so a machine declaring its own could draw any workload. Kept as a field that must be empty, so that
    * an agent that sends labels is told so (400) rather than silently ignored.
    */
-  labels: Labels.default({}).refine((labels) => Object.keys(labels).length === 0, 'labels come from the enrollment token or an operator; a machine cannot declare its own'),
+  labels: Labels.default({}).refine(
+    (labels) => Object.keys(labels).length === 0,
+    'labels come from the enrollment token or an operator; a machine cannot declare its own',
+  ),
 });
 export type EnrollRequest = z.infer<typeof EnrollRequest>;
 

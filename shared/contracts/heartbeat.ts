@@ -4,10 +4,18 @@ import { z } from 'zod';
  * Counts and generations are stored as PostgreSQL `integer` (int4): one past 2^31 - 1 is refused here (400), not
  * by the store. Durations fit a safe integer.
  */
-const Int4 = z.number().int().nonnegative().max(2 ** 31 - 1);
+const Int4 = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2 ** 31 - 1);
 const Ms = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 /** Names and ids carry no control characters (a NUL byte is refused by the store's text and jsonb). */
-const Text = (max: number) => z.string().max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
+const Text = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[^\u0000-\u001f\u007f]*$/, 'control characters are not allowed');
 
 export const RuntimeState = z.enum(['preparing', 'pulling', 'starting', 'ready', 'draining', 'failed', 'stopped']);
 export type RuntimeState = z.infer<typeof RuntimeState>;

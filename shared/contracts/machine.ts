@@ -38,14 +38,13 @@ export type RuntimeView = z.infer<typeof RuntimeView>;
  * A replica that failed for good on the machine (its runtime used up its restarts): it was placed elsewhere, and
  * no replica of that deployment is placed here again until an operator clears the mark.
  */
-export const ReplicaFailureView = z.object({
+const ReplicaFailureView = z.object({
   deploymentId: z.string(),
   deploymentName: z.string(),
   assignmentId: z.string(),
   reason: z.string(),
   failedAt: z.string(),
 });
-export type ReplicaFailureView = z.infer<typeof ReplicaFailureView>;
 
 export const MachineView = z.object({
   id: z.string(),

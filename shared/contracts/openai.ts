@@ -10,7 +10,7 @@ export type OpenAIErrorEnvelope = z.infer<typeof OpenAIErrorEnvelope>;
  * The media types a relayed answer may carry through the API origin: a runtime answering anything else (text/html,
  * a script, an image) gets its answer replaced by a 502, so that it can never serve a page under this origin.
  */
-export const RELAYED_MEDIA_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/event-stream']);
+const RELAYED_MEDIA_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/event-stream']);
 
 /** True when a runtime's Content-Type (parameters such as `charset` allowed) may be relayed as is. */
 export function relayableContentType(contentType: string): boolean {
@@ -29,7 +29,10 @@ const common = {
   temperature: z.number().min(0).max(2).nullable().optional(),
   top_p: z.number().min(0).max(1).nullable().optional(),
   n: z.number().int().min(1).max(1).nullable().optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  stop: z
+    .union([z.string(), z.array(z.string()).max(4)])
+    .nullable()
+    .optional(),
   presence_penalty: z.number().min(-2).max(2).nullable().optional(),
   frequency_penalty: z.number().min(-2).max(2).nullable().optional(),
   seed: z.number().int().nullable().optional(),
@@ -69,6 +72,6 @@ export const EmbeddingRequest = z
   .passthrough();
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequest>;
 
-export const ModelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
+const ModelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
 export const ModelList = z.object({ object: z.literal('list'), data: z.array(ModelObject) });
 export type ModelList = z.infer<typeof ModelList>;

@@ -12,22 +12,29 @@ export type DataClass = z.infer<typeof DataClass>;
  * templates allowed to see it (null: any; the built-in simulator counts as `simulated`). Payloads are never kept:
  * `none` is the only retention the control plane implements, and the default.
  */
-export const DataClassRule = z.object({
+const DataClassRule = z.object({
   machineSelector: Labels.default({}),
-  runtimes: z.array(z.union([TemplateName, z.literal('simulated')])).max(64).nullable().default(null),
+  runtimes: z
+    .array(z.union([TemplateName, z.literal('simulated')]))
+    .max(64)
+    .nullable()
+    .default(null),
   retention: z.literal('none').default('none'),
 });
-export type DataClassRule = z.infer<typeof DataClassRule>;
 
 /** Where a model under one licence may run (a research-only licence on the research machines, say). */
-export const LicenceRule = z.object({ machineSelector: Labels });
-export type LicenceRule = z.infer<typeof LicenceRule>;
+const LicenceRule = z.object({ machineSelector: Labels });
 
 /** A workspace's ceiling on what its replicas reserve, summed over every live assignment; absent: unbounded. */
 export const WorkspaceQuota = z.object({
   gpus: z.number().int().min(0).max(1_000_000).optional(),
   // Summed against int4 columns' values: bounded as they are (2 PiB of MiB is no limit in practice).
-  memoryMiB: z.number().int().min(0).max(2 ** 31 - 1).optional(),
+  memoryMiB: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .optional(),
   replicas: z.number().int().min(0).max(1_000_000).optional(),
 });
 export type WorkspaceQuota = z.infer<typeof WorkspaceQuota>;

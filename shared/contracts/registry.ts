@@ -16,14 +16,31 @@ export const AliasName = ModelName;
 export type AliasName = z.infer<typeof AliasName>;
 
 /** A version's label within its model (`2024-06-01`, `v1.2.0`, `rev-3f2a9c1`): also a folder of the artifact store. */
-export const VersionLabel = z.string().regex(/^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$/, 'letters, digits, dots, dashes and underscores, 1-64 characters, starting and ending with a letter or digit');
+export const VersionLabel = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$/,
+    'letters, digits, dots, dashes and underscores, 1-64 characters, starting and ending with a letter or digit',
+  );
 export type VersionLabel = z.infer<typeof VersionLabel>;
 
 /**
  * Where a version is in its lifecycle (docs/design.md section 7; the moves are functions/core/registry/lifecycle.ts).
  * `canary` onwards belong to the canary and gate slice, which is not built yet.
  */
-export const VersionState = z.enum(['candidate', 'documented', 'verified', 'evaluated', 'approved', 'canary', 'gated', 'promoted', 'stable', 'rolled_back', 'rejected']);
+export const VersionState = z.enum([
+  'candidate',
+  'documented',
+  'verified',
+  'evaluated',
+  'approved',
+  'canary',
+  'gated',
+  'promoted',
+  'stable',
+  'rolled_back',
+  'rejected',
+]);
 export type VersionState = z.infer<typeof VersionState>;
 
 export const ModelFormat = z.enum(['safetensors', 'gguf', 'other']);
@@ -55,7 +72,8 @@ export const Manifest = z.object({
     .superRefine((files, ctx) => {
       const repeated = duplicatePaths(files.map((f) => f.path));
       if (repeated.length > 0) ctx.addIssue({ code: 'custom', message: `paths must not repeat: ${repeated.slice(0, 3).join(', ')}` });
-      if (files.reduce((sum, f) => sum + f.size, 0) > Number.MAX_SAFE_INTEGER) ctx.addIssue({ code: 'custom', message: 'the files add up to more bytes than a version may hold' });
+      if (files.reduce((sum, f) => sum + f.size, 0) > Number.MAX_SAFE_INTEGER)
+        ctx.addIssue({ code: 'custom', message: 'the files add up to more bytes than a version may hold' });
     }),
 });
 export type Manifest = z.infer<typeof Manifest>;

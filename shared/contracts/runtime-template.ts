@@ -1,7 +1,9 @@
 import { z } from 'zod';
 
 /** Names of templates, parameters and environment variables: no shell or path syntax can hide in them. */
-export const TemplateName = z.string().regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
+export const TemplateName = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$/, 'lowercase letters, digits, dots, dashes and underscores, 1-64 characters');
 export const ParamName = z.string().regex(/^[a-z][a-z0-9_]{0,62}$/, 'a lowercase identifier');
 export const EnvName = z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an upper-case environment variable name');
 
@@ -20,7 +22,10 @@ export const TemplateParam = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('integer'),
     min: z.number().int().default(0),
-    max: z.number().int().default(2 ** 31 - 1),
+    max: z
+      .number()
+      .int()
+      .default(2 ** 31 - 1),
     default: z.number().int().optional(),
     description: z.string().max(200).optional(),
   }),
@@ -76,7 +81,10 @@ export const RuntimeTemplateSpec = z.object({
   params: z.record(ParamName, TemplateParam).default({}),
   /** Environment variables a deployment may set for this runtime (values plain or from a runtime secret). */
   env: z.array(EnvName).max(64).default([]),
-  healthPath: z.string().regex(/^\/[A-Za-z0-9._~/-]{0,200}$/).default('/health'),
+  healthPath: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._~/-]{0,200}$/)
+    .default('/health'),
 });
 export type RuntimeTemplateSpec = z.infer<typeof RuntimeTemplateSpec>;
 

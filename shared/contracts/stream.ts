@@ -24,7 +24,7 @@ export const StreamEvents = {
   /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
   logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),
 } as const;
-export type StreamEventName = keyof typeof StreamEvents;
+type StreamEventName = keyof typeof StreamEvents;
 /** A parsed stream message, discriminated by event name. */
 export type StreamEvent = { [N in StreamEventName]: { event: N; data: z.infer<(typeof StreamEvents)[N]> } }[StreamEventName];
 

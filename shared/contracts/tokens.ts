@@ -61,8 +61,7 @@ export const ApiTokenCreated = ApiTokenView.extend({
 export type ApiTokenCreated = z.infer<typeof ApiTokenCreated>;
 
 /** A workspace's name: DNS-label-like, as a machine's. */
-export const WorkspaceName = MachineName;
-export type WorkspaceName = z.infer<typeof WorkspaceName>;
+const WorkspaceName = MachineName;
 
 export const CreateWorkspaceRequest = z.object({ name: WorkspaceName });
 export type CreateWorkspaceRequest = z.infer<typeof CreateWorkspaceRequest>;

@@ -23,7 +23,9 @@ export const UsageRow = z.object({
 export type UsageRow = z.infer<typeof UsageRow>;
 
 /** The columns of a usage report, in order: also its CSV header. */
-export const USAGE_COLUMNS = ['day', 'tokenId', 'tokenName', 'model', 'requests', 'promptTokens', 'completionTokens'] as const satisfies ReadonlyArray<keyof UsageRow>;
+export const USAGE_COLUMNS = ['day', 'tokenId', 'tokenName', 'model', 'requests', 'promptTokens', 'completionTokens'] as const satisfies ReadonlyArray<
+  keyof UsageRow
+>;
 
 /** `GET /api/v1/usage`: the days it covers (both included) and how it is grouped, with its rows. */
 export const UsageReport = z.object({

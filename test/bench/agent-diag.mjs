@@ -13,7 +13,13 @@ const sentOn = new WeakMap();
 
 subscribe('undici:client:sendHeaders', ({ request, socket }) => {
   const since = idleSince.get(socket);
-  sentOn.set(request, { socket, at: performance.now(), answeredAt: null, reused: usedBefore.get(socket) ?? 0, idleMs: since === undefined ? null : performance.now() - since });
+  sentOn.set(request, {
+    socket,
+    at: performance.now(),
+    answeredAt: null,
+    reused: usedBefore.get(socket) ?? 0,
+    idleMs: since === undefined ? null : performance.now() - since,
+  });
 });
 subscribe('undici:request:headers', ({ request }) => {
   const sent = sentOn.get(request);

@@ -55,19 +55,34 @@ async function startEdge(bundles: Bundles, logs: string, state: string): Promise
     fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer ${fixture.adminToken}`, 'content-type': 'application/json' } });
   const put = await api(`/api/v1/deployments/${MODEL}`, { method: 'PUT', body: JSON.stringify(deploymentSpec) });
   if (!put.ok) throw new Error(`edge deployment: ${put.status} ${await put.text()}`);
-  const enrollment = (await (await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'edge-node', labels: { bench: 'true' } }) })).json()) as { token: string };
+  const enrollment = (await (
+    await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'edge-node', labels: { bench: 'true' } }) })
+  ).json()) as { token: string };
   const stateDir = join(state, 'edge-node');
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const enroll = spawnLogged(process.execPath, [bundles.agent, 'enroll', '--url', url, '--token', '-', '--name', 'edge-node', '--state-dir', stateDir], { LUNANEXA_ENROLLMENT_TOKEN: enrollment.token }, join(logs, 'edge-enroll.log'));
+  const enroll = spawnLogged(
+    process.execPath,
+    [bundles.agent, 'enroll', '--url', url, '--token', '-', '--name', 'edge-node', '--state-dir', stateDir],
+    { LUNANEXA_ENROLLMENT_TOKEN: enrollment.token },
+    join(logs, 'edge-enroll.log'),
+  );
   await exited(enroll);
-  const agent = spawnLogged(process.execPath, [bundles.agent, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {}, join(logs, 'edge-agent.log'));
+  const agent = spawnLogged(
+    process.execPath,
+    [bundles.agent, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'],
+    {},
+    join(logs, 'edge-agent.log'),
+  );
   const target: Target = { url, token: fixture.adminToken, model: MODEL, maxTokens: MAX_TOKENS };
   // Placement runs on the cron trigger: tick until the replica answers.
   const worker = (await mf.getWorker()) as unknown as { scheduled(opts: { cron: string }): Promise<unknown> };
   await waitFor(
     async () => {
       await worker.scheduled({ cron: '*/1 * * * *' });
-      const response = await api('/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ready?' }], max_tokens: 1 }) });
+      const response = await api('/v1/chat/completions', {
+        method: 'POST',
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ready?' }], max_tokens: 1 }),
+      });
       await response.text();
       return response.ok;
     },
@@ -99,7 +114,11 @@ interface LatencyRow {
 const round1 = (v: number) => Math.round(v * 10) / 10;
 const round2 = (v: number) => Math.round(v * 100) / 100;
 
-async function latency(targets: Record<string, Target>, cpu: Record<string, { path: string[]; postgres: string | null }>, tracked: Tracked[]): Promise<LatencyRow[]> {
+async function latency(
+  targets: Record<string, Target>,
+  cpu: Record<string, { path: string[]; postgres: string | null }>,
+  tracked: Tracked[],
+): Promise<LatencyRow[]> {
   const rows: LatencyRow[] = [];
   for (const c of CONCURRENCY) {
     const totals = new Map<string, { sample: Sample; cpu: Record<string, number> }>();
@@ -153,7 +172,10 @@ interface ConnectionRow {
 async function connections(edge: Edge): Promise<{ rows: ConnectionRow[]; idlePerMinute: number }> {
   const { proxy } = edge.fixture;
   const chat = (stream: boolean) => () =>
-    edge.api('/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'count' }], max_tokens: MAX_TOKENS, stream }) });
+    edge.api('/v1/chat/completions', {
+      method: 'POST',
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'count' }], max_tokens: MAX_TOKENS, stream }),
+    });
   const spec = JSON.stringify(deploymentSpec);
   const types: Array<[string, () => Promise<Response>]> = [
     ['POST /v1/chat/completions (stream)', chat(true)],
@@ -215,7 +237,14 @@ async function main(): Promise<void> {
   let edge: Edge | undefined;
   try {
     const bundles = await currentBundles();
-    const node = await startLunaNexa({ bundles, databaseUrl: nodeDb.url, logs, state: join(work, 'node'), twoInstances: false, deployments: [{ model: MODEL, tokensPerSecond: 2_000 }] });
+    const node = await startLunaNexa({
+      bundles,
+      databaseUrl: nodeDb.url,
+      logs,
+      state: join(work, 'node'),
+      twoInstances: false,
+      deployments: [{ model: MODEL, tokensPerSecond: 2_000 }],
+    });
     edge = await startEdge(bundles, logs, join(work, 'edge'));
     const targets: Record<string, Target> = {
       direct: { url: `http://127.0.0.1:${node.runtimePorts.get(MODEL)}`, token: null, model: MODEL, maxTokens: MAX_TOKENS },

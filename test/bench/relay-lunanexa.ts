@@ -100,19 +100,34 @@ export async function startLunaNexa(opts: {
     });
     if (!put.ok) throw new Error(`deployment ${d.model}: ${put.status} ${await put.text()}`);
   }
-  const enrollment = (await (await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'bench-node', labels: { bench: 'true' } }) })).json()) as { token: string };
+  const enrollment = (await (
+    await api('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ name: 'bench-node', labels: { bench: 'true' } }) })
+  ).json()) as { token: string };
   const stateDir = join(opts.state, 'node');
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const enroll = spawnLogged(process.execPath, [agent, 'enroll', '--url', b.url, '--token', '-', '--name', 'bench-node', '--state-dir', stateDir], { LUNANEXA_ENROLLMENT_TOKEN: enrollment.token }, join(opts.logs, 'enroll.log'));
+  const enroll = spawnLogged(
+    process.execPath,
+    [agent, 'enroll', '--url', b.url, '--token', '-', '--name', 'bench-node', '--state-dir', stateDir],
+    { LUNANEXA_ENROLLMENT_TOKEN: enrollment.token },
+    join(opts.logs, 'enroll.log'),
+  );
   await exited(enroll);
   // The diagnostics preload reaches the agent only: a runtime's environment is built afresh, without NODE_OPTIONS.
   const nodeOptions = `${process.env.NODE_OPTIONS ?? ''} --import=${AGENT_DIAG}`.trim();
-  const node = spawnLogged(process.execPath, [...CPU_PROFILE, agent, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { NODE_OPTIONS: nodeOptions }, join(opts.logs, 'agent.log'));
+  const node = spawnLogged(
+    process.execPath,
+    [...CPU_PROFILE, agent, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'],
+    { NODE_OPTIONS: nodeOptions },
+    join(opts.logs, 'agent.log'),
+  );
   for (const d of opts.deployments) {
-    await waitFor(async () => {
-      const machines = await allPages<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }>(api, '/api/v1/machines');
-      return machines.some((m) => m.runtimes.some((r) => r.deploymentName === d.model && r.routable));
-    }, { timeoutMs: 90_000, what: `${d.model} routable` });
+    await waitFor(
+      async () => {
+        const machines = await allPages<{ runtimes: Array<{ deploymentName: string; routable: boolean }> }>(api, '/api/v1/machines');
+        return machines.some((m) => m.runtimes.some((r) => r.deploymentName === d.model && r.routable));
+      },
+      { timeoutMs: 90_000, what: `${d.model} routable` },
+    );
     // Each instance routes from its own snapshot; wait until both see the replica.
     for (const instance of a ? [b, a] : [b]) await waitFor(() => routes(instance, d.model), { timeoutMs: 90_000, what: `${instance.url} routes ${d.model}` });
   }

@@ -28,7 +28,23 @@ export interface Row {
   loadAverage1m: number[];
 }
 
-export function toRow(key: Omit<Row, 'requests' | 'errors' | 'ttftP50Ms' | 'ttftP99Ms' | 'itlP50Ms' | 'itlP99Ms' | 'tokensPerSecond' | 'cpuMsPerRequest' | 'cpuPercentOfCore' | 'pathCpuMsPerRequest'>, s: Sample, cpuMs: Record<string, number>): Row {
+export function toRow(
+  key: Omit<
+    Row,
+    | 'requests'
+    | 'errors'
+    | 'ttftP50Ms'
+    | 'ttftP99Ms'
+    | 'itlP50Ms'
+    | 'itlP99Ms'
+    | 'tokensPerSecond'
+    | 'cpuMsPerRequest'
+    | 'cpuPercentOfCore'
+    | 'pathCpuMsPerRequest'
+  >,
+  s: Sample,
+  cpuMs: Record<string, number>,
+): Row {
   const perRequest = (ms: number) => ms / Math.max(1, s.requests);
   const cpuMsPerRequest = Object.fromEntries(Object.entries(cpuMs).map(([name, ms]) => [name, perRequest(ms)]));
   return {
@@ -91,9 +107,14 @@ export function realisticTable(rows: Row[]): string[] {
 
 /** Every round on its own, in the order run: the load average beside each round's figures. */
 export function roundsTable(rounds: Row[]): string[] {
-  const lines = ['| profile | c | round | path | tokens/s | TTFT p50 ms | ITL p99 ms | errors | CPU ms/req on path | load 1 min |', '|---|---|---|---|---|---|---|---|---|---|'];
+  const lines = [
+    '| profile | c | round | path | tokens/s | TTFT p50 ms | ITL p99 ms | errors | CPU ms/req on path | load 1 min |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+  ];
   for (const r of rounds) {
-    lines.push(`| ${r.profile} | ${r.concurrency} | ${r.round} | ${r.label} | ${num(r.tokensPerSecond, 0)} | ${num(r.ttftP50Ms)} | ${num(r.itlP99Ms)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${num(r.loadAverage1m[0]!)} |`);
+    lines.push(
+      `| ${r.profile} | ${r.concurrency} | ${r.round} | ${r.label} | ${num(r.tokensPerSecond, 0)} | ${num(r.ttftP50Ms)} | ${num(r.itlP99Ms)} | ${r.errors} | ${num(r.pathCpuMsPerRequest, 3)} | ${num(r.loadAverage1m[0]!)} |`,
+    );
   }
   return lines;
 }
@@ -129,7 +150,10 @@ export function baseline(rows: Row[], rounds: Row[], variants: Variant[]): Basel
     const each = values(rounds);
     return { measure: name, value: values(rows)[0] ?? null, rounds: each.length ? [Math.min(...each), Math.max(...each)] : null, unit, target };
   };
-  const other = (reference: Row, path: string) => (reference.round === null ? rows : rounds).find((r) => r.profile === reference.profile && r.concurrency === reference.concurrency && r.round === reference.round && r.path === path);
+  const other = (reference: Row, path: string) =>
+    (reference.round === null ? rows : rounds).find(
+      (r) => r.profile === reference.profile && r.concurrency === reference.concurrency && r.round === reference.round && r.path === path,
+    );
   const cpu = (path: string, only?: string[]) => (d: Row) => {
     const row = other(d, path);
     return !row ? null : only ? only.reduce((sum, name) => sum + (row.cpuMsPerRequest[name] ?? 0), 0) : row.pathCpuMsPerRequest;
@@ -139,17 +163,46 @@ export function baseline(rows: Row[], rounds: Row[], variants: Variant[]): Basel
     ...each((v) => measure(`CPU per request, control plane + agent, c=64${v.label}`, 'ms', '<= 0.7 ms', 'worst', 64, cpu(v.one))),
     measure('CPU per request, sshd + ssh, c=64 (reference)', 'ms', '', 'worst', 64, cpu('ssh')),
     measure('CPU per request, nginx, c=64 (reference)', 'ms', '', 'worst', 64, cpu('nginx')),
-    ...each((v) => measure(`tokens/s vs ssh -R, c=64${v.label}`, '%', '>= 80 %', 'worst', 64, (d) => ratio(other(d, v.one)?.tokensPerSecond, other(d, 'ssh')?.tokensPerSecond))),
-    ...each((v) => measure(`tokens/s vs direct, c=64 (reference)${v.label}`, '%', '', 'worst', 64, (d) => ratio(other(d, v.one)?.tokensPerSecond, d.tokensPerSecond))),
+    ...each((v) =>
+      measure(`tokens/s vs ssh -R, c=64${v.label}`, '%', '>= 80 %', 'worst', 64, (d) =>
+        ratio(other(d, v.one)?.tokensPerSecond, other(d, 'ssh')?.tokensPerSecond),
+      ),
+    ),
+    ...each((v) =>
+      measure(`tokens/s vs direct, c=64 (reference)${v.label}`, '%', '', 'worst', 64, (d) => ratio(other(d, v.one)?.tokensPerSecond, d.tokensPerSecond)),
+    ),
     ...each((v) => measure(`added TTFT p50 vs direct, c=1${v.label}`, 'ms', '<= 1 ms', 'worst', 1, (d) => diff(other(d, v.one)?.ttftP50Ms, d.ttftP50Ms))),
     measure('added TTFT p50 vs direct, c=1, ssh -R (reference)', 'ms', '', 'worst', 1, (d) => diff(other(d, 'ssh')?.ttftP50Ms, d.ttftP50Ms)),
-    ...each((v) => measure(`realistic profile: added ITL p99${v.label}`, 'ms', '<= +8 ms', 'realistic', undefined, (d) => diff(other(d, v.one)?.itlP99Ms, d.itlP99Ms))),
-    measure('realistic profile: added ITL p99, ssh -R (reference)', 'ms', '', 'realistic', undefined, (d) => diff(other(d, 'ssh')?.itlP99Ms, d.itlP99Ms)),
-    ...each((v) => measure(`realistic profile: control-plane CPU${v.label}`, '% of a core', '<= 25 %', 'realistic', undefined, (d) => other(d, v.one)?.cpuPercentOfCore[`control plane${v.tag}`] ?? null)),
     ...each((v) =>
-      measure(`two instances: CPU per request, both planes + agent, c=64${v.label}`, 'ms', '<= 1.5 ms', 'worst', 64, cpu(v.two, ['control plane A', 'control plane', 'agent'].map((g) => `${g}${v.tag}`))),
+      measure(`realistic profile: added ITL p99${v.label}`, 'ms', '<= +8 ms', 'realistic', undefined, (d) => diff(other(d, v.one)?.itlP99Ms, d.itlP99Ms)),
     ),
-    ...each((v) => measure(`two instances: CPU per request, the same and the PostgreSQL backends, c=64 (reference)${v.label}`, 'ms', '', 'worst', 64, cpu(v.two))),
+    measure('realistic profile: added ITL p99, ssh -R (reference)', 'ms', '', 'realistic', undefined, (d) => diff(other(d, 'ssh')?.itlP99Ms, d.itlP99Ms)),
+    ...each((v) =>
+      measure(
+        `realistic profile: control-plane CPU${v.label}`,
+        '% of a core',
+        '<= 25 %',
+        'realistic',
+        undefined,
+        (d) => other(d, v.one)?.cpuPercentOfCore[`control plane${v.tag}`] ?? null,
+      ),
+    ),
+    ...each((v) =>
+      measure(
+        `two instances: CPU per request, both planes + agent, c=64${v.label}`,
+        'ms',
+        '<= 1.5 ms',
+        'worst',
+        64,
+        cpu(
+          v.two,
+          ['control plane A', 'control plane', 'agent'].map((g) => `${g}${v.tag}`),
+        ),
+      ),
+    ),
+    ...each((v) =>
+      measure(`two instances: CPU per request, the same and the PostgreSQL backends, c=64 (reference)${v.label}`, 'ms', '', 'worst', 64, cpu(v.two)),
+    ),
   ];
 }
 const ratio = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined ? null : (100 * x) / y);
@@ -159,7 +212,9 @@ export function baselineTable(measures: Baseline[]): string[] {
   const lines = ['| measure | this run (all rounds) | single rounds | target |', '|---|---|---|---|'];
   for (const m of measures) {
     const unit = m.unit === 'ms' ? ' ms' : ` ${m.unit}`;
-    lines.push(`| ${m.measure} | ${m.value === null ? 'n/a' : `${num(m.value)}${unit}`} | ${m.rounds ? `${span(m.rounds[0], m.rounds[1])}${unit}` : 'n/a'} | ${m.target} |`);
+    lines.push(
+      `| ${m.measure} | ${m.value === null ? 'n/a' : `${num(m.value)}${unit}`} | ${m.rounds ? `${span(m.rounds[0], m.rounds[1])}${unit}` : 'n/a'} | ${m.target} |`,
+    );
   }
   return lines;
 }

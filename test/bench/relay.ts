@@ -70,7 +70,9 @@ const profileChoice = process.env.BENCH_PROFILE ?? 'both';
 const profiles = PROFILES.filter((p) => profileChoice === 'both' || profileChoice === p.key);
 const pathKeys = (process.env.BENCH_PATHS?.split(',') ?? allKeys) as PathKey[];
 if (profiles.length === 0 || pathKeys.some((k) => !allKeys.includes(k))) {
-  throw new Error(`BENCH_PROFILE is worst, realistic or both; BENCH_PATHS is a subset of ${PATH_KEYS.join(',')} (before1 and before2 with BENCH_BASELINE=<git revision>)`);
+  throw new Error(
+    `BENCH_PROFILE is worst, realistic or both; BENCH_PATHS is a subset of ${PATH_KEYS.join(',')} (before1 and before2 with BENCH_BASELINE=<git revision>)`,
+  );
 }
 
 interface Path {
@@ -119,9 +121,7 @@ async function main(): Promise<void> {
   await mkdir(join(root, 'logs'));
   await mkdir(join(root, 'state'), { mode: 0o700 });
   const before = BASELINE ? await resolveRevision(BASELINE) : null;
-  const setups: Setup[] = [
-    { one: 'lunanexa1', two: 'lunanexa2', dir: '', tag: '', label: before ? ' (after: working tree)' : '', bundles: currentBundles },
-  ];
+  const setups: Setup[] = [{ one: 'lunanexa1', two: 'lunanexa2', dir: '', tag: '', label: before ? ' (after: working tree)' : '', bundles: currentBundles }];
   if (before) {
     setups.push({
       one: 'before1',
@@ -177,18 +177,50 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
     }
     const peerStarted = await start();
     tracked.push(...peerStarted.processes);
-    paths.push({ key, label: key, onPath, runtime, target: (p) => ({ url: peerStarted.urls.get(runtimePort(p))!, token: null, model: p.model, maxTokens: p.maxTokens }) });
+    paths.push({
+      key,
+      label: key,
+      onPath,
+      runtime,
+      target: (p) => ({ url: peerStarted.urls.get(runtimePort(p))!, token: null, model: p.model, maxTokens: p.maxTokens }),
+    });
   };
-  if (pathKeys.includes('direct')) paths.push({ key: 'direct', label: 'direct', onPath: [], runtime, target: (p) => ({ url: `http://127.0.0.1:${runtimePort(p)}`, token: null, model: p.model, maxTokens: p.maxTokens }) });
+  if (pathKeys.includes('direct'))
+    paths.push({
+      key: 'direct',
+      label: 'direct',
+      onPath: [],
+      runtime,
+      target: (p) => ({ url: `http://127.0.0.1:${runtimePort(p)}`, token: null, model: p.model, maxTokens: p.maxTokens }),
+    });
   await peer('nginx', ['nginx'], nginxMissing(), () => startNginx(state, ports));
   await peer('ssh', ['sshd', 'ssh'], sshMissing(), () => startSshTunnel(state, ports));
   for (const [setup, { b, a }] of started) {
     const names = (...groups: string[]) => groups.map((g) => `${g}${setup.tag}`);
     const label = (key: PathKey, what: string) => (before ? `${what}${setup.label}` : key);
-    const via = (instance: { url: string; token: string }) => (p: Profile) => ({ url: instance.url, token: instance.token, model: p.model, maxTokens: p.maxTokens });
-    if (pathKeys.includes(setup.one)) paths.push({ key: setup.one, label: label(setup.one, 'LunaNexa 1 instance'), onPath: names('control plane', 'agent'), runtime: `runtime${setup.tag}`, target: via(b) });
+    const via = (instance: { url: string; token: string }) => (p: Profile) => ({
+      url: instance.url,
+      token: instance.token,
+      model: p.model,
+      maxTokens: p.maxTokens,
+    });
+    if (pathKeys.includes(setup.one))
+      paths.push({
+        key: setup.one,
+        label: label(setup.one, 'LunaNexa 1 instance'),
+        onPath: names('control plane', 'agent'),
+        runtime: `runtime${setup.tag}`,
+        target: via(b),
+      });
     // Across instances the payload and the frames pass through PostgreSQL: its backends for the setup's database are on the path.
-    if (a) paths.push({ key: setup.two, label: label(setup.two, 'LunaNexa 2 instances'), onPath: names('control plane A', 'control plane', 'agent', 'postgres'), runtime: `runtime${setup.tag}`, target: via(a) });
+    if (a)
+      paths.push({
+        key: setup.two,
+        label: label(setup.two, 'LunaNexa 2 instances'),
+        onPath: names('control plane A', 'control plane', 'agent', 'postgres'),
+        runtime: `runtime${setup.tag}`,
+        target: via(a),
+      });
   }
 
   const rows: Row[] = [];
@@ -210,7 +242,20 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
           const sample = await window(path.key, path.target(profile), concurrency, profile.requests(concurrency));
           const cpuMs = cpuSince(before, tracked);
           const load = loadAverage();
-          const row = toRow({ profile: profile.key, path: path.key, label: path.label, runtime: path.runtime, concurrency, round: round + 1, onPath: path.onPath, loadAverage1m: [load] }, sample, cpuMs);
+          const row = toRow(
+            {
+              profile: profile.key,
+              path: path.key,
+              label: path.label,
+              runtime: path.runtime,
+              concurrency,
+              round: round + 1,
+              onPath: path.onPath,
+              loadAverage1m: [load],
+            },
+            sample,
+            cpuMs,
+          );
           rounds.push(row);
           const total = totals.get(path.key) ?? { sample: emptySample(), cpuMs: {}, loads: [] };
           totals.set(path.key, total);
@@ -224,7 +269,22 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
       }
       for (const path of paths) {
         const total = totals.get(path.key)!;
-        rows.push(toRow({ profile: profile.key, path: path.key, label: path.label, runtime: path.runtime, concurrency, round: null, onPath: path.onPath, loadAverage1m: total.loads }, total.sample, total.cpuMs));
+        rows.push(
+          toRow(
+            {
+              profile: profile.key,
+              path: path.key,
+              label: path.label,
+              runtime: path.runtime,
+              concurrency,
+              round: null,
+              onPath: path.onPath,
+              loadAverage1m: total.loads,
+            },
+            total.sample,
+            total.cpuMs,
+          ),
+        );
       }
     }
     const mine = rows.filter((r) => r.profile === profile.key);
@@ -245,7 +305,9 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
   for (const { path, kinds } of failed) for (const k of kinds) console.log(`failure on ${path} x${k.count}: ${k.kind}: ${k.example}`);
   if (failed.length > 0) {
     keepLogs = true;
-    console.log(`kept for the failures: logs of the control planes and the agent (each failed request of its own included) in ${join(root, 'logs')}, of nginx and sshd in ${state}`);
+    console.log(
+      `kept for the failures: logs of the control planes and the agent (each failed request of its own included) in ${join(root, 'logs')}, of nginx and sshd in ${state}`,
+    );
   }
   const everything = profiles.length === PROFILES.length && paths.length === allKeys.length;
   if (!everything) {
@@ -253,8 +315,15 @@ async function measure(logs: string, state: string, setups: Setup[], before: { r
     return;
   }
   await mkdir('bench/results', { recursive: true });
-  const settings = { rounds: ROUNDS, ...(before ? { before } : {}), profiles: profiles.map((p) => ({ ...p, requests: Object.fromEntries(p.concurrency.map((c) => [c, p.requests(c)])) })) };
-  await writeFile('bench/results/relay.json', `${JSON.stringify({ measuredAt: new Date().toISOString(), command: 'npm run bench:relay', settings, baseline: measures, rows, rounds, failures: failed }, null, 2)}\n`);
+  const settings = {
+    rounds: ROUNDS,
+    ...(before ? { before } : {}),
+    profiles: profiles.map((p) => ({ ...p, requests: Object.fromEntries(p.concurrency.map((c) => [c, p.requests(c)])) })),
+  };
+  await writeFile(
+    'bench/results/relay.json',
+    `${JSON.stringify({ measuredAt: new Date().toISOString(), command: 'npm run bench:relay', settings, baseline: measures, rows, rounds, failures: failed }, null, 2)}\n`,
+  );
 }
 
 try {

@@ -83,10 +83,26 @@ async function measure(operation: string, act: () => Promise<void>, done: () => 
 try {
   await put(spec(4));
   await settled(4);
-  await measure('re-apply unchanged spec', () => put(spec(4)), () => settled(4));
-  await measure('scale 4 -> 2', () => put(spec(2)), () => settled(2));
-  await measure('scale 2 -> 4', () => put(spec(4)), () => settled(4));
-  await measure('rolling update of 4 replicas (2 s load each)', () => put(spec(4, 25)), () => settled(4));
+  await measure(
+    're-apply unchanged spec',
+    () => put(spec(4)),
+    () => settled(4),
+  );
+  await measure(
+    'scale 4 -> 2',
+    () => put(spec(2)),
+    () => settled(2),
+  );
+  await measure(
+    'scale 2 -> 4',
+    () => put(spec(4)),
+    () => settled(4),
+  );
+  await measure(
+    'rolling update of 4 replicas (2 s load each)',
+    () => put(spec(4, 25)),
+    () => settled(4),
+  );
   await put(spec(3, 25));
   await settled(3);
   const target = (await detail()).status.replicas[0]!.machineId;
@@ -97,14 +113,21 @@ try {
       if (response.status !== 200) throw new Error(`drain answered ${response.status}`);
     },
     () =>
-      waitFor(async () => ((await (await admin(`/api/v1/machines/${target}`)).json()) as MachineView).drained, { timeoutMs: 180_000, intervalMs: 50, what: 'drained' }),
+      waitFor(async () => ((await (await admin(`/api/v1/machines/${target}`)).json()) as MachineView).drained, {
+        timeoutMs: 180_000,
+        intervalMs: 50,
+        what: 'drained',
+      }),
   );
   console.log(`\n${WORKERS} client loops, one small chat request after another (20 ms pause), default control-plane timings\n`);
   console.log('| operation | complete after (s) | requests during | failed | p50 (ms) | p99 (ms) | load avg 1 min |');
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.operation} | ${r.completeS} | ${r.sent} | ${r.failed} | ${r.p50Ms} | ${r.p99Ms} | ${r.load1} |`);
   await mkdir('bench/results', { recursive: true });
-  await writeFile('bench/results/rollout.json', `${JSON.stringify({ measuredAt: new Date().toISOString(), command: 'npm run bench:rollout', workers: WORKERS, rows }, null, 2)}\n`);
+  await writeFile(
+    'bench/results/rollout.json',
+    `${JSON.stringify({ measuredAt: new Date().toISOString(), command: 'npm run bench:rollout', workers: WORKERS, rows }, null, 2)}\n`,
+  );
 } finally {
   await stopSimNodes(nodes);
   await plane.close();

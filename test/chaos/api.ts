@@ -67,10 +67,23 @@ export class Api {
 }
 
 /** A deployment of the built-in simulator on the simulated nodes (label `sim=true`, as `startSimNode` enrolls them). */
-export function simulatedDeployment(model: string, replicas: number, runtime: { ttftMs?: number; tokensPerSecond?: number; loadMs?: number } = {}, extra: Record<string, unknown> = {}) {
+export function simulatedDeployment(
+  model: string,
+  replicas: number,
+  runtime: { ttftMs?: number; tokensPerSecond?: number; loadMs?: number } = {},
+  extra: Record<string, unknown> = {},
+) {
   return {
     model,
-    runtime: { kind: 'simulated', model, ttftMs: runtime.ttftMs ?? 20, tokensPerSecond: runtime.tokensPerSecond ?? 200, loadMs: runtime.loadMs ?? 1_000, memoryMiB: 128, failureRate: 0 },
+    runtime: {
+      kind: 'simulated',
+      model,
+      ttftMs: runtime.ttftMs ?? 20,
+      tokensPerSecond: runtime.tokensPerSecond ?? 200,
+      loadMs: runtime.loadMs ?? 1_000,
+      memoryMiB: 128,
+      failureRate: 0,
+    },
     replicas,
     selector: { sim: 'true' },
     memoryMiB: 128,

@@ -21,7 +21,10 @@ export async function replicasServing(api: Api, name: string, count: number): Pr
 
 /** Waits (bounded) until the fleet serves: a setup that does not get there is an error of the run, not a result. */
 export async function waitUntilServing(api: Api, name: string, machines: number, replicas: number, timeoutMs = 180_000): Promise<number> {
-  const took = await secondsUntil(async () => (await machinesReady(api, machines)) && (await replicasServing(api, name, replicas)), { timeoutMs, intervalMs: 500 });
+  const took = await secondsUntil(async () => (await machinesReady(api, machines)) && (await replicasServing(api, name, replicas)), {
+    timeoutMs,
+    intervalMs: 500,
+  });
   if (took === null) throw new Error(`${machines} ready machines serving ${replicas} replicas of ${name} not reached within ${timeoutMs / 1000} s`);
   return took;
 }

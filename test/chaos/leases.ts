@@ -14,7 +14,9 @@ export async function leaseReader(scope: Scope, databaseUrl: string) {
   return {
     /** Machine name -> instance id of its stream lease. */
     async holders(): Promise<Map<string, string>> {
-      const { rows } = await client.query<{ name: string; instance: string }>('select m.name, l.instance_id as instance from stream_leases l join machines m on m.id = l.machine_id');
+      const { rows } = await client.query<{ name: string; instance: string }>(
+        'select m.name, l.instance_id as instance from stream_leases l join machines m on m.id = l.machine_id',
+      );
       return new Map(rows.map((r) => [r.name, r.instance]));
     },
     /** Instance ids in the order the instances started. */

@@ -6,7 +6,13 @@ import type { RequestTally } from './scenario.js';
 /** A load's outcome in the table's form. */
 export function tally(report: LoadReport): RequestTally {
   const p = (q: number) => roundMs(percentile(report.latenciesMs, q));
-  return { sent: report.sent, failed: report.failures.length, p50Ms: p(50), p99Ms: p(99), maxMs: roundMs(report.latenciesMs.length ? Math.max(...report.latenciesMs) : null) };
+  return {
+    sent: report.sent,
+    failed: report.failures.length,
+    p50Ms: p(50),
+    p99Ms: p(99),
+    maxMs: roundMs(report.latenciesMs.length ? Math.max(...report.latenciesMs) : null),
+  };
 }
 
 /**
@@ -22,7 +28,9 @@ export function clientLoad(api: Api, model: string, opts: { workers?: number; pa
       try {
         return await Promise.race([
           load.stop(),
-          new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the client load did not stop within 60 s (a request hangs)')), 60_000))),
+          new Promise<never>(
+            (_, reject) => (timer = setTimeout(() => reject(new Error('the client load did not stop within 60 s (a request hangs)')), 60_000)),
+          ),
         ]);
       } finally {
         clearTimeout(timer);

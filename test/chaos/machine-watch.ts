@@ -36,7 +36,13 @@ export function watchMachines(api: Api, intervalMs: number) {
   const loop = (async () => {
     while (running) {
       const at = performance.now();
-      polls.push({ at, machines: await api.machines().then((list) => list.map(sight), () => null) });
+      polls.push({
+        at,
+        machines: await api.machines().then(
+          (list) => list.map(sight),
+          () => null,
+        ),
+      });
       await sleep(Math.max(0, intervalMs - (performance.now() - at)));
     }
   })();

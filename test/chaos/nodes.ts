@@ -17,7 +17,10 @@ export async function runtimeRecords(node: SimNode): Promise<RuntimeRecord[]> {
   const dir = join(node.stateDir, 'runtimes');
   const records: RuntimeRecord[] = [];
   for (const file of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json'))) {
-    const record = await readFile(join(dir, file), 'utf8').then((text) => JSON.parse(text) as RuntimeRecord, () => null);
+    const record = await readFile(join(dir, file), 'utf8').then(
+      (text) => JSON.parse(text) as RuntimeRecord,
+      () => null,
+    );
     if (record) records.push(record);
   }
   return records;

@@ -45,7 +45,10 @@ export async function controlPlane(scope: Scope, opts: { name: string; databaseU
   const token = (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim();
   const exitReason = async () => {
     const log = await readFile(plane.logFile, 'utf8').catch(() => '');
-    const thrown = log.split('\n').filter((line) => /^(\w*Error|error)\b.*:/.test(line)).at(-1);
+    const thrown = log
+      .split('\n')
+      .filter((line) => /^(\w*Error|error)\b.*:/.test(line))
+      .at(-1);
     return `${plane.process.signalCode ?? `exit ${plane.process.exitCode}`}${thrown ? `: ${thrown}` : ''}`;
   };
   return { ...plane, name: opts.name, api: new Api(plane.url, token), alive, exitReason };
@@ -53,7 +56,10 @@ export async function controlPlane(scope: Scope, opts: { name: string; databaseU
 
 /** A TCP balancer in front of `planes`, closed with the scenario. */
 export async function balancer(scope: Scope, planes: readonly ChaosPlane[], mode: 'failover' | 'round-robin'): Promise<Balancer> {
-  const lb = await startBalancer(planes.map((p) => p.port), mode);
+  const lb = await startBalancer(
+    planes.map((p) => p.port),
+    mode,
+  );
   scope.defer(`the ${mode} balancer`, () => lb.close());
   return lb;
 }

@@ -39,7 +39,11 @@ export function detailTables(results: readonly ScenarioResult[]): string {
         '',
         '| measurement | value |',
         '|---|---|',
-        ...(r.requests ? [`| requests sent / failed, p50 / p99 / max (ms) | ${r.requests.sent} / ${r.requests.failed}, ${cell(r.requests.p50Ms)} / ${cell(r.requests.p99Ms)} / ${cell(r.requests.maxMs)} |`] : []),
+        ...(r.requests
+          ? [
+              `| requests sent / failed, p50 / p99 / max (ms) | ${r.requests.sent} / ${r.requests.failed}, ${cell(r.requests.p50Ms)} / ${cell(r.requests.p99Ms)} / ${cell(r.requests.maxMs)} |`,
+            ]
+          : []),
         ...Object.entries(r.metrics).map(([name, value]) => `| ${cell(name)} | ${cell(value)} |`),
       ].join('\n'),
     )

@@ -26,7 +26,10 @@ if (values.list) {
   for (const s of SCENARIOS) console.log(`${s.name.padEnd(20)} ~${s.expectedS} s  ${s.title}`);
   process.exit(0);
 }
-const only = values.only?.split(',').map((name) => name.trim()).filter(Boolean);
+const only = values.only
+  ?.split(',')
+  .map((name) => name.trim())
+  .filter(Boolean);
 const unknown = only?.filter((name) => !SCENARIOS.some((s) => s.name === name)) ?? [];
 if (unknown.length) {
   console.error(`unknown scenario ${unknown.join(', ')}; there are: ${SCENARIOS.map((s) => s.name).join(', ')}`);
@@ -46,7 +49,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 const command = `npm run chaos${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
 const loadAtStart = loadAverage();
-process.stderr.write(`[chaos] ${selected.length} scenarios, about ${Math.round(selected.reduce((s, x) => s + x.expectedS, 0) / 60)} min: ${selected.map((s) => s.name).join(', ')}\n`);
+process.stderr.write(
+  `[chaos] ${selected.length} scenarios, about ${Math.round(selected.reduce((s, x) => s + x.expectedS, 0) / 60)} min: ${selected.map((s) => s.name).join(', ')}\n`,
+);
 const results: ScenarioResult[] = [];
 for (const scenario of selected) results.push(await runScenario(scenario, logsDir));
 
@@ -56,6 +61,11 @@ const header = [
   `load average ${loadAtStart.join(' / ')} at the start, ${loadAverage().join(' / ')} at the end (1 / 5 / 15 min).`,
 ].join(' ');
 console.log(`\n${header}\n\n${summaryTable(results)}\n\n${detailTables(results)}\n`);
-await writeFile(out, `${JSON.stringify({ measuredAt, command, machine: { cpus: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.versions.node }, loadAvgStart: loadAtStart, loadAvgEnd: loadAverage(), results }, null, 2)}\n`);
-process.stderr.write(`[chaos] results written to ${out}${results.some((r) => r.outcome !== 'met') ? `; logs of the scenarios that missed a target in ${logsDir}` : ''}\n`);
+await writeFile(
+  out,
+  `${JSON.stringify({ measuredAt, command, machine: { cpus: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.versions.node }, loadAvgStart: loadAtStart, loadAvgEnd: loadAverage(), results }, null, 2)}\n`,
+);
+process.stderr.write(
+  `[chaos] results written to ${out}${results.some((r) => r.outcome !== 'met') ? `; logs of the scenarios that missed a target in ${logsDir}` : ''}\n`,
+);
 process.exit(results.every((r) => r.outcome === 'met') ? 0 : 1);

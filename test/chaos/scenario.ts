@@ -110,7 +110,8 @@ export async function runScenario(scenario: Scenario, logsDir: string): Promise<
   let keepLogs = true;
   // Runs once every process is stopped, so the logs are whole.
   scope.defer('keeping the logs', async () => {
-    if (keepLogs) await cp(dir, join(logsDir, scenario.name), { recursive: true, filter: (path) => !/\/(store|data)$/.test(path) && !/\.(jwk|token|key)$/.test(path) });
+    if (keepLogs)
+      await cp(dir, join(logsDir, scenario.name), { recursive: true, filter: (path) => !/\/(store|data)$/.test(path) && !/\.(jwk|token|key)$/.test(path) });
   });
   let measured: Measured | null = null;
   let error: string | null = null;
@@ -133,7 +134,16 @@ export async function runScenario(scenario: Scenario, logsDir: string): Promise<
   const result: ScenarioResult = {
     name: scenario.name,
     title: scenario.title,
-    ...(measured ?? { setup: '', detectS: null, healS: null, requests: null, lost: 'unknown (the scenario did not finish)', restartNeeded: false, missed: [], metrics: {} }),
+    ...(measured ?? {
+      setup: '',
+      detectS: null,
+      healS: null,
+      requests: null,
+      lost: 'unknown (the scenario did not finish)',
+      restartNeeded: false,
+      missed: [],
+      metrics: {},
+    }),
     outcome: error ? 'error' : measured!.missed.length ? 'missed' : 'met',
     error,
     startedAt,

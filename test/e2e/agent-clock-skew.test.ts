@@ -57,7 +57,11 @@ describe('clock skew', () => {
         body,
         nowMs: Date.now() + skewMs,
       });
-      return await fetch(`${plane.url}${path}`, { method, headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body: body.length ? body : undefined });
+      return await fetch(`${plane.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+        body: body.length ? body : undefined,
+      });
     }
     const heartbeatAt = (skewMs: number) => signedAt(skewMs, 'POST', HEARTBEAT, JSON.stringify(heartbeatBody(machine, ++seq)));
 
@@ -94,7 +98,9 @@ describe('clock skew', () => {
     it('refuses a token from a clock 90 s behind (expired on arrival) with clock_skew, naming the clock', async () => {
       const error = await refusal(await heartbeatAt(-90_000));
       expect(error.code).toBe('clock_skew');
-      expect(error.message).toMatch(/^the machine's clock is (90|91) s behind the control plane's \(the token was issued \d+ s ago and expired \d+ s ago\); fix its time \(NTP\)$/);
+      expect(error.message).toMatch(
+        /^the machine's clock is (90|91) s behind the control plane's \(the token was issued \d+ s ago and expired \d+ s ago\); fix its time \(NTP\)$/,
+      );
       expect(error.details).toMatchObject({ reason: 'expired' });
     });
 
@@ -110,7 +116,10 @@ describe('clock skew', () => {
 
     beforeAll(async () => {
       if (!LIBFAKETIME) throw new Error("libfaketime is missing: install Debian's faketime package");
-      const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(Date.now()))'], { env: { ...process.env, ...fakeClock('+600s') }, encoding: 'utf8' });
+      const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(Date.now()))'], {
+        env: { ...process.env, ...fakeClock('+600s') },
+        encoding: 'utf8',
+      });
       const ahead = Number(child.stdout) - Date.now();
       if (!(Math.abs(ahead - 600_000) < 10_000)) throw new Error(`libfaketime does not move node's clock here (a child read ${child.stdout || child.stderr})`);
       // One replica on each machine (one replica per machine): both must take and run their desired state.
@@ -149,7 +158,9 @@ describe('clock skew', () => {
         .map((line) => JSON.parse(line) as { offsetMs: number; warning: string });
       expect(warnings.length).toBeGreaterThanOrEqual(2); // at enrollment and at start
       for (const warning of warnings) {
-        expect(warning.warning).toMatch(new RegExp(`^this machine's clock is (599|600|601)\\.\\d s ${side} the control plane's: .*fix this machine's time \\(NTP\\)$`));
+        expect(warning.warning).toMatch(
+          new RegExp(`^this machine's clock is (599|600|601)\\.\\d s ${side} the control plane's: .*fix this machine's time \\(NTP\\)$`),
+        );
         expect(Math.abs(Math.abs(warning.offsetMs) - 600_000)).toBeLessThan(1_000);
       }
       expect(log).not.toContain('"code":"clock_skew"');

@@ -22,13 +22,18 @@ describe('enrollment token sources', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const token = async (name: string) => (await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: {}, ttlSeconds: 300 } })).token;
+  const token = async (name: string) =>
+    (await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: {}, ttlSeconds: 300 } })).token;
   /** Runs the agent's enroll with `args`, writing `stdin` to it; resolves with its exit code and stderr. */
   const enroll = (name: string, args: string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv } = {}) =>
     new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
       const env = { ...process.env, ...opts.env };
       if (!opts.env?.LUNANEXA_ENROLLMENT_TOKEN) delete env.LUNANEXA_ENROLLMENT_TOKEN;
-      const child = spawn(process.execPath, ['--import', 'tsx', 'agent/main.ts', 'enroll', '--url', plane.url, '--name', name, '--state-dir', join(dir, name), ...args], { env });
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'agent/main.ts', 'enroll', '--url', plane.url, '--name', name, '--state-dir', join(dir, name), ...args],
+        { env },
+      );
       let stderr = '';
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       child.on('error', reject);
@@ -75,10 +80,27 @@ describe('enrollment token sources', () => {
     try {
       const address = capture.address() as AddressInfo;
       const result = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'agent/main.ts', 'enroll', '--url', `http://127.0.0.1:${address.port}`, '--name', 'captured', '--state-dir', join(dir, 'captured'), '--token', '-'], {
-          env: { ...process.env, LUNANEXA_ENROLLMENT_TOKEN: 'lnxe_captured-token' },
-          stdio: 'ignore',
-        });
+        const child = spawn(
+          process.execPath,
+          [
+            '--import',
+            'tsx',
+            'agent/main.ts',
+            'enroll',
+            '--url',
+            `http://127.0.0.1:${address.port}`,
+            '--name',
+            'captured',
+            '--state-dir',
+            join(dir, 'captured'),
+            '--token',
+            '-',
+          ],
+          {
+            env: { ...process.env, LUNANEXA_ENROLLMENT_TOKEN: 'lnxe_captured-token' },
+            stdio: 'ignore',
+          },
+        );
         child.on('error', reject);
         child.on('close', resolve);
       });

@@ -28,7 +28,14 @@ describe('heartbeat retry', () => {
   beforeAll(async () => {
     plane = await startTestPlane({
       store: 'pglite',
-      config: { heartbeatIntervalMs: INTERVAL_MS, runtimeGraceMs: 4_000, machineLifetimeMs: 30_000, runtimeTtlMs: 30_000, streamKeepAliveMs: 1_000, streamLeaseTtlMs: 6_000 },
+      config: {
+        heartbeatIntervalMs: INTERVAL_MS,
+        runtimeGraceMs: 4_000,
+        machineLifetimeMs: 30_000,
+        runtimeTtlMs: 30_000,
+        streamKeepAliveMs: 1_000,
+        streamLeaseTtlMs: 6_000,
+      },
     });
     proxy = createServer((req, res) => {
       const heartbeat = req.method === 'POST' && req.url === '/agent/v1/heartbeat';

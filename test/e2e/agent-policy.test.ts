@@ -40,8 +40,14 @@ describe('the node decides what it runs', () => {
     const stateDir = join(plane.dataDir, 'nodes', name);
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
     const logFile = join(stateDir, 'agent.log');
-    const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 } });
-    const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], { logFile, env: { LUNANEXA_ENROLLMENT_TOKEN: token.token } });
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
+    });
+    const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
+      logFile,
+      env: { LUNANEXA_ENROLLMENT_TOKEN: token.token },
+    });
     expect(await waitForExit(enroll, 60_000)).toBe(0);
     const { machineId } = JSON.parse(await readFile(join(stateDir, 'identity.json'), 'utf8')) as { machineId: string };
     agent = spawnAgent(['run', '--state-dir', stateDir, '--stop-runtimes-on-exit', ...args], { logFile, env: { LUNANEXA_AGENT_POLICY: undefined, ...env } });
@@ -67,7 +73,18 @@ describe('the node decides what it runs', () => {
     // The policy is read before anything is dialled: an identity on disk is all it takes to get there.
     const stateDir = await mkdtemp(join(tmpdir(), 'lnx-missing-policy-'));
     try {
-      const identity = { url: 'http://127.0.0.1:9', name: 'n', machineId: 'm', workspaceId: 'w', clusterId: 'c', credentialId: 'k', credentialIssuedAt: '', credentialExpiresAt: '', jwks: { keys: [] }, heartbeatIntervalMs: 20_000 };
+      const identity = {
+        url: 'http://127.0.0.1:9',
+        name: 'n',
+        machineId: 'm',
+        workspaceId: 'w',
+        clusterId: 'c',
+        credentialId: 'k',
+        credentialIssuedAt: '',
+        credentialExpiresAt: '',
+        jwks: { keys: [] },
+        heartbeatIntervalMs: 20_000,
+      };
       await writeFile(join(stateDir, 'identity.json'), JSON.stringify(identity), { mode: 0o600 });
       const logFile = join(stateDir, 'agent.log');
       agent = spawnAgent(['run', '--state-dir', stateDir, '--policy', '/nonexistent/agent.json'], { logFile });
@@ -82,8 +99,14 @@ describe('the node decides what it runs', () => {
     const policyPath = join(tmpdir(), `lnx-policy-${process.pid}-${Date.now()}.json`);
     await writeFile(policyPath, JSON.stringify({ simulated: true, runAs: { user: 'nobody' } }), { mode: 0o644 });
     try {
-      const node = await startNode('with-policy', [], { LUNANEXA_AGENT_POLICY: policyPath, LNX_E2E_AGENT_SECRET: 'e2e-agent-secret', DATABASE_URL: 'postgres://u:hunter2@127.0.0.1/x' });
-      const row = await waitFor(async () => ((await node.runtimeRow())?.state === 'ready' ? await node.runtimeRow() : null), { what: 'the simulated runtime to be ready' });
+      const node = await startNode('with-policy', [], {
+        LUNANEXA_AGENT_POLICY: policyPath,
+        LNX_E2E_AGENT_SECRET: 'e2e-agent-secret',
+        DATABASE_URL: 'postgres://u:hunter2@127.0.0.1/x',
+      });
+      const row = await waitFor(async () => ((await node.runtimeRow())?.state === 'ready' ? await node.runtimeRow() : null), {
+        what: 'the simulated runtime to be ready',
+      });
       const { pid } = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${row!.assignmentId}.json`), 'utf8')) as { pid: number };
       const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0').filter(Boolean);
       expect(environ.map((pair) => pair.slice(0, pair.indexOf('='))).sort()).toEqual(['HOME', 'LUNANEXA_RUNTIME_INSTANCE', 'PATH', 'PORT']);

@@ -59,7 +59,10 @@ describe('agent refuses an unverifiable desired state', () => {
 
   it('keeps heartbeating, counts the rejection and never starts the runtime', async () => {
     const deployment = await seedDemoDeployment(plane, 1);
-    const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 } });
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name, labels: { sim: 'true' }, ttlSeconds: 300 },
+    });
     const enroll = spawnAgent(['enroll', '--url', plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
       logFile,
       env: { LUNANEXA_ENROLLMENT_TOKEN: token.token },
@@ -107,7 +110,10 @@ describe('agent refuses an unverifiable desired state', () => {
       { timeoutMs: 5_000, what: 'a heartbeat reporting desired_rejected_total >= 1' },
     );
     expect(row.metrics.desired_rejected_total).toBeGreaterThanOrEqual(1);
-    await waitFor(async () => (await readFile(logFile, 'utf8')).includes('desired state rejected'), { timeoutMs: 5_000, what: 'the rejection in the agent log' });
+    await waitFor(async () => (await readFile(logFile, 'utf8')).includes('desired state rejected'), {
+      timeoutMs: 5_000,
+      what: 'the rejection in the agent log',
+    });
 
     // Give a (wrongly) obeying agent time to launch the simulator (its load time is 300 ms).
     await new Promise((resolve) => setTimeout(resolve, 1_500));

@@ -21,12 +21,18 @@ describe('agent reports', () => {
     return row;
   };
   const machineRow = async () => (await plane.ports.store.db.select().from(machines).where(eq(machines.id, machineId)))[0]!;
-  const runtimePid = async (assignmentId: string) => (JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${assignmentId}.json`), 'utf8')) as { pid: number }).pid;
+  const runtimePid = async (assignmentId: string) =>
+    (JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${assignmentId}.json`), 'utf8')) as { pid: number }).pid;
 
   beforeAll(async () => {
     plane = await startTestPlane({ store: 'pglite' });
     // Slow enough to watch: loading takes 2 s, and 40 tokens stream for 2 s.
-    await seedDemoDeployment(plane, 1, { loadMs: 2_000, memoryMiB: 64 }, { runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 20, loadMs: 2_000, memoryMiB: 64, failureRate: 0 } });
+    await seedDemoDeployment(
+      plane,
+      1,
+      { loadMs: 2_000, memoryMiB: 64 },
+      { runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 20, loadMs: 2_000, memoryMiB: 64, failureRate: 0 } },
+    );
     // The node's local policy allows the simulator (as `nobody` when the agent runs as root).
     const policy = join(plane.dataDir, 'agent-policy.json');
     await writeFile(policy, JSON.stringify({ simulated: true, runAs: { user: 'nobody' } }), { mode: 0o644 });
@@ -39,10 +45,13 @@ describe('agent reports', () => {
   });
 
   it('reports start-up progress against the start timeout, then a ready runtime that is not warm yet', async () => {
-    const starting = await waitFor(async () => {
-      const row = await runtimeRow();
-      return row?.state === 'starting' && row.progress ? row : null;
-    }, { what: 'a starting runtime with progress' });
+    const starting = await waitFor(
+      async () => {
+        const row = await runtimeRow();
+        return row?.state === 'starting' && row.progress ? row : null;
+      },
+      { what: 'a starting runtime with progress' },
+    );
     expect(starting.progress!.timeoutMs).toBe(30 * 60_000);
     expect(starting.progress!.elapsedMs).toBeGreaterThanOrEqual(0);
 
@@ -61,10 +70,17 @@ describe('agent reports', () => {
     });
     expect(response.status).toBe(200);
     const body = response.text();
-    const streaming = await waitFor(async () => ((await runtimeRow())?.activeInvocations === 1 ? await runtimeRow() : null), { intervalMs: 50, what: 'the invocation to be reported', timeoutMs: 5_000 });
+    const streaming = await waitFor(async () => ((await runtimeRow())?.activeInvocations === 1 ? await runtimeRow() : null), {
+      intervalMs: 50,
+      what: 'the invocation to be reported',
+      timeoutMs: 5_000,
+    });
     expect(streaming).toMatchObject({ state: 'ready', warm: true, queueDepth: 0 });
     expect(await body).toContain('data: [DONE]');
-    const served = await waitFor(async () => ((await runtimeRow())?.activeInvocations === 0 ? await runtimeRow() : null), { what: 'the end to be reported', timeoutMs: 5_000 });
+    const served = await waitFor(async () => ((await runtimeRow())?.activeInvocations === 0 ? await runtimeRow() : null), {
+      what: 'the end to be reported',
+      timeoutMs: 5_000,
+    });
     expect(served).toMatchObject({ warm: true, queueDepth: 0 });
   });
 
@@ -72,15 +88,23 @@ describe('agent reports', () => {
     const before = (await runtimeRow())!;
     const pid = await runtimePid(before.assignmentId);
     const genBefore = (await machineRow()).desiredGen;
-    await seedDemoDeployment(plane, 1, { loadMs: 2_000, memoryMiB: 64 }, {
-      runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 20, loadMs: 2_000, memoryMiB: 64, failureRate: 0 },
-      restartPolicy: { mode: 'always', maxRestarts: 9, backoffMs: 250 },
-    });
-    const after = await waitFor(async () => {
-      const machine = await machineRow();
-      const row = await runtimeRow();
-      return machine.desiredGen > genBefore && row?.gen === machine.desiredGen ? row : null;
-    }, { what: 'the runtime under the new generation' });
+    await seedDemoDeployment(
+      plane,
+      1,
+      { loadMs: 2_000, memoryMiB: 64 },
+      {
+        runtime: { kind: 'simulated', model: 'sim-chat', ttftMs: 20, tokensPerSecond: 20, loadMs: 2_000, memoryMiB: 64, failureRate: 0 },
+        restartPolicy: { mode: 'always', maxRestarts: 9, backoffMs: 250 },
+      },
+    );
+    const after = await waitFor(
+      async () => {
+        const machine = await machineRow();
+        const row = await runtimeRow();
+        return machine.desiredGen > genBefore && row?.gen === machine.desiredGen ? row : null;
+      },
+      { what: 'the runtime under the new generation' },
+    );
     expect(after).toMatchObject({ assignmentId: before.assignmentId, state: 'ready', restarts: 0 });
     expect(await runtimePid(before.assignmentId)).toBe(pid);
     expect(await readFile(node.logFile, 'utf8')).toContain('runtime updated in place');

@@ -13,7 +13,9 @@ const lunanexa = (args: string[], env: Record<string, string>) => runCli(cli, ar
 
 /** A model's folder as an operator has it, and the manifest that describes it. */
 const FILES: Record<string, string> = { 'config.json': '{"hidden_size":64}', 'model.gguf': 'GGUF'.repeat(4096), 'tokenizer/tokenizer.json': '{"model":{}}' };
-const manifest = { files: Object.entries(FILES).map(([path, text]) => ({ path, size: Buffer.byteLength(text), sha256: createHash('sha256').update(text).digest('hex') })) };
+const manifest = {
+  files: Object.entries(FILES).map(([path, text]) => ({ path, size: Buffer.byteLength(text), sha256: createHash('sha256').update(text).digest('hex') })),
+};
 
 /**
  * The registry's CLI (docs/registry.md, docs/cli.md) against one real control plane, no agents: 15 CLI runs,
@@ -60,7 +62,19 @@ describe('lunanexa models and aliases against a real control plane', () => {
     expect(candidate).toMatchObject({ state: 'candidate', format: 'gguf', fileCount: 3 });
     await run('models', 'provenance', 'cli-llama', 'v1', '--licence', 'MIT', '--source', 'huggingface:acme/cli-llama', '--revision', 'abc123');
     expect((await json<VersionView>('models', 'verify', 'cli-llama', 'v1')).state).toBe('verified');
-    const evaluated = await json<VersionView>('models', 'evaluate', 'cli-llama', 'v1', '--suite', 'smoke', '--passed', '--metric', 'accuracy=0.9', '--metric', 'p95_ms=800');
+    const evaluated = await json<VersionView>(
+      'models',
+      'evaluate',
+      'cli-llama',
+      'v1',
+      '--suite',
+      'smoke',
+      '--passed',
+      '--metric',
+      'accuracy=0.9',
+      '--metric',
+      'p95_ms=800',
+    );
     expect(evaluated.evaluations[0]?.metrics).toEqual({ accuracy: 0.9, p95_ms: 800 });
     expect((await json<VersionView>('models', 'approve', 'cli-llama', 'v1', '--reason', 'smoke passed')).state).toBe('approved');
 
@@ -99,7 +113,10 @@ describe('lunanexa models and aliases against a real control plane', () => {
     expect(early.code).toBe(1);
     expect(early.stderr).toContain('a version must be evaluated before it is approved (it is candidate)');
     expect(badFlags.code).toBe(2);
-    await plane.admin('/api/v1/models/cli-llama/versions/v3/provenance', { method: 'POST', body: JSON.stringify({ licence: 'MIT', provenance: { source: 'huggingface:acme/cli-llama' } }) });
+    await plane.admin('/api/v1/models/cli-llama/versions/v3/provenance', {
+      method: 'POST',
+      body: JSON.stringify({ licence: 'MIT', provenance: { source: 'huggingface:acme/cli-llama' } }),
+    });
     const verify = await lunanexa(['models', 'verify', 'cli-llama', 'v3'], env);
     expect(verify.code).toBe(4);
     expect(verify.stdout).toContain('config.json: digest mismatch');

@@ -41,10 +41,13 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     nodes = await Promise.all(['cli-a', 'cli-b'].map((name) => startSimNode(plane, name, join(dir, 'nodes'))));
     // HOME and the login file in a throwaway directory: the test never reads or writes the user's own.
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
-    await waitFor(async () => {
-      const list = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
-      return list.data.filter((m) => m.state === 'ready').length === 2;
-    }, { timeoutMs: 60_000, what: 'two ready machines' });
+    await waitFor(
+      async () => {
+        const list = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
+        return list.data.filter((m) => m.state === 'ready').length === 2;
+      },
+      { timeoutMs: 60_000, what: 'two ready machines' },
+    );
   }, 120_000);
   afterAll(async () => {
     await stopSimNodes(nodes ?? []);
@@ -70,13 +73,17 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
   }, 120_000);
 
   it('drains a machine and waits until its replica has moved, then uncordons it', async () => {
-    const before = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as { status: { replicas: Array<{ machineName: string; desired: boolean }> } };
+    const before = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as {
+      status: { replicas: Array<{ machineName: string; desired: boolean }> };
+    };
     const host = before.status.replicas.find((r) => r.desired)!.machineName;
     const drained = await lunanexa(['machines', 'drain', host, '--wait', '--timeout', '90'], env);
     expect(drained.code).toBe(0);
     expect(drained.stderr).toContain(`draining ${host}: empty`);
     expect(drained.stdout).toContain(`${host}: drained`);
-    const after = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as { status: { ready: number; replicas: Array<{ machineName: string; desired: boolean }> } };
+    const after = JSON.parse((await lunanexa(['deployments', 'show', 'cli-chat', '--json'], env)).stdout) as {
+      status: { ready: number; replicas: Array<{ machineName: string; desired: boolean }> };
+    };
     expect(after.status.ready).toBe(1);
     expect(after.status.replicas.filter((r) => r.desired).map((r) => r.machineName)).toEqual([host === 'cli-a' ? 'cli-b' : 'cli-a']);
     const cordoned = await lunanexa(['machines', 'cordon', host, '--json'], env);
@@ -120,7 +127,10 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
   });
 
   it('creates an inference token limited to one model, lists it without its secret, and revokes it', async () => {
-    const created = await lunanexa(['tokens', 'create', 'app-team', '--role', 'inference', '--model', 'cli-chat', '--rate-limit', '600', '--ttl', '3600', '--json'], env);
+    const created = await lunanexa(
+      ['tokens', 'create', 'app-team', '--role', 'inference', '--model', 'cli-chat', '--rate-limit', '600', '--ttl', '3600', '--json'],
+      env,
+    );
     expect(created.code).toBe(0);
     const token = JSON.parse(created.stdout) as { id: string; token: string; models: string[]; rateLimitPerMinute: number; expiresAt: string };
     expect(token).toMatchObject({ models: ['cli-chat'], rateLimitPerMinute: 600, expiresAt: expect.any(String) });
@@ -135,13 +145,17 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     const usage = ((await answer.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
 
     const listed = await lunanexa(['tokens', 'ls'], env);
-    expect(listed.stdout).toMatch(new RegExp(`app-team\\s+inference\\s+active\\s+-\\s+models: cli-chat 600/min`));
+    expect(listed.stdout).toMatch(/app-team\s+inference\s+active\s+-\s+models: cli-chat 600\/min/);
     expect(listed.stdout).not.toContain(token.token);
 
     const report = await lunanexa(['usage', '--by', 'token,model', '--json'], env);
     expect(report.code).toBe(0);
-    const row = (JSON.parse(report.stdout) as { data: Array<{ tokenId: string; model: string; requests: number; promptTokens: number; completionTokens: number }> }).data.find((r) => r.tokenId === token.id);
-    expect(row).toEqual(expect.objectContaining({ model: 'cli-chat', requests: 1, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens }));
+    const row = (
+      JSON.parse(report.stdout) as { data: Array<{ tokenId: string; model: string; requests: number; promptTokens: number; completionTokens: number }> }
+    ).data.find((r) => r.tokenId === token.id);
+    expect(row).toEqual(
+      expect.objectContaining({ model: 'cli-chat', requests: 1, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens }),
+    );
     const csv = await lunanexa(['usage', '--by', 'token', '--csv'], env);
     expect(csv.stdout.split(/\r?\n/)[0]).toBe('day,tokenId,tokenName,model,requests,promptTokens,completionTokens');
     expect(csv.stdout).toContain(`,${token.id},app-team,,1,${usage.prompt_tokens},${usage.completion_tokens}`);

@@ -63,7 +63,15 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
       chromium.launch({
         executablePath: '/usr/bin/chromium',
         // No sandbox as root; and nothing reaching out from a machine without a network, which only slows a start.
-        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
       }),
     ]);
     const created = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'console viewer', role: 'viewer' } });
@@ -121,7 +129,9 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     // Marks on the window: a reload or navigation would wipe them.
     await deployments.evaluate(() => ((window as unknown as { stayed: boolean }).stayed = true));
     const replicaMachines = () =>
-      deployments.locator('[data-deployment="sim-chat"] tr[data-replica-machine][data-desired="true"]').evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.replicaMachine));
+      deployments
+        .locator('[data-deployment="sim-chat"] tr[data-replica-machine][data-desired="true"]')
+        .evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.replicaMachine));
     expect(await replicaMachines()).toContain(victim.name);
 
     fleet.once('dialog', (dialog) => void dialog.accept());
@@ -213,13 +223,21 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     const forged = await fetch(url(`/console/machines/${target.id}/cordon`), {
       method: 'POST',
       redirect: 'manual',
-      headers: { cookie: `lnx_session=${cookie.value}`, origin: 'http://evil.example', 'sec-fetch-site': 'cross-site', 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        cookie: `lnx_session=${cookie.value}`,
+        origin: 'http://evil.example',
+        'sec-fetch-site': 'cross-site',
+        'content-type': 'application/x-www-form-urlencoded',
+      },
       body: new URLSearchParams({ _csrf: csrf }),
     });
     expect(forged.status).toBe(403);
     // Bad input: a clear 400 page, nothing scaled.
     const scale = await page.evaluate(async (csrf) => {
-      const response = await fetch('/console/deployments/sim-chat/scale', { method: 'POST', body: new URLSearchParams({ _csrf: csrf, replicas: '-3', generation: '1' }) });
+      const response = await fetch('/console/deployments/sim-chat/scale', {
+        method: 'POST',
+        body: new URLSearchParams({ _csrf: csrf, replicas: '-3', generation: '1' }),
+      });
       return { status: response.status, text: await response.text() };
     }, csrf);
     expect(scale.status).toBe(400);

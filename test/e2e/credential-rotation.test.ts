@@ -31,10 +31,13 @@ describe('agent credential rotation', () => {
     // startSimNode returns once enrollment wrote the identity.
     const first = await identity();
     const enrolledAt = Date.parse(first.credentialIssuedAt);
-    const rotated = await waitFor(async () => {
-      const current = await identity();
-      return current.credentialId !== first.credentialId ? current : null;
-    }, { timeoutMs: 20_000, what: 'rotation' });
+    const rotated = await waitFor(
+      async () => {
+        const current = await identity();
+        return current.credentialId !== first.credentialId ? current : null;
+      },
+      { timeoutMs: 20_000, what: 'rotation' },
+    );
     // Not before two thirds of the lifetime the agent holds (the agent checks with every keep-alive). Its
     // issue time is its own clock at enrollment, a round trip after the control plane set the expiry.
     expect(Date.now() - enrolledAt).toBeGreaterThanOrEqual((2 * (Date.parse(first.credentialExpiresAt) - enrolledAt)) / 3);
@@ -48,11 +51,14 @@ describe('agent credential rotation', () => {
     // Heartbeats signed with the new key keep the machine ready after the old credential expired.
     const oldExpiry = Date.parse(first.credentialExpiresAt);
     await waitFor(async () => Date.now() > oldExpiry + 500, { timeoutMs: 20_000, what: 'old credential expiry' });
-    const machine = await waitFor(async () => {
-      const response = await plane.admin('/api/v1/machines');
-      const found = ((await response.json()) as { data: MachineView[] }).data.find((m) => m.id === first.machineId);
-      return found?.state === 'ready' && (found.heartbeatAgeMs ?? Infinity) < 1_000 ? found : null;
-    }, { what: 'fresh heartbeat after the old credential expired' });
+    const machine = await waitFor(
+      async () => {
+        const response = await plane.admin('/api/v1/machines');
+        const found = ((await response.json()) as { data: MachineView[] }).data.find((m) => m.id === first.machineId);
+        return found?.state === 'ready' && (found.heartbeatAgeMs ?? Infinity) < 1_000 ? found : null;
+      },
+      { what: 'fresh heartbeat after the old credential expired' },
+    );
     expect(machine.streamAttached).toBe(true);
   });
 });

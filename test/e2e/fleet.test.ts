@@ -80,7 +80,11 @@ function fleetSuite(store: StoreKind) {
       path,
       body,
     });
-    const forged = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body });
+    const forged = await fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body,
+    });
     expect(forged.status).toBe(403);
     expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('forbidden_machine');
   });
@@ -90,10 +94,13 @@ function fleetSuite(store: StoreKind) {
     const before = await runtimeRecord(node);
     expect(before && pidAlive(before.pid)).toBe(true);
     process.kill(before!.pid, 'SIGKILL');
-    const failedSeen = await waitFor(async () => {
-      const m = await machine(node.name);
-      return m?.runtimes[0]?.restarts === 1 ? m : null;
-    }, { what: 'restart count 1' });
+    const failedSeen = await waitFor(
+      async () => {
+        const m = await machine(node.name);
+        return m?.runtimes[0]?.restarts === 1 ? m : null;
+      },
+      { what: 'restart count 1' },
+    );
     expect(failedSeen.runtimes[0]!.restarts).toBe(1);
     const after = await waitFor(async () => ((await routable(node.name)) ? await runtimeRecord(node) : null), { what: 'runtime ready again' });
     expect(after.pid).not.toBe(before!.pid);

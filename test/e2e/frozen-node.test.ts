@@ -30,7 +30,15 @@ describe('a frozen node', () => {
     // Liveness that calls the machine stale only after 20 s: the ping must tell within seconds.
     plane = await startTestPlane({
       store: 'pglite',
-      config: { heartbeatIntervalMs: 5_000, runtimeGraceMs: 15_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000, streamPingMs: 500, streamPingTimeoutMs: PING_TIMEOUT_MS, invokeAckTimeoutMs: 2_000 },
+      config: {
+        heartbeatIntervalMs: 5_000,
+        runtimeGraceMs: 15_000,
+        machineLifetimeMs: 60_000,
+        runtimeTtlMs: 60_000,
+        streamPingMs: 500,
+        streamPingTimeoutMs: PING_TIMEOUT_MS,
+        invokeAckTimeoutMs: 2_000,
+      },
     });
     // As fast as the runtime can: the test is about routing, not generation.
     await seedDemoDeployment(plane, 2, { loadMs: 100, memoryMiB: 256, tokensPerSecond: 0 }, { name: MODEL });
@@ -53,10 +61,13 @@ describe('a frozen node', () => {
     const asking = (async () => {
       while (Date.now() - stoppedAt < PING_TIMEOUT_MS + 2_000) answers.push((await ask()).status);
     })();
-    const view = await waitFor(async () => {
-      const m = (await machines()).find((x) => x.name === frozen.name);
-      return m && !routable(m) ? m : null;
-    }, { timeoutMs: 20_000, what: 'the frozen node to be unroutable' });
+    const view = await waitFor(
+      async () => {
+        const m = (await machines()).find((x) => x.name === frozen.name);
+        return m && !routable(m) ? m : null;
+      },
+      { timeoutMs: 20_000, what: 'the frozen node to be unroutable' },
+    );
     const unroutableAfterMs = Date.now() - stoppedAt;
     await asking;
     // Sight is not lost yet by the liveness schedule: only the link is.
@@ -67,7 +78,10 @@ describe('a frozen node', () => {
     expect(answers.every((s) => s === 200)).toBe(true);
 
     frozen.process.kill('SIGCONT');
-    await waitFor(async () => routable((await machines()).find((x) => x.name === frozen.name)), { timeoutMs: 20_000, what: 'the thawed node to be routable again' });
+    await waitFor(async () => routable((await machines()).find((x) => x.name === frozen.name)), {
+      timeoutMs: 20_000,
+      what: 'the thawed node to be routable again',
+    });
     console.log(`frozen node: unroutable after ${unroutableAfterMs} ms (ping timeout ${PING_TIMEOUT_MS} ms), ${answers.length} requests meanwhile, all 200`);
   }, 60_000);
 });

@@ -31,11 +31,20 @@ describe('requests held while a deployment starts', () => {
     });
   const workload = async (id: string) => {
     await plane.ports.dataPlane.workloads.flush();
-    return (await (await plane.admin(`/api/v1/workloads/${id}`)).json()) as { state: string; statusCode: number | null; errorCode: string | null; attempts: number };
+    return (await (await plane.admin(`/api/v1/workloads/${id}`)).json()) as {
+      state: string;
+      statusCode: number | null;
+      errorCode: string | null;
+      attempts: number;
+    };
   };
   /** The id of the one workload this instance holds right now (a held request has answered nothing yet). */
   const heldWorkload = () =>
-    waitFor(async () => (plane.ports.dataPlane.live.size === 1 ? [...plane.ports.dataPlane.live.keys()][0] : null), { timeoutMs: 5_000, intervalMs: 10, what: 'one request held' });
+    waitFor(async () => (plane.ports.dataPlane.live.size === 1 ? [...plane.ports.dataPlane.live.keys()][0] : null), {
+      timeoutMs: 5_000,
+      intervalMs: 10,
+      what: 'one request held',
+    });
 
   /**
    * Declares a one-replica deployment through the API, as an operator would, and returns once this instance
@@ -66,9 +75,11 @@ describe('requests held while a deployment starts', () => {
   beforeAll(async () => {
     plane = await startTestPlane({ store: 'pglite', config: STEADY_LIVENESS });
     node = await startSimNode(plane, 'held-1', join(plane.dataDir, 'nodes'));
-    await waitFor(async () => (await machines()).some((m) => m.name === 'held-1' && m.state === 'ready'), { timeoutMs: 45_000, what: 'held-1 ready' }).catch(async (error: unknown) => {
-      throw new Error(`${String(error)}\n${(await readFile(node.logFile, 'utf8').catch(() => '')).slice(-2_000)}`);
-    });
+    await waitFor(async () => (await machines()).some((m) => m.name === 'held-1' && m.state === 'ready'), { timeoutMs: 45_000, what: 'held-1 ready' }).catch(
+      async (error: unknown) => {
+        throw new Error(`${String(error)}\n${(await readFile(node.logFile, 'utf8').catch(() => '')).slice(-2_000)}`);
+      },
+    );
   }, 90_000);
 
   afterAll(async () => {

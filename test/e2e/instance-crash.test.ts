@@ -53,7 +53,11 @@ describePg('a control-plane instance killed mid-stream', () => {
     db = await createTestDatabase();
     root = await mkdtemp(join(tmpdir(), 'lnx-crash-'));
     // B sweeps only when the test ticks it, so that the cancel below meets a workload nobody swept yet.
-    planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: { ...STEADY_LIVENESS, instanceLeaseTtlMs: LEASE_MS, reconcileIntervalMs: 60_000 } });
+    planeB = await startTestPlane({
+      store: 'pg',
+      databaseUrl: db.url,
+      config: { ...STEADY_LIVENESS, instanceLeaseTtlMs: LEASE_MS, reconcileIntervalMs: 60_000 },
+    });
     planeA = await spawnControlPlane({
       databaseUrl: db.url,
       dataDir: join(root, 'a'),
@@ -70,7 +74,10 @@ describePg('a control-plane instance killed mid-stream', () => {
     // 10 tokens a second: a 300-token generation would run 30 s, long after the kill.
     await seedDemoDeployment(planeB, 1, { loadMs: 100, memoryMiB: 256, tokensPerSecond: 10 }, { name: MODEL });
     node = await startSimNode({ ...planeB, url: balancer.url }, 'crash-node', join(root, 'nodes'));
-    nodeId = await waitFor(async () => (await (await planeB.admin('/api/v1/machines')).json() as { data: MachineView[] }).data.find((m) => m.name === 'crash-node')?.id, { timeoutMs: 60_000, what: 'the node to enroll' });
+    nodeId = await waitFor(
+      async () => ((await (await planeB.admin('/api/v1/machines')).json()) as { data: MachineView[] }).data.find((m) => m.name === 'crash-node')?.id,
+      { timeoutMs: 60_000, what: 'the node to enroll' },
+    );
     await waitFor(async () => (await view(nodeId)).runtimes.some((r) => r.routable), { timeoutMs: 60_000, what: 'the replica to be routable' });
     // A machine whose stream is held by A and that will never reconnect: only A's death can detach it.
     ghost = await enrollTestMachine(planeB, 'ghost', { site: 'nowhere' });
@@ -87,7 +94,9 @@ describePg('a control-plane instance killed mid-stream', () => {
   });
 
   it('detaches its machines within the instance lease, aborts orphaned generations, and lets their keys run again', async () => {
-    const ghostStream = await fetch(`${planeA.url}/agent/v1/stream`, { headers: { authorization: `Bearer ${await ghost.sign('GET', '/agent/v1/stream', '')}` } });
+    const ghostStream = await fetch(`${planeA.url}/agent/v1/stream`, {
+      headers: { authorization: `Bearer ${await ghost.sign('GET', '/agent/v1/stream', '')}` },
+    });
     expect(ghostStream.status).toBe(200);
     const ghostReader = ghostStream.body!.getReader();
     await ghostReader.read();
@@ -112,10 +121,13 @@ describePg('a control-plane instance killed mid-stream', () => {
     expect(detachedAfterMs).toBeLessThan(15_000);
 
     // The node aborted both runtime calls when its stream to A broke (30 s of generation were left).
-    await waitFor(async () => {
-      const now = await stats();
-      return now !== null && now.active === 0 && now.aborted >= abortedBefore + 2;
-    }, { timeoutMs: 15_000, what: 'the node to abort the orphaned generations' });
+    await waitFor(
+      async () => {
+        const now = await stats();
+        return now !== null && now.active === 0 && now.aborted >= abortedBefore + 2;
+      },
+      { timeoutMs: 15_000, what: 'the node to abort the orphaned generations' },
+    );
 
     // A cancel of a workload whose holder is gone says so, and records it as failed.
     const cancel = await planeB.admin(`/api/v1/workloads/${secondId}/cancel`, { method: 'POST' });

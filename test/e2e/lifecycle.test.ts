@@ -43,7 +43,13 @@ const s3Store = async (): Promise<Store> => {
     config: () => ({ artifactsS3: { bucket: 'models', endpoint, region: 'us-east-1', prefix: 'lifecycle', forcePathStyle: true, ...credentials } }),
     stage: () => async (version, files) => {
       for (const file of files) {
-        await uploader.send(new PutObjectCommand({ Bucket: 'models', Key: `lifecycle/${version.workspaceId}/${version.model}/${version.version}/${file.path}`, Body: file.bytes }));
+        await uploader.send(
+          new PutObjectCommand({
+            Bucket: 'models',
+            Key: `lifecycle/${version.workspaceId}/${version.model}/${version.version}/${file.path}`,
+            Body: file.bytes,
+          }),
+        );
       }
     },
     close: async () => {
@@ -71,13 +77,23 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     plane = await startTestPlane({ store: storeKind, dataDir, config: { ...STEADY_LIVENESS, ...store.config({ dataDir }) } });
     nodes = await Promise.all(Array.from({ length: nodeCount }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(plane.dataDir, 'nodes'))));
     // The fleet as `npm start` shows it before anyone deploys: every node ready, so that placement can spread.
-    await waitFor(async () => {
-      const { data } = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
-      return data.length === nodeCount && data.every((m) => m.state === 'ready');
-    }, { timeoutMs: 30_000, what: 'every node ready' });
+    await waitFor(
+      async () => {
+        const { data } = (await (await plane.admin('/api/v1/machines')).json()) as { data: Array<{ state: string }> };
+        return data.length === nodeCount && data.every((m) => m.state === 'ready');
+      },
+      { timeoutMs: 30_000, what: 'every node ready' },
+    );
     const lines: string[] = [];
     try {
-      result = await runWalkthrough({ url: plane.url, token: plane.adminToken, stage: store.stage(plane), suffix: storeKind, log: (line) => lines.push(line), waitMs: 60_000 });
+      result = await runWalkthrough({
+        url: plane.url,
+        token: plane.adminToken,
+        stage: store.stage(plane),
+        suffix: storeKind,
+        log: (line) => lines.push(line),
+        waitMs: 60_000,
+      });
     } finally {
       console.log(`[${storeKind}] walkthrough:\n  ${lines.join('\n  ')}`);
     }
@@ -96,7 +112,15 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     const { run, version } = result.gate;
     expect(version.state).toBe('gated');
     expect(run.passed).toBe(true);
-    expect(run.evidence).toMatchObject({ evidenceVersion: 1, model: result.model, version: 'v2', versionId: result.versionIds.v2, requests: 12, errors: 0, failures: [] });
+    expect(run.evidence).toMatchObject({
+      evidenceVersion: 1,
+      model: result.model,
+      version: 'v2',
+      versionId: result.versionIds.v2,
+      requests: 12,
+      errors: 0,
+      failures: [],
+    });
     expect(run.evidence.hardware).toHaveLength(1);
     expect(run.evidence.hardware[0]!.inventory).toMatchObject({ hostname: expect.any(String) });
     expect(run.evidence.ttftMs.p50).toBeGreaterThan(0);
@@ -129,45 +153,57 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     expect(folders.some((f) => f.endsWith(`${result.model} v2`))).toBe(true);
   });
 
-  it.runIf(storeKind === 'pglite')('wakes a deployment scaled to zero for the request that finds it asleep, holding the request until a replica serves', async () => {
-    const spec = {
-      model: 'sleepy',
-      source: { kind: 'alias', alias: result.alias },
-      runtime: { kind: 'simulated', model: 'sleepy', ttftMs: 5, tokensPerSecond: 0, loadMs: 800, memoryMiB: 64, failureRate: 0 },
-      replicas: 1,
-      memoryMiB: 64,
-      scaleToZero: { idleSeconds: 600 },
-    };
-    expect((await plane.admin('/api/v1/deployments/sleepy', { method: 'PUT', body: JSON.stringify(spec) })).status).toBe(200);
-    const detail = async () => (await (await plane.admin('/api/v1/deployments/sleepy')).json()) as DeploymentDetail;
-    await waitFor(async () => ((await detail()).status.ready === 1 ? true : null), { timeoutMs: 30_000, what: 'sleepy to serve' });
-    // What the controller's tick does after `idleSeconds` without a request (docs/scheduler.md), done at once here.
-    await plane.systemCtx.db.update(deployments).set({ asleepSince: new Date() }).where(eq(deployments.name, 'sleepy'));
-    await reconcileOnce({ ctx: { ...plane.systemCtx, config: plane.ports.config, bus: plane.ports.bus, metrics: plane.ports.metrics } });
-    await waitFor(async () => ((await detail()).status.replicas.length === 0 ? true : null), { timeoutMs: 30_000, what: 'sleepy to stop its replica' });
-    expect((await detail()).status.asleep).toBe(true);
+  it.runIf(storeKind === 'pglite')(
+    'wakes a deployment scaled to zero for the request that finds it asleep, holding the request until a replica serves',
+    async () => {
+      const spec = {
+        model: 'sleepy',
+        source: { kind: 'alias', alias: result.alias },
+        runtime: { kind: 'simulated', model: 'sleepy', ttftMs: 5, tokensPerSecond: 0, loadMs: 800, memoryMiB: 64, failureRate: 0 },
+        replicas: 1,
+        memoryMiB: 64,
+        scaleToZero: { idleSeconds: 600 },
+      };
+      expect((await plane.admin('/api/v1/deployments/sleepy', { method: 'PUT', body: JSON.stringify(spec) })).status).toBe(200);
+      const detail = async () => (await (await plane.admin('/api/v1/deployments/sleepy')).json()) as DeploymentDetail;
+      await waitFor(async () => ((await detail()).status.ready === 1 ? true : null), { timeoutMs: 30_000, what: 'sleepy to serve' });
+      // What the controller's tick does after `idleSeconds` without a request (docs/scheduler.md), done at once here.
+      await plane.systemCtx.db.update(deployments).set({ asleepSince: new Date() }).where(eq(deployments.name, 'sleepy'));
+      await reconcileOnce({ ctx: { ...plane.systemCtx, config: plane.ports.config, bus: plane.ports.bus, metrics: plane.ports.metrics } });
+      await waitFor(async () => ((await detail()).status.replicas.length === 0 ? true : null), { timeoutMs: 30_000, what: 'sleepy to stop its replica' });
+      expect((await detail()).status.asleep).toBe(true);
 
-    const started = performance.now();
-    const response = await fetch(`${plane.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'sleepy', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
-    });
-    expect(response.status, await response.clone().text()).toBe(200);
-    // The replica's load alone takes 800 ms: the request was held while it started, not refused.
-    expect(performance.now() - started).toBeGreaterThan(800);
-    const after = await detail();
-    expect(after.status.asleep).toBe(false);
-    expect(after.status.ready).toBe(1);
-    expect(after.events.map((e) => e.type)).toContain('woken');
-    const page = (await (await plane.admin(`/api/v1/audit?action=deployment.wake`)).json()) as AuditPage;
-    expect(page.data.map((e) => e.details)).toEqual([expect.objectContaining({ name: 'sleepy' })]);
-  });
+      const started = performance.now();
+      const response = await fetch(`${plane.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sleepy', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
+      });
+      expect(response.status, await response.clone().text()).toBe(200);
+      // The replica's load alone takes 800 ms: the request was held while it started, not refused.
+      expect(performance.now() - started).toBeGreaterThan(800);
+      const after = await detail();
+      expect(after.status.asleep).toBe(false);
+      expect(after.status.ready).toBe(1);
+      expect(after.events.map((e) => e.type)).toContain('woken');
+      const page = (await (await plane.admin(`/api/v1/audit?action=deployment.wake`)).json()) as AuditPage;
+      expect(page.data.map((e) => e.details)).toEqual([expect.objectContaining({ name: 'sleepy' })]);
+    },
+  );
 
   it('audits every decision with the token that took it', async () => {
     const page = (await (await plane.admin(`/api/v1/audit?limit=500`)).json()) as AuditPage;
     const actions = page.data.map((e) => e.action);
-    for (const action of ['model_version.approve', 'model_version.start_canary', 'model_version.gate', 'model_version.promote', 'model_version.rollback', 'model_alias.set', 'model_alias.rollback', 'deployment.canary_end']) {
+    for (const action of [
+      'model_version.approve',
+      'model_version.start_canary',
+      'model_version.gate',
+      'model_version.promote',
+      'model_version.rollback',
+      'model_alias.set',
+      'model_alias.rollback',
+      'deployment.canary_end',
+    ]) {
       expect(actions, action).toContain(action);
     }
     const promote = page.data.find((e) => e.action === 'model_version.promote')!;

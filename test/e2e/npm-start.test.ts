@@ -61,7 +61,12 @@ describe('npm start', () => {
       const completion = await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
       expect(completion.choices[0]!.message.content).toBe('tok0 tok1 tok2 tok3 ');
       let streamed = '';
-      for await (const chunk of await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 3, stream: true })) {
+      for await (const chunk of await client.chat.completions.create({
+        model: 'sim-chat',
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 3,
+        stream: true,
+      })) {
         streamed += chunk.choices[0]?.delta.content ?? '';
       }
       expect(streamed).toBe('tok0 tok1 tok2 ');

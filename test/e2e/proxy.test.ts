@@ -104,7 +104,10 @@ describe('agent through a real CONNECT proxy', () => {
   async function enrollNode(name: string, opts: { env: NodeJS.ProcessEnv; url?: string }): Promise<void> {
     const stateDir = join(plane.dataDir, 'nodes', name);
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
-    const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels: { node: name }, ttlSeconds: 300 } });
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name, labels: { node: name }, ttlSeconds: 300 },
+    });
     const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
       logFile: join(stateDir, 'agent.log'),
       env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
@@ -264,7 +267,11 @@ describe('agent through a real CONNECT proxy', () => {
     beforeAll(async () => {
       // A proxy that buffers the uplink's body whole before forwarding it (it never ends), everything else streamed.
       router = await startHttpRouter({ route: () => plane.port, buffer: (path) => path.startsWith('/agent/v1/uplink') });
-      await Promise.all([enrollNode('proxied-off', { env: proxiedEnv('off') }), enrollNode('buffered', { env: NO_PROXY_ENV, url: router.url }), stopSimNodes(nodes.splice(0))]);
+      await Promise.all([
+        enrollNode('proxied-off', { env: proxiedEnv('off') }),
+        enrollNode('buffered', { env: NO_PROXY_ENV, url: router.url }),
+        stopSimNodes(nodes.splice(0)),
+      ]);
       before = await uploads();
       // Only the node behind the CONNECT proxy uses it: every tunnel from here on is its own.
       recording = recordTunnels();

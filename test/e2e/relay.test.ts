@@ -199,12 +199,15 @@ async function workload(plane: TestPlane, id: string) {
 
 /** Polls until the workload left `running` (another instance writes its record up to `writeBehindMs` later). */
 const settledWorkload = (plane: TestPlane, id: string) =>
-  waitFor(async () => {
-    const response = await plane.admin(`/api/v1/workloads/${id}`);
-    if (response.status === 404) return null;
-    const w = await workload(plane, id);
-    return w.state !== 'running' ? w : null;
-  }, { timeoutMs: 10_000, what: `workload ${id} settled` });
+  waitFor(
+    async () => {
+      const response = await plane.admin(`/api/v1/workloads/${id}`);
+      if (response.status === 404) return null;
+      const w = await workload(plane, id);
+      return w.state !== 'running' ? w : null;
+    },
+    { timeoutMs: 10_000, what: `workload ${id} settled` },
+  );
 
 /** Prometheus text to series: name, labels, value. */
 function parseMetrics(text: string) {
@@ -233,153 +236,166 @@ const CROSS_INSTANCE = [
   { mode: 'off', kind: 'invocation', landsOn: 'A' },
 ] as const;
 
-describePg.each(CROSS_INSTANCE)('relay across two instances on one PostgreSQL: client on A, stream on B, $kind uploads landing on $landsOn', ({ mode, kind, landsOn }) => {
-  let db: { url: string; drop(): Promise<void> };
-  let planeA: TestPlane;
-  let planeB: TestPlane;
-  let router: HttpRouter;
-  let node: SimNode;
-  let machineId: string;
-  const uploads = async (plane: TestPlane, route: 'local' | 'piped') =>
-    parseMetrics(await plane.ports.metrics.registry.metrics()).find((m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === kind && m.labels.route === route)?.value ?? 0;
+describePg.each(CROSS_INSTANCE)(
+  'relay across two instances on one PostgreSQL: client on A, stream on B, $kind uploads landing on $landsOn',
+  ({ mode, kind, landsOn }) => {
+    let db: { url: string; drop(): Promise<void> };
+    let planeA: TestPlane;
+    let planeB: TestPlane;
+    let router: HttpRouter;
+    let node: SimNode;
+    let machineId: string;
+    const uploads = async (plane: TestPlane, route: 'local' | 'piped') =>
+      parseMetrics(await plane.ports.metrics.registry.metrics()).find(
+        (m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === kind && m.labels.route === route,
+      )?.value ?? 0;
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    // Steady liveness: these tests are about the relay, and a loaded machine must not turn the node stale between two.
-    planeA = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
-    planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
-    // The node dials B, except for its uploads of answers, which a balancer routing by path may send elsewhere.
-    const uploadPort = landsOn === 'A' ? planeA.port : planeB.port;
-    router = await startHttpRouter({ route: (_method, path) => (/^\/agent\/v1\/(uplink|invocations\/)/.test(path) ? uploadPort : planeB.port) });
-    await seedDemoDeployment(planeB, 1, { loadMs: 100 });
-    node = await startSimNode(planeB, 'xnode-1', join(planeB.dataDir, 'nodes'), { url: router.url, env: { LUNANEXA_AGENT_UPLINK: mode } });
-    // A must see the node as routable through the shared store, though the stream is attached to B.
-    [{ id: machineId }] = await waitRoutable(planeA, ['xnode-1'], 'sim-chat') as [MachineView];
-  }, 120_000);
+    beforeAll(async () => {
+      db = await createTestDatabase();
+      // Steady liveness: these tests are about the relay, and a loaded machine must not turn the node stale between two.
+      planeA = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
+      planeB = await startTestPlane({ store: 'pg', databaseUrl: db.url, config: STEADY_LIVENESS });
+      // The node dials B, except for its uploads of answers, which a balancer routing by path may send elsewhere.
+      const uploadPort = landsOn === 'A' ? planeA.port : planeB.port;
+      router = await startHttpRouter({ route: (_method, path) => (/^\/agent\/v1\/(uplink|invocations\/)/.test(path) ? uploadPort : planeB.port) });
+      await seedDemoDeployment(planeB, 1, { loadMs: 100 });
+      node = await startSimNode(planeB, 'xnode-1', join(planeB.dataDir, 'nodes'), { url: router.url, env: { LUNANEXA_AGENT_UPLINK: mode } });
+      // A must see the node as routable through the shared store, though the stream is attached to B.
+      [{ id: machineId }] = (await waitRoutable(planeA, ['xnode-1'], 'sim-chat')) as [MachineView];
+    }, 120_000);
 
-  afterAll(async () => {
-    if (node) await stopSimNodes([node]);
-    await router?.close();
-    await planeA?.stop();
-    await planeB?.stop();
-    await db?.drop();
-  });
+    afterAll(async () => {
+      if (node) await stopSimNodes([node]);
+      await router?.close();
+      await planeA?.stop();
+      await planeB?.stop();
+      await db?.drop();
+    });
 
-  it(`the node's answers go by ${kind} upload, opened on ${landsOn}`, async () => {
-    const plain = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3 });
-    expect(plain.status).toBe(200);
-    const landing = landsOn === 'A' ? planeA : planeB;
-    expect(await uploads(landing, landsOn === 'A' ? 'piped' : 'local')).toBeGreaterThan(0);
-    if (landsOn === 'A') expect(await uploads(planeB, 'local')).toBe(0);
-    // The other kind never opened: an uplink that works is used, and `--uplink off` never opens one.
-    const other = kind === 'uplink' ? 'invocation' : 'uplink';
-    const opened = parseMetrics(await landing.ports.metrics.registry.metrics()).filter((m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === other);
-    expect(opened.reduce((n, m) => n + m.value, 0)).toBe(0);
-  });
+    it(`the node's answers go by ${kind} upload, opened on ${landsOn}`, async () => {
+      const plain = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3 });
+      expect(plain.status).toBe(200);
+      const landing = landsOn === 'A' ? planeA : planeB;
+      expect(await uploads(landing, landsOn === 'A' ? 'piped' : 'local')).toBeGreaterThan(0);
+      if (landsOn === 'A') expect(await uploads(planeB, 'local')).toBe(0);
+      // The other kind never opened: an uplink that works is used, and `--uplink off` never opens one.
+      const other = kind === 'uplink' ? 'invocation' : 'uplink';
+      const opened = parseMetrics(await landing.ports.metrics.registry.metrics()).filter(
+        (m) => m.name === 'lunanexa_agent_uploads_total' && m.labels.kind === other,
+      );
+      expect(opened.reduce((n, m) => n + m.value, 0)).toBe(0);
+    });
 
-  it('never executes an Idempotency-Key twice across the instances', async () => {
-    const key = randomUUID();
-    const before = await runtimeStats([node]);
-    const first = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
-    expect(first.status).toBe(200);
-    const again = await chat(planeB.url, { token: planeB.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
-    expect(again.status).toBe(409);
-    const after = await runtimeStats([node]);
-    expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
-    expect(after.some((s) => s.lastIdempotencyKey === key)).toBe(true);
-  });
+    it('never executes an Idempotency-Key twice across the instances', async () => {
+      const key = randomUUID();
+      const before = await runtimeStats([node]);
+      const first = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
+      expect(first.status).toBe(200);
+      const again = await chat(planeB.url, { token: planeB.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
+      expect(again.status).toBe(409);
+      const after = await runtimeStats([node]);
+      expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
+      expect(after.some((s) => s.lastIdempotencyKey === key)).toBe(true);
+    });
 
-  it('the two instances share the default workspace, and the node stream is held by B only', () => {
-    expect(planeA.workspaceId).toBe(planeB.workspaceId);
-    expect(planeA.adminToken).not.toBe(planeB.adminToken);
-    expect(planeB.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(true);
-    expect(planeA.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(false);
-  });
+    it('the two instances share the default workspace, and the node stream is held by B only', () => {
+      expect(planeA.workspaceId).toBe(planeB.workspaceId);
+      expect(planeA.adminToken).not.toBe(planeB.adminToken);
+      expect(planeB.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(true);
+      expect(planeA.ports.dataPlane.holder.hasLocalStream(machineId)).toBe(false);
+    });
 
-  it('serves streaming and plain chat through A, forwarded to B over the authenticated peer channel; nothing is stored in transit', async () => {
-    const streamed = await readStream(await chat(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 30 }));
-    expect(streamed.status).toBe(200);
-    expect(streamed.error).toBeNull();
-    expect(streamed.done).toBe(true);
-    expect(streamed.content).toBe(expectedText(30));
+    it('serves streaming and plain chat through A, forwarded to B over the authenticated peer channel; nothing is stored in transit', async () => {
+      const streamed = await readStream(await chat(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 30 }));
+      expect(streamed.status).toBe(200);
+      expect(streamed.error).toBeNull();
+      expect(streamed.done).toBe(true);
+      expect(streamed.content).toBe(expectedText(30));
 
-    const plain = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 7 });
-    expect(plain.status).toBe(200);
-    const body = (await plain.json()) as { choices: Array<{ message: { content: string } }>; model: string };
-    expect(body.choices[0]!.message.content).toBe(expectedText(7));
-    expect(body.model).toBe('sim-chat');
+      const plain = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 7 });
+      expect(plain.status).toBe(200);
+      const body = (await plain.json()) as { choices: Array<{ message: { content: string } }>; model: string };
+      expect(body.choices[0]!.message.content).toBe(expectedText(7));
+      expect(body.model).toBe('sim-chat');
 
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    try {
-      // Each instance advertises its own peer listener with its lease: never its public port.
-      const rows = (await client.query('select id, peer_url from instances where expires_at > now()')).rows as Array<{ id: string; peer_url: string }>;
-      const peerOf = (plane: TestPlane) => rows.find((r) => r.id === plane.ports.instanceId)?.peer_url;
-      expect(peerOf(planeA)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-      expect(peerOf(planeB)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-      expect(peerOf(planeB)).not.toBe(planeB.url);
-      // The payload table of data plane v1 is gone: payloads cross in memory and over connections only.
-      const tables = await client.query(`select count(*)::int as n from information_schema.tables where table_name = 'invocation_payloads'`);
-      expect(tables.rows[0].n).toBe(0);
-      // B's peer channel answers only peer tokens of the cluster: an agent or a stranger gets 401 and nothing runs.
-      const stranger = await fetch(`${peerOf(planeB)}/peer/v1/invoke`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-lunanexa-machine': machineId, authorization: `Bearer ${planeB.adminToken}` },
-        body: '{}',
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        // Each instance advertises its own peer listener with its lease: never its public port.
+        const rows = (await client.query('select id, peer_url from instances where expires_at > now()')).rows as Array<{ id: string; peer_url: string }>;
+        const peerOf = (plane: TestPlane) => rows.find((r) => r.id === plane.ports.instanceId)?.peer_url;
+        expect(peerOf(planeA)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+        expect(peerOf(planeB)).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+        expect(peerOf(planeB)).not.toBe(planeB.url);
+        // The payload table of data plane v1 is gone: payloads cross in memory and over connections only.
+        const tables = await client.query(`select count(*)::int as n from information_schema.tables where table_name = 'invocation_payloads'`);
+        expect(tables.rows[0].n).toBe(0);
+        // B's peer channel answers only peer tokens of the cluster: an agent or a stranger gets 401 and nothing runs.
+        const stranger = await fetch(`${peerOf(planeB)}/peer/v1/invoke`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-lunanexa-machine': machineId, authorization: `Bearer ${planeB.adminToken}` },
+          body: '{}',
+        });
+        expect(stranger.status).toBe(401);
+        expect(((await stranger.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
+      } finally {
+        await client.end();
+      }
+    });
+
+    it('a client disconnect on A aborts the runtime call on the node held by B', async () => {
+      const before = await runtimeStats([node]);
+      const client = new AbortController();
+      const { workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000, signal: client.signal });
+      expect(sum(await runtimeStats([node]), 'active')).toBe(sum(before, 'active') + 1);
+      client.abort();
+      const after = await waitFor(
+        async () => {
+          const stats = await runtimeStats([node]);
+          return sum(stats, 'aborted') > sum(before, 'aborted') ? stats : null;
+        },
+        { timeoutMs: 10_000, what: 'runtime saw the abort' },
+      );
+      expect(sum(after, 'aborted')).toBe(sum(before, 'aborted') + 1);
+      expect(sum(after, 'active')).toBe(sum(before, 'active'));
+      expect((await settledWorkload(planeA, workloadId)).state).toBe('cancelled');
+    });
+
+    it('POST /api/v1/workloads/{id}/cancel on B cancels a workload running through A', async () => {
+      const before = await runtimeStats([node]);
+      const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
+      // The record is written behind the request (group commit): B sees it a moment later.
+      await waitFor(async () => (await planeB.admin(`/api/v1/workloads/${workloadId}`)).status === 200, { timeoutMs: 5_000, what: 'B to see the workload' });
+      const cancel = await planeB.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' });
+      expect(cancel.status).toBe(202);
+      expect(await cancel.json()).toEqual({ id: workloadId, cancelled: true });
+      const rest = await drain(reader, 10_000);
+      // Ended early: an explicit error event, or at least closed; never a `[DONE]` of a completed generation.
+      expect(rest.done).toBe(false);
+      if (rest.error) expect(rest.error.code).toBe('cancelled');
+      await waitFor(async () => sum(await runtimeStats([node]), 'aborted') === sum(before, 'aborted') + 1, {
+        timeoutMs: 10_000,
+        what: 'runtime saw the cancel',
       });
-      expect(stranger.status).toBe(401);
-      expect(((await stranger.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
-    } finally {
-      await client.end();
-    }
-  });
+      const finished = await settledWorkload(planeB, workloadId);
+      expect(finished.state).toBe('cancelled');
+      expect(finished.machineId).toBe(machineId);
+      // Cancelling a finished workload is a conflict, on either instance.
+      expect((await planeA.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' })).status).toBe(409);
+    });
 
-  it('a client disconnect on A aborts the runtime call on the node held by B', async () => {
-    const before = await runtimeStats([node]);
-    const client = new AbortController();
-    const { workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000, signal: client.signal });
-    expect(sum(await runtimeStats([node]), 'active')).toBe(sum(before, 'active') + 1);
-    client.abort();
-    const after = await waitFor(async () => {
-      const stats = await runtimeStats([node]);
-      return sum(stats, 'aborted') > sum(before, 'aborted') ? stats : null;
-    }, { timeoutMs: 10_000, what: 'runtime saw the abort' });
-    expect(sum(after, 'aborted')).toBe(sum(before, 'aborted') + 1);
-    expect(sum(after, 'active')).toBe(sum(before, 'active'));
-    expect((await settledWorkload(planeA, workloadId)).state).toBe('cancelled');
-  });
-
-  it('POST /api/v1/workloads/{id}/cancel on B cancels a workload running through A', async () => {
-    const before = await runtimeStats([node]);
-    const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
-    // The record is written behind the request (group commit): B sees it a moment later.
-    await waitFor(async () => (await planeB.admin(`/api/v1/workloads/${workloadId}`)).status === 200, { timeoutMs: 5_000, what: 'B to see the workload' });
-    const cancel = await planeB.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' });
-    expect(cancel.status).toBe(202);
-    expect(await cancel.json()).toEqual({ id: workloadId, cancelled: true });
-    const rest = await drain(reader, 10_000);
-    // Ended early: an explicit error event, or at least closed; never a `[DONE]` of a completed generation.
-    expect(rest.done).toBe(false);
-    if (rest.error) expect(rest.error.code).toBe('cancelled');
-    await waitFor(async () => sum(await runtimeStats([node]), 'aborted') === sum(before, 'aborted') + 1, { timeoutMs: 10_000, what: 'runtime saw the cancel' });
-    const finished = await settledWorkload(planeB, workloadId);
-    expect(finished.state).toBe('cancelled');
-    expect(finished.machineId).toBe(machineId);
-    // Cancelling a finished workload is a conflict, on either instance.
-    expect((await planeA.admin(`/api/v1/workloads/${workloadId}/cancel`, { method: 'POST' })).status).toBe(409);
-  });
-
-  // Last: the node goes away for good.
-  it('a node lost mid-stream ends the stream on A with an explicit node_lost error, never a silent truncation', async () => {
-    const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
-    node.process.kill('SIGKILL');
-    await waitForExit(node.process);
-    const rest = await drain(reader, 30_000);
-    expect(rest.done).toBe(false);
-    expect(rest.error?.code).toBe('node_lost');
-    expect((await settledWorkload(planeA, workloadId)).state).toBe('failed');
-  });
-});
+    // Last: the node goes away for good.
+    it('a node lost mid-stream ends the stream on A with an explicit node_lost error, never a silent truncation', async () => {
+      const { reader, workloadId } = await startStream(planeA.url, { token: planeA.adminToken, stream: true, maxTokens: 2_000 });
+      node.process.kill('SIGKILL');
+      await waitForExit(node.process);
+      const rest = await drain(reader, 30_000);
+      expect(rest.done).toBe(false);
+      expect(rest.error?.code).toBe('node_lost');
+      expect((await settledWorkload(planeA, workloadId)).state).toBe('failed');
+    });
+  },
+);
 
 // ---------------------------------------------------------------------------------------------------------
 // 2-4. One instance on PGlite with two nodes: cancellation, deadlines, idempotency, failover, metrics; with the
@@ -450,7 +466,10 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       const rest = await drain(reader, 10_000);
       expect(rest.done).toBe(false);
       if (rest.error) expect(rest.error.code).toBe('cancelled');
-      await waitFor(async () => sum(await runtimeStats(nodes), 'aborted') === sum(before, 'aborted') + 1, { timeoutMs: 10_000, what: 'runtime saw the cancel' });
+      await waitFor(async () => sum(await runtimeStats(nodes), 'aborted') === sum(before, 'aborted') + 1, {
+        timeoutMs: 10_000,
+        what: 'runtime saw the cancel',
+      });
       expect((await settledWorkload(plane, workloadId)).state).toBe('cancelled');
     });
 
@@ -493,38 +512,44 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       expect(sum(await runtimeStats(nodes), 'requests')).toBe(sum(before, 'requests') + 1);
     });
 
-    aboveTransport('passes the Idempotency-Key to the runtime and never executes a key twice, even after a restart', async () => {
-      const first = `key-${randomUUID()}`;
-      const single = await request({ stream: false, maxTokens: 2, headers: { 'idempotency-key': first } });
-      expect(single.status).toBe(200);
-      await single.arrayBuffer();
-      expect((await runtimeStats(nodes)).map((s) => s.lastIdempotencyKey)).toContain(first);
+    aboveTransport(
+      'passes the Idempotency-Key to the runtime and never executes a key twice, even after a restart',
+      async () => {
+        const first = `key-${randomUUID()}`;
+        const single = await request({ stream: false, maxTokens: 2, headers: { 'idempotency-key': first } });
+        expect(single.status).toBe(200);
+        await single.arrayBuffer();
+        expect((await runtimeStats(nodes)).map((s) => s.lastIdempotencyKey)).toContain(first);
 
-      const key = `key-${randomUUID()}`;
-      const before = await runtimeStats(nodes);
-      const responses = await Promise.all(Array.from({ length: 5 }, () => request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': key } })));
-      const bodies = await Promise.all(responses.map(async (r) => (await r.json()) as { error?: { code: string }; choices?: unknown[] }));
-      const statuses = responses.map((r) => r.status).sort();
-      expect(statuses).toEqual([200, 409, 409, 409, 409]);
-      const conflicts = bodies.filter((_, i) => responses[i]!.status === 409);
-      expect(conflicts.every((b) => b.error?.code === 'idempotency_key_reused')).toBe(true);
-      const winner = responses.find((r) => r.status === 200)!;
-      // The refusals name the workload that holds the key.
-      expect(responses.filter((r) => r.status === 409).every((r) => r.headers.get('x-lunanexa-workload-id') === winner.headers.get('x-lunanexa-workload-id'))).toBe(true);
-      const after = await runtimeStats(nodes);
-      expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
+        const key = `key-${randomUUID()}`;
+        const before = await runtimeStats(nodes);
+        const responses = await Promise.all(Array.from({ length: 5 }, () => request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': key } })));
+        const bodies = await Promise.all(responses.map(async (r) => (await r.json()) as { error?: { code: string }; choices?: unknown[] }));
+        const statuses = responses.map((r) => r.status).sort();
+        expect(statuses).toEqual([200, 409, 409, 409, 409]);
+        const conflicts = bodies.filter((_, i) => responses[i]!.status === 409);
+        expect(conflicts.every((b) => b.error?.code === 'idempotency_key_reused')).toBe(true);
+        const winner = responses.find((r) => r.status === 200)!;
+        // The refusals name the workload that holds the key.
+        expect(
+          responses.filter((r) => r.status === 409).every((r) => r.headers.get('x-lunanexa-workload-id') === winner.headers.get('x-lunanexa-workload-id')),
+        ).toBe(true);
+        const after = await runtimeStats(nodes);
+        expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
 
-      // A restarted control plane still refuses the key: the durable workload holds it.
-      plane = await plane.restart();
-      for (const reused of [key, first]) {
-        const again = await request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': reused } });
-        expect(again.status).toBe(409);
-        expect(((await again.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_reused');
-      }
-      expect(sum(await runtimeStats(nodes), 'requests')).toBe(sum(after, 'requests'));
-      // The agents reconnect by themselves.
-      await waitRoutable(plane, NAMES, DEPLOYMENT, { local: true });
-    }, 90_000);
+        // A restarted control plane still refuses the key: the durable workload holds it.
+        plane = await plane.restart();
+        for (const reused of [key, first]) {
+          const again = await request({ stream: false, maxTokens: 3, headers: { 'idempotency-key': reused } });
+          expect(again.status).toBe(409);
+          expect(((await again.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_reused');
+        }
+        expect(sum(await runtimeStats(nodes), 'requests')).toBe(sum(after, 'requests'));
+        // The agents reconnect by themselves.
+        await waitRoutable(plane, NAMES, DEPLOYMENT, { local: true });
+      },
+      90_000,
+    );
   });
 
   describe('failover', () => {
@@ -565,7 +590,8 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       const base = sum(await runtimeStats(nodes), 'requests');
       let firstTokensA = 0;
       let endedA = 0;
-      const streamRequest = (onFirstData?: () => void) => request({ stream: true, maxTokens: TOKENS }).then((r) => readStream(r, { timeoutMs: 30_000, onFirstData }));
+      const streamRequest = (onFirstData?: () => void) =>
+        request({ stream: true, maxTokens: TOKENS }).then((r) => readStream(r, { timeoutMs: 30_000, onFirstData }));
 
       // Batch A streams on both nodes...
       const batchA = Array.from({ length: 6 }, () =>
@@ -595,7 +621,17 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       // Timings relative to the kill, to tune this test on a slow machine: RELAY_TEST_DEBUG=1.
       if (process.env.RELAY_TEST_DEBUG) {
         const ws = await Promise.all(all.map((o) => settledWorkload(plane, o.workloadId!)));
-        console.log(all.map((o, i) => ({ i, first: o.firstDataAt && o.firstDataAt - killedAt, end: o.endedAt - killedAt, done: o.done, err: o.error?.code, node: ws[i]!.machineId === victimId ? 'victim' : 'survivor', attempts: ws[i]!.attempts })));
+        console.log(
+          all.map((o, i) => ({
+            i,
+            first: o.firstDataAt && o.firstDataAt - killedAt,
+            end: o.endedAt - killedAt,
+            done: o.done,
+            err: o.error?.code,
+            node: ws[i]!.machineId === victimId ? 'victim' : 'survivor',
+            attempts: ws[i]!.attempts,
+          })),
+        );
       }
 
       // No request lost or silently truncated: every stream ends with [DONE] or an explicit error event.
@@ -657,8 +693,7 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       const text = await response.text();
       expect(text).toContain('lunanexa_time_to_first_token_seconds_bucket');
       const series = parseMetrics(text);
-      const counted = (name: string) =>
-        series.filter((s) => s.name === name && s.labels.model === MODEL && s.labels.deployment === DEPLOYMENT && s.value > 0);
+      const counted = (name: string) => series.filter((s) => s.name === name && s.labels.model === MODEL && s.labels.deployment === DEPLOYMENT && s.value > 0);
       for (const histogram of [
         'lunanexa_time_to_first_token_seconds',
         'lunanexa_inter_token_latency_seconds',
@@ -669,7 +704,10 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
         const counts = counted(`${histogram}_count`);
         expect(counts.length, histogram).toBeGreaterThan(0);
         for (const s of counts) expect(NAMES, `${histogram} node label`).toContain(s.labels.node);
-        expect(counts.some((s) => live.includes(s.labels.node!)), histogram).toBe(true);
+        expect(
+          counts.some((s) => live.includes(s.labels.node!)),
+          histogram,
+        ).toBe(true);
         expect(counted(`${histogram}_bucket`).length, histogram).toBeGreaterThan(0);
       }
       for (const counter of ['lunanexa_cancellations_total', 'lunanexa_retries_total']) {

@@ -33,7 +33,10 @@ function killLoop(node: SimNode): { stop(): Promise<number> } {
     const dir = join(node.stateDir, 'runtimes');
     while (running) {
       for (const file of (await readdir(dir).catch(() => [])).filter((f) => f.endsWith('.json'))) {
-        const record = await readFile(join(dir, file), 'utf8').then((text) => JSON.parse(text) as { pid: number }, () => null);
+        const record = await readFile(join(dir, file), 'utf8').then(
+          (text) => JSON.parse(text) as { pid: number },
+          () => null,
+        );
         if (!record || killed.has(record.pid)) continue;
         const cmdline = await readFile(`/proc/${record.pid}/cmdline`, 'utf8').catch(() => '');
         if (!cmdline.includes('sim-runtime')) continue;
@@ -126,10 +129,13 @@ function replacedSuite(store: StoreKind) {
     let recovered: DeploymentDetail;
     let killed: number;
     try {
-      recovered = await waitFor(async () => {
-        const d = await detail();
-        return readyOn(d).length === 1 && readyOn(d)[0] === otherName ? d : null;
-      }, { timeoutMs: 45_000, what: `the replica ready on ${otherName}` });
+      recovered = await waitFor(
+        async () => {
+          const d = await detail();
+          return readyOn(d).length === 1 && readyOn(d)[0] === otherName ? d : null;
+        },
+        { timeoutMs: 45_000, what: `the replica ready on ${otherName}` },
+      );
     } finally {
       watching = false;
       await watcher;
@@ -143,12 +149,18 @@ function replacedSuite(store: StoreKind) {
     for (const s of degraded) {
       expect(s.ready).toBe(0);
       // Why, naming the failed machine: its failure, or (while the replacement is being placed) its mark.
-      expect(s.degradedReasons.some((reason) => reason.includes(failedName)), JSON.stringify(s.degradedReasons)).toBe(true);
+      expect(
+        s.degradedReasons.some((reason) => reason.includes(failedName)),
+        JSON.stringify(s.degradedReasons),
+      ).toBe(true);
     }
     expect(degraded.some((s) => s.degradedReasons.some((reason) => reason.endsWith('after 1 restart')))).toBe(true);
     expect(recovered.status).toMatchObject({ desired: 1, ready: 1, failed: 0, degraded: false, degradedReasons: [] });
     expect(recovered.events.filter((e) => e.type === 'replica_failed')).toEqual([
-      expect.objectContaining({ machineId: failedId, message: expect.stringMatching(new RegExp(`^replica failed on ${failedName}: runtime process exited.* after 1 restart$`)) }),
+      expect.objectContaining({
+        machineId: failedId,
+        message: expect.stringMatching(new RegExp(`^replica failed on ${failedName}: runtime process exited.* after 1 restart$`)),
+      }),
     ]);
 
     const response = await chat();
@@ -159,7 +171,13 @@ function replacedSuite(store: StoreKind) {
   it("the failed machine's view shows the failure; the mark keeps the deployment off it until an operator clears it", async () => {
     const marked = await machine(failedId);
     expect(marked.attention).toEqual([
-      { deploymentId: (await detail()).id, deploymentName: 'flaky-chat', assignmentId: expect.any(String), reason: expect.stringMatching(/^runtime process exited.* after 1 restart$/), failedAt: expect.any(String) },
+      {
+        deploymentId: (await detail()).id,
+        deploymentName: 'flaky-chat',
+        assignmentId: expect.any(String),
+        reason: expect.stringMatching(/^runtime process exited.* after 1 restart$/),
+        failedAt: expect.any(String),
+      },
     ]);
     expect(marked.runtimes.filter((r) => r.desired)).toEqual([]);
 
@@ -179,10 +197,13 @@ function replacedSuite(store: StoreKind) {
     expect(cleared.status).toBe(200);
     expect(((await cleared.json()) as MachineView).attention).toEqual([]);
 
-    const both = await waitFor(async () => {
-      const d = await detail();
-      return readyOn(d).length === 2 ? d : null;
-    }, { timeoutMs: 45_000, what: 'two ready replicas after the mark is cleared' });
+    const both = await waitFor(
+      async () => {
+        const d = await detail();
+        return readyOn(d).length === 2 ? d : null;
+      },
+      { timeoutMs: 45_000, what: 'two ready replicas after the mark is cleared' },
+    );
     expect(readyOn(both).sort()).toEqual(['node-a', 'node-b']);
     expect(both.status).toMatchObject({ unplaceable: 0, degraded: false, degradedReasons: [] });
     expect((await chat()).status).toBe(200);

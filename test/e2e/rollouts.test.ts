@@ -1,6 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import type { MachineView } from '../../shared/contracts/machine.js';

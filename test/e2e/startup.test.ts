@@ -30,7 +30,7 @@ describe('runtime start-up', () => {
   const detail = async (name: string) => (await (await plane.admin(`/api/v1/deployments/${name}`)).json()) as DeploymentDetail;
   const runtimePid = async (assignmentId: string) => {
     const file = join(node.stateDir, 'runtimes', `${assignmentId}.json`);
-    return ((JSON.parse(await readFile(file, 'utf8')) as { pid: number }).pid);
+    return (JSON.parse(await readFile(file, 'utf8')) as { pid: number }).pid;
   };
 
   beforeAll(async () => {
@@ -65,17 +65,20 @@ describe('runtime start-up', () => {
       { timeoutMs: 20_000, what: 'start-up progress' },
     );
     expect(progress.timeoutMs).toBe(600_000);
-    const ready = await waitFor(async () => ((await detail('slow')).status.ready === 1 ? await detail('slow') : null), { timeoutMs: 30_000, what: 'the slow replica ready' });
+    const ready = await waitFor(async () => ((await detail('slow')).status.ready === 1 ? await detail('slow') : null), {
+      timeoutMs: 30_000,
+      what: 'the slow replica ready',
+    });
     expect(ready.status.rollout.state).toBe('complete');
     expect((await plane.admin('/api/v1/deployments/slow', { method: 'DELETE' })).status).toBe(200);
   });
 
   it('scaling to 0 while a replica is still loading stops its process at once', async () => {
     await put('loading', spec('loading', 60_000));
-    const starting = await waitFor(
-      async () => (await detail('loading')).status.replicas.find((r) => r.state === 'starting'),
-      { timeoutMs: 20_000, what: 'the replica starting' },
-    );
+    const starting = await waitFor(async () => (await detail('loading')).status.replicas.find((r) => r.state === 'starting'), {
+      timeoutMs: 20_000,
+      what: 'the replica starting',
+    });
     const pid = await runtimePid(starting.assignmentId);
     expect(pidAlive(pid)).toBe(true);
     const asked = performance.now();

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,7 +84,10 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     const { token } = (await minted.json()) as { token: string };
     const stateDir = join(root, 'edge-node');
     const logFile = join(root, 'edge-node.log');
-    const enroll = spawnAgent(['enroll', '--url', agentUrl, '--token', '-', '--name', 'edge-node', '--state-dir', stateDir], { logFile, env: { LUNANEXA_ENROLLMENT_TOKEN: token } });
+    const enroll = spawnAgent(['enroll', '--url', agentUrl, '--token', '-', '--name', 'edge-node', '--state-dir', stateDir], {
+      logFile,
+      env: { LUNANEXA_ENROLLMENT_TOKEN: token },
+    });
     expect(await waitForExit(enroll, 60_000)).toBe(0);
     agent = spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile });
     machineId = await waitFor(
@@ -94,12 +97,20 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
       },
       { timeoutMs: 60_000, what: 'the agent to be ready through the Worker' },
     );
-    await seedDemoDeployment({ systemCtx: fixture.ctx, workspaceId: fixture.workspaceId }, 1, { loadMs: 100, memoryMiB: 64, tokensPerSecond: 100 }, { maxConcurrency: 4 });
+    await seedDemoDeployment(
+      { systemCtx: fixture.ctx, workspaceId: fixture.workspaceId },
+      1,
+      { loadMs: 100, memoryMiB: 64, tokensPerSecond: 100 },
+      { maxConcurrency: 4 },
+    );
     // Placement runs on the cron trigger; its desired-state signal reaches the agent through the machine's object.
     await tick();
     await waitFor(
       async () => {
-        const response = await api(clientUrl, '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2 }) });
+        const response = await api(clientUrl, '/v1/chat/completions', {
+          method: 'POST',
+          body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2 }),
+        });
         return response.status === 200;
       },
       { timeoutMs: 60_000, intervalMs: 500, what: 'sim-chat to answer through the Worker' },
@@ -118,10 +129,15 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     if (root) await rm(root, { recursive: true, force: true });
   }, 60_000);
 
-  it('streams a chat completion to the official openai client through the machine\'s object, and records the workload', async () => {
+  it("streams a chat completion to the official openai client through the machine's object, and records the workload", async () => {
     const client = new OpenAI({ baseURL: `${clientUrl}/v1`, apiKey: fixture.adminToken, maxRetries: 0 });
     const statementsBefore = fixture.proxy.sqlRequests();
-    const stream = await client.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello edge' }], max_tokens: 16, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'sim-chat',
+      messages: [{ role: 'user', content: 'hello edge' }],
+      max_tokens: 16,
+      stream: true,
+    });
     let text = '';
     let chunks = 0;
     for await (const chunk of stream) {
@@ -131,10 +147,13 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     expect(chunks).toBeGreaterThan(2);
     expect(text.length).toBeGreaterThan(0);
     // The record was written before the request let its connections go (never behind a closed pool).
-    await waitFor(async () => {
-      const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
-      return rows.length > 0 && rows.every((row) => row.state !== 'running');
-    }, { timeoutMs: 10_000, what: 'every workload record to be finished' });
+    await waitFor(
+      async () => {
+        const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
+        return rows.length > 0 && rows.every((row) => row.state !== 'running');
+      },
+      { timeoutMs: 10_000, what: 'every workload record to be finished' },
+    );
     const rows = await fixture.store.db.select({ state: workloads.state }).from(workloads);
     expect(rows.filter((row) => row.state === 'succeeded').length).toBeGreaterThanOrEqual(2);
     // Written as single statements over Neon's SQL-over-HTTP endpoint, not on a connection of the request's own.
@@ -171,7 +190,7 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     await waitFor(async () => (await workloadState(workloadId)) === 'cancelled', { timeoutMs: 10_000, what: 'the workload to be recorded cancelled' });
   });
 
-  it('holds the replica to its concurrency across both workerd processes: the machine\'s object queues the second call', async () => {
+  it("holds the replica to its concurrency across both workerd processes: the machine's object queues the second call", async () => {
     // maxConcurrency is 1 here: one streaming call from each process, the second waits for the first's slot.
     await applyConcurrency(1);
     const first = await startStream(clientUrl, 200);
@@ -189,7 +208,7 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     await applyConcurrency(4);
   });
 
-  it('cancels through the API a call waiting in the machine\'s object for a slot: it gives up its place', async () => {
+  it("cancels through the API a call waiting in the machine's object for a slot: it gives up its place", async () => {
     await applyConcurrency(1);
     try {
       // The first call holds the only slot; the second, from the other process, waits for it in the object.
@@ -265,7 +284,7 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
     await connection.close();
   });
 
-  it('fetches a runtime\'s log lines from the agent through the machine\'s object', async () => {
+  it("fetches a runtime's log lines from the agent through the machine's object", async () => {
     const [assignment] = await fixture.store.db
       .select({ id: assignments.id })
       .from(assignments)
@@ -277,13 +296,16 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
   });
 
   it('delivers a desired-state change to the agent: scaled to 0, its runtime stops', async () => {
-    const spec = await (await api(clientUrl, '/api/v1/deployments/sim-chat')).json() as Record<string, unknown>;
+    const spec = (await (await api(clientUrl, '/api/v1/deployments/sim-chat')).json()) as Record<string, unknown>;
     const applied = await api(clientUrl, '/api/v1/deployments/sim-chat', { method: 'PUT', body: JSON.stringify({ ...pick(spec), replicas: 0 }) });
     expect(applied.status).toBe(200);
-    await waitFor(async () => {
-      const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: unknown[] };
-      return machine.runtimes.length === 0;
-    }, { timeoutMs: 30_000, what: 'the agent to stop its runtime' });
+    await waitFor(
+      async () => {
+        const machine = (await (await api(clientUrl, `/api/v1/machines/${machineId}`)).json()) as { runtimes: unknown[] };
+        return machine.runtimes.length === 0;
+      },
+      { timeoutMs: 30_000, what: 'the agent to stop its runtime' },
+    );
   });
 
   it('revokes the machine: the agent is told over its stream and stops', async () => {
@@ -303,7 +325,8 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
 function freshConnection(): { fetch: typeof fetch; close(): Promise<void> } {
   const dispatcher = new UndiciAgent();
   return {
-    fetch: ((url: string | URL, init?: RequestInit) => undiciFetch(url, { ...init, dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch,
+    fetch: ((url: string | URL, init?: RequestInit) =>
+      undiciFetch(url, { ...init, dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch,
     close: () => dispatcher.close(),
   };
 }

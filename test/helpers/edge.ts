@@ -75,12 +75,21 @@ export async function startEdgeFixture(): Promise<EdgeFixture> {
     workspaceId,
     proxy,
     adminToken,
-    bindings: (extra = {}) => ({ DATABASE_URL: database.url, NEON_WS_PROXY: proxy.address, NEON_SQL_ENDPOINT: proxy.sqlEndpoint, LUNANEXA_LOG_LEVEL: 'warn', ...extra }),
+    bindings: (extra = {}) => ({
+      DATABASE_URL: database.url,
+      NEON_WS_PROXY: proxy.address,
+      NEON_SQL_ENDPOINT: proxy.sqlEndpoint,
+      LUNANEXA_LOG_LEVEL: 'warn',
+      ...extra,
+    }),
     async stop() {
       // Each step runs even when an earlier one fails.
       const steps = [() => proxy.close(), () => store.close(), () => database.drop(), () => rm(outDir, { recursive: true, force: true })];
       const failures: unknown[] = [];
-      for (const step of steps) await Promise.resolve().then(step).catch((error: unknown) => failures.push(error));
+      for (const step of steps)
+        await Promise.resolve()
+          .then(step)
+          .catch((error: unknown) => failures.push(error));
       if (failures.length > 0) throw failures[0];
     },
   };

@@ -11,7 +11,9 @@ export interface LoadReport {
  * A steady inference load for tests: `workers` loops, each sending one small chat request after another with
  * `pauseMs` between them, until `stop()`. Bounded: it stops by itself after `maxMs`.
  */
-export function startLoad(opts: { url: string; token: string; model: string; workers?: number; pauseMs?: number; maxMs?: number }): { stop(): Promise<LoadReport> } {
+export function startLoad(opts: { url: string; token: string; model: string; workers?: number; pauseMs?: number; maxMs?: number }): {
+  stop(): Promise<LoadReport>;
+} {
   const report: LoadReport = { sent: 0, ok: 0, failures: [], latenciesMs: [] };
   let running = true;
   const until = Date.now() + (opts.maxMs ?? 180_000);
@@ -29,8 +31,7 @@ export function startLoad(opts: { url: string; token: string; model: string; wor
         if (response.status === 200) {
           report.ok += 1;
           report.latenciesMs.push(performance.now() - started);
-        }
-        else report.failures.push({ status: response.status, body: body.slice(0, 300) });
+        } else report.failures.push({ status: response.status, body: body.slice(0, 300) });
       } catch (error) {
         report.failures.push({ status: 0, body: String(error) });
       }

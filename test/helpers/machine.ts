@@ -73,7 +73,19 @@ export async function enrollTestMachine(plane: TestPlane, name: string, labels: 
 
 /** A well-formed runtime report: nothing running or queued, not warm, no start-up progress. */
 export function runtimeReport(assignmentId: string, deploymentId: string, extra: Partial<RuntimeReport> = {}): RuntimeReport {
-  return { assignmentId, deploymentId, state: 'ready', gen: 1, activeInvocations: 0, queueDepth: 0, warm: false, progress: null, restarts: 0, message: null, ...extra };
+  return {
+    assignmentId,
+    deploymentId,
+    state: 'ready',
+    gen: 1,
+    activeInvocations: 0,
+    queueDepth: 0,
+    warm: false,
+    progress: null,
+    restarts: 0,
+    message: null,
+    ...extra,
+  };
 }
 
 /** A well-formed heartbeat body for `machine`. */
@@ -86,7 +98,11 @@ export function heartbeatBody(machine: TestMachine, seq: number, extra: Record<s
  * heartbeats every 150 ms over the real protocol, reporting each of its desired assignments as starting. For
  * tests of what the control plane does while replicas start, without a runtime. `stop()` ends the heartbeats.
  */
-export async function startStartingMachine(plane: TestPlane, name: string, labels: Record<string, string>): Promise<{ machine: TestMachine; stop(): Promise<void> }> {
+export async function startStartingMachine(
+  plane: TestPlane,
+  name: string,
+  labels: Record<string, string>,
+): Promise<{ machine: TestMachine; stop(): Promise<void> }> {
   const machine = await enrollTestMachine(plane, name, labels);
   let seq = 0;
   let stopped = false;

@@ -69,7 +69,15 @@ async function runStatement(client: pg.Pool | pg.PoolClient, q: SqlQuery) {
     command: result.command,
     rowCount: result.rowCount,
     rows: result.rows,
-    fields: result.fields.map((f) => ({ name: f.name, dataTypeID: f.dataTypeID, tableID: f.tableID, columnID: f.columnID, dataTypeSize: f.dataTypeSize, dataTypeModifier: f.dataTypeModifier, format: f.format })),
+    fields: result.fields.map((f) => ({
+      name: f.name,
+      dataTypeID: f.dataTypeID,
+      tableID: f.tableID,
+      columnID: f.columnID,
+      dataTypeSize: f.dataTypeSize,
+      dataTypeModifier: f.dataTypeModifier,
+      format: f.format,
+    })),
     rowAsArray: true,
   };
 }

@@ -22,14 +22,24 @@ export async function spawnControlPlane(opts: { databaseUrl: string; dataDir: st
   const out = openSync(logFile, 'a');
   const child = spawn(process.execPath, ['--import', 'tsx', 'functions/hosts/node.ts'], {
     cwd: join(import.meta.dirname, '..', '..'),
-    env: { ...process.env, DATABASE_URL: opts.databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: opts.dataDir, LUNANEXA_LOG_LEVEL: 'warn', ...opts.env },
+    env: {
+      ...process.env,
+      DATABASE_URL: opts.databaseUrl,
+      LUNANEXA_PORT: String(port),
+      LUNANEXA_DATA_DIR: opts.dataDir,
+      LUNANEXA_LOG_LEVEL: 'warn',
+      ...opts.env,
+    },
     stdio: ['ignore', out, out],
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`control plane exited with ${child.exitCode}; see ${logFile}`);
-    const ready = await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false);
+    const ready = await fetch(`${url}/readyz`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ready) break;
     if (Date.now() > deadline) throw new Error(`control plane not ready within 60 s; see ${logFile}`);
     await new Promise((r) => setTimeout(r, 200));

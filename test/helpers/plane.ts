@@ -99,7 +99,10 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(check: () => Promise<T | null | undefined | false>, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+export async function waitFor<T>(
+  check: () => Promise<T | null | undefined | false>,
+  opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   let last: unknown;
   for (;;) {

@@ -21,7 +21,10 @@ export function describeStores(what: string, suite: (store: () => Store) => void
     });
     suite(() => store);
   };
-  describe(`${what} on PGlite`, register(async () => ({ store: await openPgliteStore(), done: async () => {} })));
+  describe(
+    `${what} on PGlite`,
+    register(async () => ({ store: await openPgliteStore(), done: async () => {} })),
+  );
   describePg(
     `${what} on PostgreSQL`,
     register(async () => {

@@ -35,7 +35,10 @@ async function fileServer() {
     requests.push(record);
     const behaviour = script.shift() ?? 'ok';
     if (!file) return void res.writeHead(404).end();
-    if (behaviour === 'expired') return void res.writeHead(403, { 'content-type': 'application/xml' }).end('<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>');
+    if (behaviour === 'expired')
+      return void res
+        .writeHead(403, { 'content-type': 'application/xml' })
+        .end('<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>');
     const range = behaviour === 'ignore-range' ? null : /^bytes=(\d+)-$/.exec(record.range ?? '');
     const start = range ? Number(range[1]) : 0;
     const body = behaviour === 'wrong' ? Buffer.from(file.map((b) => b ^ 0xff)) : file;
@@ -97,12 +100,21 @@ function publish(versionId: string, files: Record<string, Buffer>, urlsExpireAt 
 }
 
 const cache = (extra: Partial<ConstructorParameters<typeof ArtifactCache>[0]> = {}) =>
-  new ArtifactCache({ dir: join(dir, 'cache'), maxBytes: 64 * 1024 ** 2, stallMs: 5_000, inUse: () => inUse, dispatcher, log: (event, fields) => void logged.push({ event, fields }), ...extra });
+  new ArtifactCache({
+    dir: join(dir, 'cache'),
+    maxBytes: 64 * 1024 ** 2,
+    stallMs: 5_000,
+    inUse: () => inUse,
+    dispatcher,
+    log: (event, fields) => void logged.push({ event, fields }),
+    ...extra,
+  });
 const never = () => new AbortController().signal;
-const exists = (path: string) => stat(path).then(
-  () => true,
-  () => false,
-);
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 beforeAll(async () => {
   server = await fileServer();
@@ -185,8 +197,12 @@ describe('the artifact cache against a real file server', () => {
     const version = publish('mv_wrong', { 'model.bin': weights });
     server.script.push('wrong');
     const served = sha256(Buffer.from(weights.map((b) => b ^ 0xff)));
-    const error = await cache().ensure(version, never()).catch((e: Error) => e);
-    expect((error as Error).message).toBe(`file model.bin of version mv_wrong has SHA-256 ${served}, the manifest says ${sha256(weights)}; the download was deleted`);
+    const error = await cache()
+      .ensure(version, never())
+      .catch((e: Error) => e);
+    expect((error as Error).message).toBe(
+      `file model.bin of version mv_wrong has SHA-256 ${served}, the manifest says ${sha256(weights)}; the download was deleted`,
+    );
     expect((error as Error).message).not.toContain('SECRET');
     expect(await readdir(join(dir, 'cache', 'partial'))).toEqual([]);
     expect(await readdir(join(dir, 'cache', 'blobs'))).toEqual([]);
@@ -197,7 +213,9 @@ describe('the artifact cache against a real file server', () => {
     const weights = randomBytes(40_000);
     const version = publish('mv_short', { 'model.bin': weights });
     server.files.set('mv_short/model.bin', weights.subarray(0, 30_000));
-    const error = await cache().ensure(version, never()).catch((e: Error) => e);
+    const error = await cache()
+      .ensure(version, never())
+      .catch((e: Error) => e);
     expect((error as Error).message).toBe('file model.bin of version mv_short is 30000 bytes, the manifest says 40000; the download was deleted');
     expect(await readdir(join(dir, 'cache', 'partial'))).toEqual([]);
   });
@@ -206,9 +224,13 @@ describe('the artifact cache against a real file server', () => {
     const weights = randomBytes(200_000);
     const expired = publish('mv_exp', { 'model.bin': weights }, Math.floor(Date.now() / 1000) - 120);
     server.script.push('cut', 'expired');
-    const error = await cache().ensure(expired, never()).catch((e: Error) => e);
+    const error = await cache()
+      .ensure(expired, never())
+      .catch((e: Error) => e);
     expect(error).toBeInstanceOf(ArtifactUrlsExpired);
-    expect((error as Error).message).toMatch(/^file model\.bin of version mv_exp: its URL expired at .+ \(HTTP 403\); \d+ of 200000 bytes kept, the download resumes with the next desired state's URLs$/);
+    expect((error as Error).message).toMatch(
+      /^file model\.bin of version mv_exp: its URL expired at .+ \(HTTP 403\); \d+ of 200000 bytes kept, the download resumes with the next desired state's URLs$/,
+    );
     const kept = (await stat(join(dir, 'cache', 'partial', sha256(weights)))).size;
     expect(kept).toBeGreaterThan(0);
 
@@ -222,7 +244,9 @@ describe('the artifact cache against a real file server', () => {
   it('does not take a 403 before the URLs expire for an expiry', async () => {
     const version = publish('mv_403', { 'model.bin': randomBytes(1_000) });
     server.script.push('expired');
-    const error = await cache().ensure(version, never()).catch((e: Error) => e);
+    const error = await cache()
+      .ensure(version, never())
+      .catch((e: Error) => e);
     expect(error).not.toBeInstanceOf(ArtifactUrlsExpired);
     expect((error as Error).message).toBe(`file model.bin of version mv_403: HTTP 403 from ${server.url('mv_403/model.bin').split('?')[0]}`);
   });
@@ -263,7 +287,9 @@ describe('the artifact cache against a real file server', () => {
     const version = publish('mv_stall', { 'model.bin': weights });
     server.script.push('hang');
     const started = Date.now();
-    const error = await cache({ stallMs: 300 }).ensure(version, never()).catch((e: Error) => e);
+    const error = await cache({ stallMs: 300 })
+      .ensure(version, never())
+      .catch((e: Error) => e);
     expect((error as Error).message).toBe('file model.bin of version mv_stall: no byte received for 0.3 s');
     expect(Date.now() - started).toBeLessThan(2_000);
     expect((await stat(join(dir, 'cache', 'partial', sha256(weights)))).size).toBeGreaterThan(0);
@@ -355,7 +381,15 @@ describe('a version through the supervisor and the process adapter', () => {
     deploymentName: 'cache',
     model: 'm',
     deploymentGeneration: 1,
-    runtime: { kind: 'template', template: 'fixture', executable: process.execPath, executableSha256: await executableDigest(process.execPath), args: ['-e', RUNTIME, 'model={model_path}'], env: {}, healthPath: '/health' },
+    runtime: {
+      kind: 'template',
+      template: 'fixture',
+      executable: process.execPath,
+      executableSha256: await executableDigest(process.execPath),
+      args: ['-e', RUNTIME, 'model={model_path}'],
+      env: {},
+      healthPath: '/health',
+    },
     artifact: null,
     restartPolicy: { mode: 'never', maxRestarts: 0, backoffMs: 100 },
     resources: { gpus: 0, memoryMiB: 1 },
@@ -416,7 +450,9 @@ describe('a version through the supervisor and the process adapter', () => {
     const { adapters } = await setUp();
     const version = publish('mv_private', { 'config.json': Buffer.from('{}') });
     const error = await adapters.template.prepare(await assignment(version), never()).catch((e: Error) => e);
-    expect((error as Error).message).toBe(`refused by local policy: the model cache ${join(dir, 'state', 'cache')} lies in the agent's private state dir, which runtimes running as nobody cannot read: set cache.dir in the local policy`);
+    expect((error as Error).message).toBe(
+      `refused by local policy: the model cache ${join(dir, 'state', 'cache')} lies in the agent's private state dir, which runtimes running as nobody cannot read: set cache.dir in the local policy`,
+    );
     expect(server.requests).toEqual([]);
   });
 });

@@ -148,7 +148,14 @@ describe('local artifact URLs', () => {
       artifact: null,
       restartPolicy: {},
       resources: { gpus: 0, memoryMiB: 64 },
-      version: { versionId: newId('modelVersion'), model: 'tiny-llama', version: 'v1', totalBytes: files.reduce((n, f) => n + f.size, 0), files, urlsExpireAt: 0 },
+      version: {
+        versionId: newId('modelVersion'),
+        model: 'tiny-llama',
+        version: 'v1',
+        totalBytes: files.reduce((n, f) => n + f.size, 0),
+        files,
+        urlsExpireAt: 0,
+      },
       templateHash: 'x',
     });
     await plane.systemCtx.db.insert(assignments).values({ id: spec.assignmentId, machineId: machine.machineId, deploymentId: deployment.id, spec });
@@ -167,6 +174,8 @@ describe('local artifact URLs', () => {
     expect(stored!.spec.version!.files.every((file) => file.url === '')).toBe(true);
 
     // Without a store to serve it (Workers), a version's assignment is not signed at all.
-    await expect(signDesiredState({ ctx: { ...plane.systemCtx, artifacts: undefined }, input: { machineId: machine.machineId } })).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(signDesiredState({ ctx: { ...plane.systemCtx, artifacts: undefined }, input: { machineId: machine.machineId } })).rejects.toMatchObject({
+      code: 'unavailable',
+    });
   });
 });

@@ -25,7 +25,11 @@ const FILES: Record<string, Buffer> = {
   'model.safetensors': Buffer.from(Array.from({ length: 150_000 }, (_, i) => (i * 13) & 0xff)),
   'tokenizer/tokenizer.json': Buffer.from('{"version":"1.0","model":{"type":"BPE"}}'),
 };
-const MANIFEST: ManifestFile[] = Object.entries(FILES).map(([path, bytes]) => ({ path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') }));
+const MANIFEST: ManifestFile[] = Object.entries(FILES).map(([path, bytes]) => ({
+  path,
+  size: bytes.length,
+  sha256: createHash('sha256').update(bytes).digest('hex'),
+}));
 const TOTAL = Object.values(FILES).reduce((sum, bytes) => sum + bytes.length, 0);
 const PREFIX = 'team-a/models';
 const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
@@ -43,7 +47,8 @@ describe('S3 artifact store', () => {
   const upload = async (version: string, files: Record<string, Buffer>) => {
     for (const [path, bytes] of Object.entries(files)) await uploader.send(new PutObjectCommand({ Bucket: 'models', Key: keyOf(version, path), Body: bytes }));
   };
-  const storeWith = (overrides: Partial<ArtifactsS3Config>) => s3ArtifactStore(ArtifactsS3Config.parse({ bucket: 'models', endpoint, forcePathStyle: true, prefix: PREFIX, ...CREDENTIALS, ...overrides }));
+  const storeWith = (overrides: Partial<ArtifactsS3Config>) =>
+    s3ArtifactStore(ArtifactsS3Config.parse({ bucket: 'models', endpoint, forcePathStyle: true, prefix: PREFIX, ...CREDENTIALS, ...overrides }));
   const nowS = () => Math.floor(Date.now() / 1000);
 
   beforeAll(async () => {
@@ -75,8 +80,20 @@ describe('S3 artifact store', () => {
     expect(report.files).toBe(3);
     expect(report.bytes).toBe(model.length);
     expect(report.problems).toEqual([
-      { path: 'config.json', problem: 'size_mismatch', expectedSize: FILES['config.json']!.length, actualSize: FILES['config.json']!.length - 1, actualSha256: null },
-      { path: 'model.safetensors', problem: 'digest_mismatch', expectedSize: model.length, actualSize: model.length, actualSha256: createHash('sha256').update(tampered).digest('hex') },
+      {
+        path: 'config.json',
+        problem: 'size_mismatch',
+        expectedSize: FILES['config.json']!.length,
+        actualSize: FILES['config.json']!.length - 1,
+        actualSha256: null,
+      },
+      {
+        path: 'model.safetensors',
+        problem: 'digest_mismatch',
+        expectedSize: model.length,
+        actualSize: model.length,
+        actualSha256: createHash('sha256').update(tampered).digest('hex'),
+      },
       { path: 'tokenizer/tokenizer.json', problem: 'missing', expectedSize: FILES['tokenizer/tokenizer.json']!.length, actualSize: null, actualSha256: null },
     ]);
   });
@@ -91,7 +108,7 @@ describe('S3 artifact store', () => {
     const url = await store.fileUrl(folder('v1'), 'model.safetensors', nowS() + 600);
     expect(url).toContain(`/models/${PREFIX}/${workspaceId}/tiny-llama/v1/model.safetensors?`);
     expect(url).toContain('X-Amz-Signature=');
-    expect(url).not.toContain(CREDENTIALS.secretAccessKey + '&');
+    expect(url).not.toContain(`${CREDENTIALS.secretAccessKey}&`);
     const whole = await fetch(url);
     expect(whole.status).toBe(200);
     expect(Buffer.from(await whole.arrayBuffer()).equals(bytes)).toBe(true);
@@ -106,7 +123,15 @@ describe('S3 artifact store', () => {
   it('signs a URL to expire at the time asked: one already past is refused by the server', async () => {
     const url = new URL(await store.fileUrl(folder('v1'), 'config.json', nowS() - 60));
     const signedAt = url.searchParams.get('X-Amz-Date')!;
-    const at = Date.UTC(+signedAt.slice(0, 4), +signedAt.slice(4, 6) - 1, +signedAt.slice(6, 8), +signedAt.slice(9, 11), +signedAt.slice(11, 13), +signedAt.slice(13, 15)) / 1000;
+    const at =
+      Date.UTC(
+        +signedAt.slice(0, 4),
+        +signedAt.slice(4, 6) - 1,
+        +signedAt.slice(6, 8),
+        +signedAt.slice(9, 11),
+        +signedAt.slice(11, 13),
+        +signedAt.slice(13, 15),
+      ) / 1000;
     expect(at + Number(url.searchParams.get('X-Amz-Expires'))).toBe(nowS() - 60);
     const expired = await fetch(url);
     expect(expired.status).toBe(403);

@@ -53,7 +53,13 @@ function auditSuite(kind: StoreKind) {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/x-ndjson');
     const text = await response.text();
-    return { text, entries: text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as AuditEntry) };
+    return {
+      text,
+      entries: text
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as AuditEntry),
+    };
   };
   const verified = async (token = admin.token): Promise<ChainVerdict> => {
     const response = await api('/audit/verify', token);
@@ -108,7 +114,9 @@ function auditSuite(kind: StoreKind) {
 
   it('filters by action, actor, target, outcome and time, and pages newest first', async () => {
     const all = (await page()).data;
-    expect((await page('?action=deployment.create')).data.map((e) => e.target)).toEqual(all.filter((e) => e.action === 'deployment.create').map((e) => e.target));
+    expect((await page('?action=deployment.create')).data.map((e) => e.target)).toEqual(
+      all.filter((e) => e.action === 'deployment.create').map((e) => e.target),
+    );
     expect((await page(`?actor=${admin.id}`)).data).toHaveLength(3);
     expect((await page(`?target=${enrollmentId}`)).data.map((e) => e.action)).toEqual(['enrollment_token.create']);
     expect((await page('?outcome=denied')).data).toEqual([]);
@@ -129,12 +137,24 @@ function auditSuite(kind: StoreKind) {
   });
 
   it('answers 400 to bad filters and cursors, and 403 below admin', async () => {
-    for (const query of ['?outcome=maybe', '?since=yesterday', '?until=2026-01-01', '?limit=0', '?cursor=bm9wZQ', `?action=${'a'.repeat(300)}`, '?action=99999999999999999999', '?actor=1e309', '?target=no%20spaces', '?target=-dash-first']) {
+    for (const query of [
+      '?outcome=maybe',
+      '?since=yesterday',
+      '?until=2026-01-01',
+      '?limit=0',
+      '?cursor=bm9wZQ',
+      `?action=${'a'.repeat(300)}`,
+      '?action=99999999999999999999',
+      '?actor=1e309',
+      '?target=no%20spaces',
+      '?target=-dash-first',
+    ]) {
       const response = await api(`/audit${query}`, admin.token);
       expect(response.status, query).toBe(400);
       expect(((await response.json()) as { error: { code: string } }).error.code).toMatch(/validation_failed|invalid_cursor/);
     }
-    for (const token of [viewer, operator]) for (const path of ['/audit', '/audit/export', '/audit/verify']) expect((await api(path, token)).status, path).toBe(403);
+    for (const token of [viewer, operator])
+      for (const path of ['/audit', '/audit/export', '/audit/verify']) expect((await api(path, token)).status, path).toBe(403);
     expect((await fetch(`${plane.url}/api/v1/audit/export`)).status).toBe(401);
     // Each refusal of a known token is itself audited: who tried what, with which role.
     const denied = (await page('?action=access.denied&target=GET%20/api/v1/audit/export')).data;
@@ -217,7 +237,10 @@ function auditSuite(kind: StoreKind) {
   it('finds tampering done with the trigger switched off, and names the seq it broke at', async () => {
     const before = await verified();
     expect(before.ok).toBe(true);
-    const [victim] = await queryRows<{ seq: number | string; id: string }>(plane.ports.store.db, sql`select seq, id from audit_events where workspace_id = ${plane.workspaceId} and action = 'deployment.create'`);
+    const [victim] = await queryRows<{ seq: number | string; id: string }>(
+      plane.ports.store.db,
+      sql`select seq, id from audit_events where workspace_id = ${plane.workspaceId} and action = 'deployment.create'`,
+    );
     await superuser(sql`alter table audit_events disable trigger user`);
     try {
       await superuser(sql`update audit_events set details = jsonb_set(details, '{name}', '"innocent"') where id = ${victim!.id}`);
@@ -252,12 +275,20 @@ describePg('the audit log on PostgreSQL', () => {
       const before = ((await (await plane.admin('/api/v1/audit/verify')).json()) as ChainVerdict).entries;
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          i % 2 ? plane.admin('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ labels: { n: String(i) } }) }) : plane.admin(`/api/v1/deployments/par-${i}`, { method: 'PUT', body: JSON.stringify({ model: 'm', runtime: { kind: 'simulated', model: 'm' }, replicas: 0, selector: { none: 'none' } }) }),
+          i % 2
+            ? plane.admin('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ labels: { n: String(i) } }) })
+            : plane.admin(`/api/v1/deployments/par-${i}`, {
+                method: 'PUT',
+                body: JSON.stringify({ model: 'm', runtime: { kind: 'simulated', model: 'm' }, replicas: 0, selector: { none: 'none' } }),
+              }),
         ),
       );
       expect(answers.map((a) => a.status).sort()).toEqual([...Array(10).fill(200), ...Array(10).fill(201)]);
       const text = await (await plane.admin('/api/v1/audit/export')).text();
-      const entries = text.trim().split('\n').map((line) => JSON.parse(line) as AuditEntry);
+      const entries = text
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as AuditEntry);
       expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i + 1));
       expect(entries.length).toBeGreaterThanOrEqual(before + 20);
       const verdict = await verifyChain(entries);

@@ -4,7 +4,6 @@ import { eq, inArray } from 'drizzle-orm';
 import pino from 'pino';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
 import { createDataPlane } from '../../functions/dataplane/data-plane.js';
-import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
 import { machineJtis, workloads } from '../../functions/store/schema/index.js';
 import { writeWorkloads, type WorkloadRow } from '../../functions/services/workloads.js';
@@ -47,7 +46,9 @@ describeStores('batched writes', (store) => {
     await writeWorkloads(store().db, [row('wl_usage', { tokenId: 'tok_1', model: 'chat-large' })]);
     let [written] = await store().db.select().from(workloads).where(eq(workloads.id, 'wl_usage'));
     expect(written).toMatchObject({ tokenId: 'tok_1', model: 'chat-large', promptTokens: null, completionTokens: null, firstByteMs: null });
-    await writeWorkloads(store().db, [row('wl_usage', { state: 'succeeded', tokenId: 'tok_1', model: 'chat-large', promptTokens: 17, completionTokens: 0, firstByteMs: 42 })]);
+    await writeWorkloads(store().db, [
+      row('wl_usage', { state: 'succeeded', tokenId: 'tok_1', model: 'chat-large', promptTokens: 17, completionTokens: 0, firstByteMs: 42 }),
+    ]);
     [written] = await store().db.select().from(workloads).where(eq(workloads.id, 'wl_usage'));
     expect(written).toMatchObject({ state: 'succeeded', tokenId: 'tok_1', model: 'chat-large', promptTokens: 17, completionTokens: 0, firstByteMs: 42 });
   });
@@ -90,7 +91,15 @@ describeStores('batched writes', (store) => {
     for (const r of all) relay.workloads.put(r.id, r);
     await relay.workloads.flush();
 
-    const written = await store().db.select().from(workloads).where(inArray(workloads.id, all.map((r) => r.id)));
+    const written = await store()
+      .db.select()
+      .from(workloads)
+      .where(
+        inArray(
+          workloads.id,
+          all.map((r) => r.id),
+        ),
+      );
     expect(written.map((r) => r.id).sort()).toEqual(good.map((r) => r.id).sort());
     const dropped = await metrics.registry.getSingleMetricAsString('lunanexa_write_behind_dropped_total');
     expect(dropped).toContain('lunanexa_write_behind_dropped_total{what="workload records"} 4');

@@ -60,7 +60,8 @@ function mutations(base: Json, lenient: (path: string) => boolean = () => false)
       for (const n of OVERFLOWS) out.push({ label: `${at} = ${n}`, body: replaced(base, path, n), lenient: lenient(at) });
     }
   }
-  if (base !== null && typeof base === 'object' && !Array.isArray(base)) out.push({ label: 'a key with a NUL byte', body: { ...base, [NUL]: 1 }, lenient: false });
+  if (base !== null && typeof base === 'object' && !Array.isArray(base))
+    out.push({ label: 'a key with a NUL byte', body: { ...base, [NUL]: 1 }, lenient: false });
   return out;
 }
 
@@ -106,7 +107,8 @@ function example(schema: Record<string, unknown> | undefined, doc: Record<string
   switch (type) {
     case 'object': {
       const out: Record<string, Json> = {};
-      for (const [key, property] of Object.entries((schema.properties ?? {}) as Record<string, Record<string, unknown>>)) out[key] = example(property, doc, depth + 1);
+      for (const [key, property] of Object.entries((schema.properties ?? {}) as Record<string, Record<string, unknown>>))
+        out[key] = example(property, doc, depth + 1);
       return out;
     }
     case 'array':
@@ -159,7 +161,11 @@ describe('every route bounds what it is sent', () => {
         done();
       },
     });
-    plane = await startTestPlane({ store: 'pglite', logger: pino({ level: 'debug' }, sink), config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 } });
+    plane = await startTestPlane({
+      store: 'pglite',
+      logger: pino({ level: 'debug' }, sink),
+      config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 },
+    });
     m = await enrollTestMachine(plane, 'bounds-m');
     doc = (await (await plane.admin('/api/v1/openapi.json')).json()) as Record<string, unknown>;
     for (const [path, body] of [
@@ -177,10 +183,17 @@ describe('every route bounds what it is sent', () => {
   const NAME_QUERIES = new Set(['target']);
 
   const api = (method: string, path: string, body?: Json, query = '') =>
-    plane.admin(`/api/v1${path}${query}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: body === undefined ? {} : { 'content-type': 'application/json' } });
+    plane.admin(`/api/v1${path}${query}`, {
+      method,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    });
 
   it('/api/v1: every route of the OpenAPI document', async () => {
-    const paths = doc.paths as Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> } }>>;
+    const paths = doc.paths as Record<
+      string,
+      Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> } }>
+    >;
     const problems: Problem[] = [];
     let routes = 0;
     for (const [template, operations] of Object.entries(paths)) {
@@ -203,7 +216,12 @@ describe('every route bounds what it is sent', () => {
           ] as const) {
             // Twenty digits are a valid name (of a deployment, a secret): that one must not fail, and may succeed.
             const strict = what !== 'an integer past 2^64';
-            const problem = await checkAnswer(await api(verb, fill({ [name]: value }), body), { label: `${route} with {${name}} ${what}`, surface: 'api', strict, exactly });
+            const problem = await checkAnswer(await api(verb, fill({ [name]: value }), body), {
+              label: `${route} with {${name}} ${what}`,
+              surface: 'api',
+              strict,
+              exactly,
+            });
             if (problem) problems.push(problem);
           }
         }
@@ -217,14 +235,24 @@ describe('every route bounds what it is sent', () => {
             // An unknown query parameter is ignored (2xx allowed) unless it carries a NUL byte; a name-valued one
             // (the audit log's `target`: template and secret names too) may be all digits.
             const strict = (name !== 'unknown' && !(NAME_QUERIES.has(name) && what !== 'overlong')) || what === 'a NUL byte';
-            const problem = await checkAnswer(await api(verb, fill(), body, `?${name}=${value}`), { label: `${route} with ?${name} ${what}`, surface: 'api', strict, exactly });
+            const problem = await checkAnswer(await api(verb, fill(), body, `?${name}=${value}`), {
+              label: `${route} with ?${name} ${what}`,
+              surface: 'api',
+              strict,
+              exactly,
+            });
             if (problem) problems.push(problem);
           }
         }
         if (base !== undefined) {
           for (const mutation of mutations(base)) {
             const exactly = mutation.label.includes('NUL') ? 400 : undefined;
-            const problem = await checkAnswer(await api(verb, fill(), mutation.body), { label: `${route} body ${mutation.label}`, surface: 'api', strict: !mutation.lenient, exactly });
+            const problem = await checkAnswer(await api(verb, fill(), mutation.body), {
+              label: `${route} body ${mutation.label}`,
+              surface: 'api',
+              strict: !mutation.lenient,
+              exactly,
+            });
             if (problem) problems.push(problem);
           }
         }
@@ -248,14 +276,29 @@ describe('every route bounds what it is sent', () => {
     it('POST /agent/v1/enroll', async () => {
       const key = await generateMachineKey();
       const problems: Problem[] = [];
-      for (const mutation of mutations({ token: 'lnxe_not-a-real-token-for-bounds', name: 'bounds-enroll', publicKey: key.publicJwk, inventory: TEST_INVENTORY as unknown as Json, labels: {} })) {
+      for (const mutation of mutations({
+        token: 'lnxe_not-a-real-token-for-bounds',
+        name: 'bounds-enroll',
+        publicKey: key.publicJwk,
+        inventory: TEST_INVENTORY as unknown as Json,
+        labels: {},
+      })) {
         // A real, unused token each time, so that a hostile leaf reaches the enrollment transaction.
         const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, labels: {}, ttlSeconds: 60 } });
         const body = mutation.label.startsWith('token') ? mutation.body : { ...(mutation.body as Record<string, Json>), token: token.token };
-        const response = await fetch(`${plane.url}/agent/v1/enroll`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const response = await fetch(`${plane.url}/agent/v1/enroll`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         // Inventory gauges are numbers a node reports as it measures them: a huge one is a value, not a fault.
         const lenient = mutation.lenient || /^inventory\.(memory|disk|cpus)/.test(mutation.label);
-        const problem = await checkAnswer(response, { label: `enroll ${mutation.label}`, surface: 'api', strict: !lenient, exactly: mutation.label.includes('NUL') ? 400 : undefined });
+        const problem = await checkAnswer(response, {
+          label: `enroll ${mutation.label}`,
+          surface: 'api',
+          strict: !lenient,
+          exactly: mutation.label.includes('NUL') ? 400 : undefined,
+        });
         if (problem) problems.push(problem);
       }
       expect(problems).toEqual([]);
@@ -265,7 +308,13 @@ describe('every route bounds what it is sent', () => {
       const problems: Problem[] = [];
       const bases: Array<(n: number) => Json> = [
         (n) => heartbeatBody(m, n, { bootId: `boot-bounds-${n}`, metrics: { load1: 0.5 }, warmModels: ['sim-chat'] }) as Json,
-        (n) => heartbeatBody(m, n, { bootId: `boot-bounds-${n}`, runtimes: [runtimeReport('asg_01J0000000000000000000000', 'dep_01J0000000000000000000000', { message: 'ok', progress: { elapsedMs: 1, timeoutMs: 2 } })] }) as Json,
+        (n) =>
+          heartbeatBody(m, n, {
+            bootId: `boot-bounds-${n}`,
+            runtimes: [
+              runtimeReport('asg_01J0000000000000000000000', 'dep_01J0000000000000000000000', { message: 'ok', progress: { elapsedMs: 1, timeoutMs: 2 } }),
+            ],
+          }) as Json,
       ];
       for (const base of bases) {
         for (const mutation of mutations(base(0), (at) => at.startsWith('metrics.'))) {
@@ -290,7 +339,11 @@ describe('every route bounds what it is sent', () => {
       const problems: Problem[] = [];
       const next = await generateMachineKey();
       for (const mutation of mutations({ publicKey: next.publicJwk })) {
-        const problem = await checkAnswer(await signed(m, 'POST', '/agent/v1/credentials', mutation.body), { label: `credentials ${mutation.label}`, surface: 'api', strict: true });
+        const problem = await checkAnswer(await signed(m, 'POST', '/agent/v1/credentials', mutation.body), {
+          label: `credentials ${mutation.label}`,
+          surface: 'api',
+          strict: true,
+        });
         if (problem) problems.push(problem);
       }
       const logs = '/agent/v1/runtimes/asg_01J0000000000000000000000/logs';
@@ -316,10 +369,19 @@ describe('every route bounds what it is sent', () => {
         }
       }
       for (const lastEventId of ['desired-99999999999999999999', `desired-${'9'.repeat(5_000)}`, LONG]) {
-        const problem = await checkAnswer(await signed(m, 'GET', '/agent/v1/stream', undefined, { 'last-event-id': lastEventId }), { label: `stream with Last-Event-ID ${lastEventId.slice(0, 30)}`, surface: 'api', strict: true });
+        const problem = await checkAnswer(await signed(m, 'GET', '/agent/v1/stream', undefined, { 'last-event-id': lastEventId }), {
+          label: `stream with Last-Event-ID ${lastEventId.slice(0, 30)}`,
+          surface: 'api',
+          strict: true,
+        });
         if (problem) problems.push(problem);
       }
-      const problem = await checkAnswer(await fetch(`${plane.url}/agent/v1/jwks?x=${encodeURIComponent(NUL)}`), { label: 'jwks with a NUL query', surface: 'api', strict: true, exactly: 400 });
+      const problem = await checkAnswer(await fetch(`${plane.url}/agent/v1/jwks?x=${encodeURIComponent(NUL)}`), {
+        label: 'jwks with a NUL query',
+        surface: 'api',
+        strict: true,
+        exactly: 400,
+      });
       if (problem) problems.push(problem);
       expect(problems).toEqual([]);
     });
@@ -329,13 +391,21 @@ describe('every route bounds what it is sent', () => {
       const body = JSON.stringify(heartbeatBody(m, ++seq));
       for (const kid of [`crd_${NUL}`, LONG, `crd_${'\u0001'}`]) {
         const token = `${b64({ alg: 'EdDSA', kid })}.${b64({ iss: m.machineId, sub: m.machineId })}.${Buffer.alloc(64).toString('base64url')}`;
-        const response = await fetch(`${plane.url}/agent/v1/heartbeat`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body });
+        const response = await fetch(`${plane.url}/agent/v1/heartbeat`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body,
+        });
         const problem = await checkAnswer(response, { label: `kid ${JSON.stringify(kid.slice(0, 20))}`, surface: 'api', strict: true, exactly: 401 });
         expect(problem).toBeNull();
       }
       // The same on the streamed (frames) verifier, which caches credentials.
       const token = `${b64({ alg: 'EdDSA', kid: `crd_${NUL}` })}.${b64({})}.${Buffer.alloc(64).toString('base64url')}`;
-      const frames = await fetch(`${plane.url}/agent/v1/invocations/inv_x/frames`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: '\n' });
+      const frames = await fetch(`${plane.url}/agent/v1/invocations/inv_x/frames`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+        body: '\n',
+      });
       expect(await checkAnswer(frames, { label: 'frames kid NUL', surface: 'api', strict: true, exactly: 401 })).toBeNull();
     });
 
@@ -351,7 +421,11 @@ describe('every route bounds what it is sent', () => {
           .setExpirationTime('30s')
           .setJti(jti)
           .sign(m.key);
-        const response = await fetch(`${plane.url}/agent/v1/heartbeat`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body });
+        const response = await fetch(`${plane.url}/agent/v1/heartbeat`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+          body,
+        });
         expect(await checkAnswer(response, { label: `jti ${jti.slice(0, 12)}`, surface: 'api', strict: true, exactly: 401 })).toBeNull();
       }
     });
@@ -360,7 +434,11 @@ describe('every route bounds what it is sent', () => {
   it('/v1: every inference route and its headers', async () => {
     const problems: Problem[] = [];
     const post = (path: string, body: Json, headers: Record<string, string> = {}) =>
-      fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      fetch(`${plane.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
     const bodies: Array<[string, Json]> = [
       ['/v1/chat/completions', { model: 'bounds-nowhere', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, timeout: 30, user: 'u' }],
       ['/v1/completions', { model: 'bounds-nowhere', prompt: 'hi', max_tokens: 4, seed: 1 }],
@@ -368,7 +446,11 @@ describe('every route bounds what it is sent', () => {
     ];
     for (const [path, base] of bodies) {
       for (const mutation of mutations(base)) {
-        const problem = await checkAnswer(await post(path, mutation.body), { label: `${path} ${mutation.label}`, surface: 'openai', strict: !mutation.lenient });
+        const problem = await checkAnswer(await post(path, mutation.body), {
+          label: `${path} ${mutation.label}`,
+          surface: 'openai',
+          strict: !mutation.lenient,
+        });
         if (problem) problems.push(problem);
       }
       for (const [header, value] of [
@@ -379,10 +461,20 @@ describe('every route bounds what it is sent', () => {
         ['x-lunanexa-deadline', LONG],
         ['idempotency-key', LONG],
       ] as const) {
-        const problem = await checkAnswer(await post(path, base, { [header]: value }), { label: `${path} ${header}: ${value.slice(0, 24)}`, surface: 'openai', strict: true, exactly: 400 });
+        const problem = await checkAnswer(await post(path, base, { [header]: value }), {
+          label: `${path} ${header}: ${value.slice(0, 24)}`,
+          surface: 'openai',
+          strict: true,
+          exactly: 400,
+        });
         if (problem) problems.push(problem);
       }
-      const problem = await checkAnswer(await post(`${path}?x=${encodeURIComponent(NUL)}`, base), { label: `${path} with a NUL query`, surface: 'openai', strict: true, exactly: 400 });
+      const problem = await checkAnswer(await post(`${path}?x=${encodeURIComponent(NUL)}`, base), {
+        label: `${path} with a NUL query`,
+        surface: 'openai',
+        strict: true,
+        exactly: 400,
+      });
       if (problem) problems.push(problem);
     }
     const models = await fetch(`${plane.url}/v1/models?x=${encodeURIComponent(NUL)}`, { headers: { authorization: `Bearer ${plane.adminToken}` } });

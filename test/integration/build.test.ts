@@ -13,7 +13,11 @@ import { PG_URL, createTestDatabase } from '../helpers/pg.js';
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Runs `command args` to completion and returns its exit code and output. */
-function run(command: string, args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: opts.cwd, env: opts.env ?? process.env });
     let stdout = '';
@@ -124,10 +128,13 @@ describe('npm run build', () => {
     children.push(sim.child);
     const port = sim.line.port as number;
     expect(port).toBeGreaterThan(0);
-    const status = await waitFor(async () => {
-      const response = await fetch(`http://127.0.0.1:${port}/health`);
-      return response.status === 200 ? response.status : null;
-    }, { timeoutMs: 10_000, what: 'the simulated runtime to be healthy' });
+    const status = await waitFor(
+      async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/health`);
+        return response.status === 200 ? response.status : null;
+      },
+      { timeoutMs: 10_000, what: 'the simulated runtime to be healthy' },
+    );
     expect(status).toBe(200);
     sim.child.kill('SIGTERM');
     await sim.exited;

@@ -21,7 +21,13 @@ describePg('console sessions and forms', () => {
   async function signInForm(): Promise<{ nonce: string; cookie: string }> {
     const page = await fetch(`${plane.url}/console/sign-in`);
     const nonce = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!;
-    return { nonce, cookie: page.headers.getSetCookie().find((c) => c.startsWith('lnx_sign_in='))!.split(';')[0]! };
+    return {
+      nonce,
+      cookie: page.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('lnx_sign_in='))!
+        .split(';')[0]!,
+    };
   }
 
   async function postSignIn(token: string, headers: Record<string, string> = {}) {
@@ -89,16 +95,25 @@ describePg('console sessions and forms', () => {
     const body = new URLSearchParams({ _csrf: nonce, token: plane.adminToken }).toString();
     // As a browser reaching the control plane by name: Node's client lets the Host header be set.
     const line = await new Promise<string | undefined>((resolve, reject) => {
-      const req = request(`${plane.url}/console/sign-in`, { method: 'POST', headers: { host: 'console.example:443', cookie, 'content-type': form, 'sec-fetch-site': 'same-origin' } }, (res) => {
-        res.resume();
-        resolve(res.headers['set-cookie']?.find((c) => c.startsWith('lnx_session=')));
-      });
+      const req = request(
+        `${plane.url}/console/sign-in`,
+        { method: 'POST', headers: { host: 'console.example:443', cookie, 'content-type': form, 'sec-fetch-site': 'same-origin' } },
+        (res) => {
+          res.resume();
+          resolve(res.headers['set-cookie']?.find((c) => c.startsWith('lnx_session=')));
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
     expect(line).toMatch(/; Secure/);
 
-    const noNonce = await fetch(`${plane.url}/console/sign-in`, { method: 'POST', redirect: 'manual', headers: { 'content-type': form }, body: new URLSearchParams({ token: plane.adminToken }) });
+    const noNonce = await fetch(`${plane.url}/console/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': form },
+      body: new URLSearchParams({ token: plane.adminToken }),
+    });
     expect(noNonce.status).toBe(403);
     const crossSite = await postSignIn(plane.adminToken, { 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' });
     expect(crossSite.status).toBe(403);
@@ -109,10 +124,16 @@ describePg('console sessions and forms', () => {
   it('validates every form before it changes anything, and never changes state on GET', async () => {
     const { cookie } = await signIn(plane.adminToken);
     const csrf = await csrfOf(cookie);
-    const generation = async () => (await plane.ports.store.db.select({ generation: deployments.generation, replicas: deployments.replicas }).from(deployments))[0]!;
+    const generation = async () =>
+      (await plane.ports.store.db.select({ generation: deployments.generation, replicas: deployments.replicas }).from(deployments))[0]!;
     const before = await generation();
     const post = (path: string, body: Record<string, string>, type = form) =>
-      fetch(`${plane.url}${path}`, { method: 'POST', redirect: 'manual', headers: { cookie, 'content-type': type, origin: plane.url }, body: new URLSearchParams(body) });
+      fetch(`${plane.url}${path}`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { cookie, 'content-type': type, origin: plane.url },
+        body: new URLSearchParams(body),
+      });
 
     for (const replicas of ['', 'two', '-1', '1.5', '5000']) {
       const response = await post('/console/deployments/sim-chat/scale', { _csrf: csrf, replicas, generation: String(before.generation) });
@@ -121,7 +142,9 @@ describePg('console sessions and forms', () => {
       expect(await response.text()).toContain('Replicas must be a whole number from 0 to 1024.');
     }
     expect((await post('/console/deployments/sim-chat/scale', { replicas: '3', generation: String(before.generation) })).status).toBe(403);
-    expect((await post('/console/deployments/sim-chat/scale', { _csrf: csrf, replicas: '3', generation: String(before.generation) }, 'application/json')).status).toBe(415);
+    expect(
+      (await post('/console/deployments/sim-chat/scale', { _csrf: csrf, replicas: '3', generation: String(before.generation) }, 'application/json')).status,
+    ).toBe(415);
     expect((await post('/console/deployments/sim-chat/scale', { _csrf: csrf, replicas: '3', generation: String(before.generation + 7) })).status).toBe(409);
     expect((await post('/console/deployments/sim-chat/scale', { _csrf: `${csrf}x`, replicas: '3', generation: String(before.generation) })).status).toBe(403);
     expect((await post('/console/tokens', { _csrf: csrf, name: '', role: 'viewer', lifetime: 'never' })).status).toBe(400);

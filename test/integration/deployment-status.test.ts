@@ -25,7 +25,11 @@ function statusSuite(store: StoreKind) {
     ...extra,
   });
   const put = (name: string, body: unknown, token = plane.adminToken) =>
-    fetch(`${plane.url}/api/v1/deployments/${name}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${plane.url}/api/v1/deployments/${name}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   const get = async (name: string) => {
     const response = await plane.admin(`/api/v1/deployments/${name}`);
     expect(response.status).toBe(200);
@@ -50,7 +54,7 @@ function statusSuite(store: StoreKind) {
     await plane?.stop();
   });
 
-  it('an unplaceable replica shows the scheduler\'s reason for every machine', async () => {
+  it("an unplaceable replica shows the scheduler's reason for every machine", async () => {
     expect((await put('big', spec())).status).toBe(200);
     const { status, events } = await get('big');
     expect(status).toMatchObject({ desired: 2, ready: 0, unplaceable: 2 });
@@ -115,7 +119,11 @@ function statusSuite(store: StoreKind) {
     expect(drained.status).toBe(200);
     // Nothing ran there: a drain of an empty machine is complete at once.
     expect(await drained.json()).toMatchObject({ draining: true, cordoned: true, drained: true });
-    expect(await (await plane.admin(`/api/v1/machines/${labNode.machineId}/uncordon`, { method: 'POST' })).json()).toMatchObject({ draining: false, cordoned: false, drained: false });
+    expect(await (await plane.admin(`/api/v1/machines/${labNode.machineId}/uncordon`, { method: 'POST' })).json()).toMatchObject({
+      draining: false,
+      cordoned: false,
+      drained: false,
+    });
   });
 }
 

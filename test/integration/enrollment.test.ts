@@ -33,7 +33,10 @@ function enrollmentSuite(store: StoreKind) {
   });
 
   const mint = (input: { name?: string; ttlSeconds?: number } = {}) =>
-    createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, labels: { rack: 'a' }, ttlSeconds: input.ttlSeconds ?? 300, name: input.name } });
+    createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, labels: { rack: 'a' }, ttlSeconds: input.ttlSeconds ?? 300, name: input.name },
+    });
 
   it('enrolls once, stores only the hash and applies the token labels', async () => {
     const token = await mint({ name: 'node-a' });
@@ -72,7 +75,10 @@ function enrollmentSuite(store: StoreKind) {
 
   it('rejects an expired token', async () => {
     const token = await mint({ ttlSeconds: 10 });
-    await plane.ports.store.db.update(enrollmentTokens).set({ expiresAt: new Date(Date.now() - 60_000) }).where(eq(enrollmentTokens.id, token.id));
+    await plane.ports.store.db
+      .update(enrollmentTokens)
+      .set({ expiresAt: new Date(Date.now() - 60_000) })
+      .where(eq(enrollmentTokens.id, token.id));
     const before = await machineCount(plane);
     const response = await enroll(plane, await enrollBody(token.token, 'late'));
     expect(response.status).toBe(401);
@@ -126,7 +132,10 @@ function enrollmentSuite(store: StoreKind) {
   it("takes a machine's labels from its token, never from the machine: declared labels are refused with 400", async () => {
     const token = await mint({ name: 'labelled' });
     const key = await generateMachineKey();
-    const declared = await enroll(plane, JSON.stringify({ token: token.token, name: 'labelled', publicKey: key.publicJwk, inventory: TEST_INVENTORY, labels: { rack: 'b', gpu: 'h100' } }));
+    const declared = await enroll(
+      plane,
+      JSON.stringify({ token: token.token, name: 'labelled', publicKey: key.publicJwk, inventory: TEST_INVENTORY, labels: { rack: 'b', gpu: 'h100' } }),
+    );
     const body = (await declared.json()) as { error: { code: string; details?: Array<{ path: string }> } };
     expect(declared.status, JSON.stringify(body)).toBe(400);
     expect(body.error.code).toBe('validation_failed');

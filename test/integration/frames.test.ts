@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { concat, encodeFrame } from '../../shared/frame-codec.js';
-import { FrameQueue, type QueueItem } from '../../functions/link/frame-queue.js';
+import { FrameQueue } from '../../functions/link/frame-queue.js';
 import type { StreamSink } from '../../functions/link/holder.js';
 import { newId } from '../../shared/ids.js';
 import { enrollTestMachine, type TestMachine } from '../helpers/machine.js';
@@ -29,7 +29,16 @@ function recordingStream() {
 }
 
 function invokeOf(invocationId: string): Invoke {
-  return { invocationId, workloadId: newId('workload'), assignmentId: 'asg_test', path: '/v1/chat/completions', body: '{}', deadline: Date.now() + 60_000, idempotencyKey: null, stream: true };
+  return {
+    invocationId,
+    workloadId: newId('workload'),
+    assignmentId: 'asg_test',
+    path: '/v1/chat/completions',
+    body: '{}',
+    deadline: Date.now() + 60_000,
+    idempotencyKey: null,
+    stream: true,
+  };
 }
 
 /** Dispatches a fresh invocation to `machine`, whose stream it stands in; its path, the waiting queue, a detach. */
@@ -49,7 +58,13 @@ function bytesBody(body: Uint8Array | ReadableStream<Uint8Array>): BodyInit {
   return body as BodyInit;
 }
 
-async function upload(plane: TestPlane, machine: TestMachine, path: string, body: Uint8Array | ReadableStream<Uint8Array>, headers: Record<string, string> = {}): Promise<Response> {
+async function upload(
+  plane: TestPlane,
+  machine: TestMachine,
+  path: string,
+  body: Uint8Array | ReadableStream<Uint8Array>,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return await fetch(`${plane.url}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${await machine.sign('POST', path, '')}`, 'content-type': 'application/octet-stream', ...headers },
@@ -148,7 +163,10 @@ describe('the frames upload', () => {
     const { invocationId, path, queue, detach } = await dispatched(plane, a);
     // B's own stream is held here too: the refusal is about whose invocation it is, not about B's link.
     const detachB = plane.ports.dataPlane.holder.attachStream(b.machineId, recordingStream().sink);
-    const frames = concat([encodeFrame(invocationId, { o: 0, t: 'accept' }), encodeFrame(invocationId, { o: 1, t: 'head', status: 200, contentType: 'text/plain' })]);
+    const frames = concat([
+      encodeFrame(invocationId, { o: 0, t: 'accept' }),
+      encodeFrame(invocationId, { o: 1, t: 'head', status: 200, contentType: 'text/plain' }),
+    ]);
     await expectError(await upload(plane, b, path, frames), 403, 'forbidden_machine');
     await expectError(await resumeOffset(plane, b, path), 403, 'forbidden_machine');
     expect(await received(queue)).toEqual([]);
@@ -170,7 +188,11 @@ describe('the frames upload', () => {
   it("answers 404 to frames of another invocation than the path's, and delivers nothing of them", async () => {
     const one = await dispatched(plane, a);
     const other = newId('invocation');
-    await expectError(await upload(plane, a, one.path, concat([encodeFrame(one.invocationId, { o: 0, t: 'accept' }), encodeFrame(other, { o: 0, t: 'accept' })])), 404, 'not_found');
+    await expectError(
+      await upload(plane, a, one.path, concat([encodeFrame(one.invocationId, { o: 0, t: 'accept' }), encodeFrame(other, { o: 0, t: 'accept' })])),
+      404,
+      'not_found',
+    );
     // The path's own frame before it went through; nothing else did.
     expect(await receivedFrames(one.queue)).toEqual([{ o: 0, t: 'accept' }]);
     one.detach();
@@ -227,10 +249,18 @@ describe('the frames upload', () => {
     const body = bytesBody(encodeFrame(invocationId, { o: 0, t: 'accept' }));
     const unsigned = await fetch(`${plane.url}${path}`, { method: 'POST', body });
     expect(unsigned.status).toBe(401);
-    const other = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('POST', '/agent/v1/heartbeat', '')}` }, body });
+    const other = await fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await a.sign('POST', '/agent/v1/heartbeat', '')}` },
+      body,
+    });
     await expectError(other, 401, 'invalid_machine_token');
     // Signed for the frames of another invocation.
-    const elsewhere = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('POST', `/agent/v1/invocations/${newId('invocation')}/frames`, '')}` }, body });
+    const elsewhere = await fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await a.sign('POST', `/agent/v1/invocations/${newId('invocation')}/frames`, '')}` },
+      body,
+    });
     await expectError(elsewhere, 401, 'invalid_machine_token');
     expect(await received(queue)).toEqual([]);
     detach();
@@ -321,7 +351,10 @@ describe('a frame over the frame limit', () => {
       ]);
       // And the upload resumes where it stopped, with ordinary frames.
       expect(await (await resumeOffset(plane, a, path)).json()).toEqual({ nextOffset: 2 });
-      const rest = concat([encodeFrame(invocationId, { o: 2, t: 'data', d: encoder.encode('short') }), encodeFrame(invocationId, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null })]);
+      const rest = concat([
+        encodeFrame(invocationId, { o: 2, t: 'data', d: encoder.encode('short') }),
+        encodeFrame(invocationId, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null }),
+      ]);
       const resumed = await upload(plane, a, path, rest);
       expect(resumed.status).toBe(200);
       expect(await resumed.json()).toEqual({ nextOffset: 4 });

@@ -18,7 +18,12 @@ import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
  */
 
 const CHAT = '/v1/chat/completions';
-const hello = (model: string, extra: Record<string, unknown> = {}) => ({ model, messages: [{ role: 'user', content: 'hello there' }], max_tokens: 4, ...extra });
+const hello = (model: string, extra: Record<string, unknown> = {}) => ({
+  model,
+  messages: [{ role: 'user', content: 'hello there' }],
+  max_tokens: 4,
+  ...extra,
+});
 
 interface Envelope {
   error: { message: string; type: string; code: string | null; param: string | null };
@@ -39,7 +44,15 @@ async function expectEnvelope(response: Response, status: number, expected: { ty
 }
 
 function simulated(name: string, runtime: { failureRate?: number; tokensPerSecond?: number } = {}): DeploymentInput['runtime'] {
-  return { kind: 'simulated', model: name, ttftMs: 20, tokensPerSecond: runtime.tokensPerSecond ?? 200, loadMs: 100, memoryMiB: 64, failureRate: runtime.failureRate ?? 0 };
+  return {
+    kind: 'simulated',
+    model: name,
+    ttftMs: 20,
+    tokensPerSecond: runtime.tokensPerSecond ?? 200,
+    loadMs: 100,
+    memoryMiB: 64,
+    failureRate: runtime.failureRate ?? 0,
+  };
 }
 
 async function deploy(plane: TestPlane, name: string, opts: Partial<DeploymentInput> & { failureRate?: number } = {}) {
@@ -132,19 +145,33 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
   it('unknown model: 404 model_not_found naming the model param', async () => {
     const body = await expectEnvelope(await post(CHAT, hello('no-such-model')), 404, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
     expect(body.error.message).toContain('no-such-model');
-    await expectEnvelope(await post('/v1/embeddings', { model: 'no-such-model', input: 'x' }), 404, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
+    await expectEnvelope(await post('/v1/embeddings', { model: 'no-such-model', input: 'x' }), 404, {
+      type: 'not_found_error',
+      code: 'model_not_found',
+      param: 'model',
+    });
   });
 
   it('missing token: 401', async () => {
-    const response = await fetch(`${ctx.plane().url}${CHAT}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(hello('sim-chat')) });
+    const response = await fetch(`${ctx.plane().url}${CHAT}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(hello('sim-chat')),
+    });
     await expectEnvelope(response, 401, { type: 'authentication_error', code: 'missing_api_key' });
     const models = await fetch(`${ctx.plane().url}/v1/models`);
     await expectEnvelope(models, 401, { type: 'authentication_error', code: 'missing_api_key' });
   });
 
   it('invalid token: 401', async () => {
-    await expectEnvelope(await post(CHAT, hello('sim-chat'), { authorization: 'Bearer lnx_definitely-not-issued' }), 401, { type: 'authentication_error', code: 'invalid_api_key' });
-    await expectEnvelope(await post(CHAT, hello('sim-chat'), { authorization: 'Basic dXNlcjpwYXNz' }), 401, { type: 'authentication_error', code: 'missing_api_key' });
+    await expectEnvelope(await post(CHAT, hello('sim-chat'), { authorization: 'Bearer lnx_definitely-not-issued' }), 401, {
+      type: 'authentication_error',
+      code: 'invalid_api_key',
+    });
+    await expectEnvelope(await post(CHAT, hello('sim-chat'), { authorization: 'Basic dXNlcjpwYXNz' }), 401, {
+      type: 'authentication_error',
+      code: 'missing_api_key',
+    });
   });
 
   it("another workspace's token cannot see this workspace's deployment: 404 model_not_found", async () => {
@@ -184,10 +211,16 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
   it('a deadline already past: 400 deadline_exceeded; an unparseable one: 400 invalid_deadline', async () => {
     const past = [new Date(Date.now() - 60_000).toISOString(), String(Date.now() - 1_000)];
     for (const deadline of past) {
-      await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, { type: 'invalid_request_error', code: 'deadline_exceeded' });
+      await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, {
+        type: 'invalid_request_error',
+        code: 'deadline_exceeded',
+      });
     }
     for (const deadline of ['tomorrow-ish', '12:00']) {
-      await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, { type: 'invalid_request_error', code: 'invalid_deadline' });
+      await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, {
+        type: 'invalid_request_error',
+        code: 'invalid_deadline',
+      });
     }
   });
 
@@ -205,11 +238,18 @@ function refusals(ctx: { plane: () => TestPlane; simChatRequests: () => Promise<
       `${Date.now()}${'0'.repeat(300)}`,
     ];
     for (const deadline of absurd) {
-      const body = await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, { type: 'invalid_request_error', code: 'invalid_deadline' });
+      const body = await expectEnvelope(await post(CHAT, hello('sim-chat'), { 'x-lunanexa-deadline': deadline }), 400, {
+        type: 'invalid_request_error',
+        code: 'invalid_deadline',
+      });
       expect(body.error.message).toContain(String(maxMs / 1000));
     }
     // The body's timeout is bounded by its schema (seconds, at most the maximum).
-    await expectEnvelope(await post(CHAT, hello('sim-chat', { timeout: 1e300 })), 400, { type: 'invalid_request_error', code: 'invalid_value', param: 'timeout' });
+    await expectEnvelope(await post(CHAT, hello('sim-chat', { timeout: 1e300 })), 400, {
+      type: 'invalid_request_error',
+      code: 'invalid_value',
+      param: 'timeout',
+    });
   });
 
   it('a deployment scaled to zero: 503 no_replica_available at once, with Retry-After', async () => {
@@ -277,7 +317,8 @@ describe('/v1 errors on PGlite, with a fleet', () => {
     }
     return urls;
   };
-  const stats = async (url: string) => (await (await fetch(`${url}/sim/stats`)).json()) as { requests: number; failed: number; completed: number; active: number };
+  const stats = async (url: string) =>
+    (await (await fetch(`${url}/sim/stats`)).json()) as { requests: number; failed: number; completed: number; active: number };
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
     fetch(`${plane.url}${path}`, {
       method: 'POST',
@@ -309,7 +350,8 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       const logs = await Promise.all(nodes.map(async (n) => `${n.name}: ${(await readFile(n.logFile, 'utf8').catch(() => '')).slice(-2_000)}`));
       throw new Error(`${String(error)}\nmachines: ${JSON.stringify(await machines())}\n${logs.join('\n')}`);
     });
-    for (const name of ['sim-nowhere', 'sim-pending', 'sim-loading']) expect(plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.replicas).toEqual([]);
+    for (const name of ['sim-nowhere', 'sim-pending', 'sim-loading'])
+      expect(plane.ports.dataPlane.routing.resolve(plane.workspaceId, name)?.replicas).toEqual([]);
     await waitForStarting(plane, 'sim-loading');
   }, 90_000);
 
@@ -366,7 +408,8 @@ describe('/v1 errors on PGlite, with a fleet', () => {
         if (response.status !== 400) failures.push(`absurd deadline answered ${response.status}`);
         continue;
       }
-      if (response.status !== 200 || text.includes('"error"') || (text.includes('data:') && !text.trimEnd().endsWith('data: [DONE]'))) failures.push(`ordinary: ${response.status} ${text.slice(-200)}`);
+      if (response.status !== 200 || text.includes('"error"') || (text.includes('data:') && !text.trimEnd().endsWith('data: [DONE]')))
+        failures.push(`ordinary: ${response.status} ${text.slice(-200)}`);
       ids.push(response.headers.get('x-lunanexa-workload-id')!);
     }
     expect(failures).toEqual([]);

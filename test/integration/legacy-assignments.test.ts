@@ -10,7 +10,7 @@ import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Assignment } from '../../shared/contracts/desired.js';
-import { templateHash } from '../../functions/core/fleet/template.js';
+import { templateHash } from '../../functions/core/registry/template.js';
 import * as schema from '../../functions/store/schema/index.js';
 import { assignments } from '../../functions/store/schema/index.js';
 import { migrationsFolder } from '../../functions/store/migrations-folder.js';
@@ -28,15 +28,32 @@ type Migrate = (folder: string) => Promise<void>;
 type Store = { db: ReturnType<typeof drizzlePglite<typeof schema>>; migrate: Migrate; close(): Promise<void> };
 
 const RUNTIME = { kind: 'simulated', model: 'm', ttftMs: 20, tokensPerSecond: 200, loadMs: 200, memoryMiB: 1024, failureRate: 0.05 };
-const BASE = { deploymentId: 'dep_1', deploymentName: 'chat', model: 'm', deploymentGeneration: 3, restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 1000 } };
+const BASE = {
+  deploymentId: 'dep_1',
+  deploymentName: 'chat',
+  model: 'm',
+  deploymentGeneration: 3,
+  restartPolicy: { mode: 'on-failure', maxRestarts: 5, backoffMs: 1000 },
+};
 
 /** Legacy specs, as written before rollouts: no templateHash, no startup; numbers and strings of every awkward kind. */
 const LEGACY: Record<string, Record<string, unknown>> = {
   asg_plain: { ...BASE, runtime: RUNTIME, artifact: null, resources: { gpus: 1, memoryMiB: 2048 } },
   asg_artifact: { ...BASE, runtime: RUNTIME, artifact: { uri: 's3://models/m.gguf', sha256: 'a'.repeat(64) }, resources: { gpus: 0, memoryMiB: 0.5 } },
-  asg_numbers: { ...BASE, runtime: { ...RUNTIME, failureRate: 1e-7, ttftMs: 0.000001, loadMs: 123456.789, memoryMiB: 1e21, tokensPerSecond: 2.5e25 }, artifact: null, resources: { gpus: 0, memoryMiB: -0 } },
+  asg_numbers: {
+    ...BASE,
+    runtime: { ...RUNTIME, failureRate: 1e-7, ttftMs: 0.000001, loadMs: 123456.789, memoryMiB: 1e21, tokensPerSecond: 2.5e25 },
+    artifact: null,
+    resources: { gpus: 0, memoryMiB: -0 },
+  },
   asg_small: { ...BASE, runtime: { ...RUNTIME, failureRate: 1.2345e-10, ttftMs: 9.999999e-7 }, artifact: null, resources: { gpus: 2, memoryMiB: 100 } },
-  asg_strings: { ...BASE, model: 'modèle "q"\n\t\\ \u0001 ✓ 🚀', runtime: { ...RUNTIME, model: 'Ünïcode/ß' }, artifact: null, resources: { gpus: 0, memoryMiB: 0 } },
+  asg_strings: {
+    ...BASE,
+    model: 'modèle "q"\n\t\\ \u0001 ✓ 🚀',
+    runtime: { ...RUNTIME, model: 'Ünïcode/ß' },
+    artifact: null,
+    resources: { gpus: 0, memoryMiB: 0 },
+  },
   // The fields the digest covers, absent altogether (dropped from the digest, as `undefined` is).
   asg_sparse: { runtime: { kind: 'simulated', model: 'm' } },
 };
@@ -60,14 +77,30 @@ function suite(open: () => Promise<Store>) {
     const { db } = store;
     await db.execute(sql`insert into workspaces (id, name) values ('ws_1', 'default')`);
     await db.execute(sql`insert into machines (id, workspace_id, name, inventory) values ('mch_1', 'ws_1', 'gpu-1', '{}')`);
-    await db.execute(sql`insert into deployments (id, workspace_id, name, model, runtime, restart_policy, replicas) values ('dep_1', 'ws_1', 'chat', 'm', ${JSON.stringify(RUNTIME)}::jsonb, '{}', 1)`);
-    const current = { ...BASE, assignmentId: 'asg_current', runtime: RUNTIME, artifact: null, resources: { gpus: 0, memoryMiB: 0 }, startup: { timeoutMs: 60_000, probeIntervalMs: 500, failureThreshold: 2 }, templateHash: 'kept-as-written' };
-    const specs = { ...Object.fromEntries(Object.entries(LEGACY).map(([id, spec]) => [id, id === 'asg_sparse' ? spec : { ...spec, assignmentId: id }])), asg_current: current };
+    await db.execute(
+      sql`insert into deployments (id, workspace_id, name, model, runtime, restart_policy, replicas) values ('dep_1', 'ws_1', 'chat', 'm', ${JSON.stringify(RUNTIME)}::jsonb, '{}', 1)`,
+    );
+    const current = {
+      ...BASE,
+      assignmentId: 'asg_current',
+      runtime: RUNTIME,
+      artifact: null,
+      resources: { gpus: 0, memoryMiB: 0 },
+      startup: { timeoutMs: 60_000, probeIntervalMs: 500, failureThreshold: 2 },
+      templateHash: 'kept-as-written',
+    };
+    const specs = {
+      ...Object.fromEntries(Object.entries(LEGACY).map(([id, spec]) => [id, id === 'asg_sparse' ? spec : { ...spec, assignmentId: id }])),
+      asg_current: current,
+    };
     for (const [id, spec] of Object.entries(specs)) {
       // As text, so the stored numbers are what JSON.stringify wrote (1e-7, 1e+21), as the old writer stored them.
       await db.execute(sql`insert into assignments (id, machine_id, deployment_id, spec) values (${id}, 'mch_1', 'dep_1', ${JSON.stringify(spec)}::jsonb)`);
     }
-    const read = async () => new Map((await db.select({ id: assignments.id, spec: assignments.spec }).from(assignments)).map((r) => [r.id, r.spec as unknown as Record<string, unknown>]));
+    const read = async () =>
+      new Map(
+        (await db.select({ id: assignments.id, spec: assignments.spec }).from(assignments)).map((r) => [r.id, r.spec as unknown as Record<string, unknown>]),
+      );
     before = await read();
     await store.migrate(migrationsFolder());
     after = await read();
@@ -123,4 +156,5 @@ describePg('migration 0010 on PostgreSQL', () =>
         await database.drop();
       },
     };
-  }));
+  }),
+);

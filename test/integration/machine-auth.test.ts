@@ -99,7 +99,10 @@ function suite(store: StoreKind) {
 
   /** The stored public key of a machine's enrollment credential. */
   async function publicX(machine: TestMachine): Promise<string> {
-    const [row] = await db().select({ publicKey: machineCredentials.publicKey }).from(machineCredentials).where(eq(machineCredentials.id, machine.credentialId));
+    const [row] = await db()
+      .select({ publicKey: machineCredentials.publicKey })
+      .from(machineCredentials)
+      .where(eq(machineCredentials.id, machine.credentialId));
     return row!.publicKey.x;
   }
 
@@ -240,7 +243,12 @@ function suite(store: StoreKind) {
 
     it('rejects an unknown kid and a token with no kid', async () => {
       const text = body();
-      await expectRejected(`Bearer ${await a.sign('POST', HEARTBEAT, text, { kid: 'cred_0000000000000000000000000' })}`, text, 'invalid_machine_token', 'unknown_key');
+      await expectRejected(
+        `Bearer ${await a.sign('POST', HEARTBEAT, text, { kid: 'cred_0000000000000000000000000' })}`,
+        text,
+        'invalid_machine_token',
+        'unknown_key',
+      );
       const bare = body();
       const jwt = await new SignJWT({ htm: 'POST', htp: HEARTBEAT, bdh: await sha256Base64Url(bare) })
         .setProtectedHeader({ alg: 'EdDSA' })
@@ -544,10 +552,7 @@ function suite(store: StoreKind) {
       expect((await m.request('POST', HEARTBEAT, heartbeatBody(m, 2))).status).toBe(200);
       expect((await withNew(3)).status).toBe(200);
 
-      await db()
-        .update(machineCredentials)
-        .set({ expiresAt: sql`now() - interval '1 minute'` })
-        .where(eq(machineCredentials.id, m.credentialId));
+      await db().update(machineCredentials).set({ expiresAt: sql`now() - interval '1 minute'` }).where(eq(machineCredentials.id, m.credentialId));
       const before = await snapshot([m.machineId]);
       await expectError(await m.request('POST', HEARTBEAT, heartbeatBody(m, 4)), 401, 'credential_expired', 'credential_expired');
       const another = await generateMachineKey();

@@ -23,7 +23,7 @@ function app(events: string[]) {
         await sink.write([`data: ${i}\n\n`]);
         await new Promise((r) => setTimeout(r, 20));
       }
-      sink.end(["data: [DONE]\n\n"]);
+      sink.end(['data: [DONE]\n\n']);
       events.push('ended');
     })();
     return sink.response;

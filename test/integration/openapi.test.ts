@@ -28,7 +28,7 @@ describe('the OpenAPI document at /api/v1/openapi.json', () => {
   });
 
   it('is a valid OpenAPI 3.1 document', async () => {
-    const result = await new Validator().validate(doc as unknown as Parameters<Validator["validate"]>[0]);
+    const result = await new Validator().validate(doc as unknown as Parameters<Validator['validate']>[0]);
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(doc.openapi).toBe('3.1.0');
@@ -38,7 +38,13 @@ describe('the OpenAPI document at /api/v1/openapi.json', () => {
     const served = newApp(plane.ports)
       .routes.filter((r) => r.method !== 'ALL' && (r.path.startsWith('/api/v1/') || r.path.startsWith('/v1/')) && r.path !== '/api/v1/openapi.json')
       .map((r) => `${r.method.toLowerCase()} ${documented(r.path)}`);
-    const listed = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).filter((k) => k !== 'servers').map((method) => `${method} ${path}`)));
+    const listed = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.keys(ops)
+          .filter((k) => k !== 'servers')
+          .map((method) => `${method} ${path}`),
+      ),
+    );
     expect(served.length).toBeGreaterThan(20);
     expect(served.filter((route) => !listed.has(route))).toEqual([]);
     // And nothing documented that is not served.

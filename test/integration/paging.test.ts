@@ -36,7 +36,11 @@ function pagingSuite(store: StoreKind) {
     return { status: response.status, bytes: Buffer.byteLength(text), body: JSON.parse(text) as any, requestId: response.headers.get('x-request-id') };
   };
   const put = async (path: string, body: unknown, token = plane.adminToken) => {
-    const response = await fetch(`${plane.url}/api/v1${path}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${plane.url}/api/v1${path}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(response.status, await response.text()).toBe(200);
   };
   /** Follows `nextCursor` from the first page to the last; `between` runs after each page but the last. */
@@ -55,7 +59,12 @@ function pagingSuite(store: StoreKind) {
     return pages;
   };
   const insertMachines = async (workspaceId: string, prefix: string, count: number, into: Set<string>) => {
-    const rows = Array.from({ length: count }, (_, i) => ({ id: newId('machine'), workspaceId, name: `${prefix}-${String(i).padStart(4, '0')}`, inventory: TEST_INVENTORY }));
+    const rows = Array.from({ length: count }, (_, i) => ({
+      id: newId('machine'),
+      workspaceId,
+      name: `${prefix}-${String(i).padStart(4, '0')}`,
+      inventory: TEST_INVENTORY,
+    }));
     for (let i = 0; i < rows.length; i += 500) await plane.ports.store.db.insert(machines).values(rows.slice(i, i + 500));
     for (const row of rows) into.add(row.id);
   };
@@ -122,7 +131,8 @@ function pagingSuite(store: StoreKind) {
 
   it('limit 0, 501, abc, 1.5, 1e2, -1 or empty: 400 validation_failed in the error envelope', async () => {
     for (const path of ['/machines', '/deployments', '/runtime-templates', '/runtime-secrets']) {
-      for (const limit of ['0', '501', 'abc', '1.5', '1e2', '-1', '', '99999999999999999999']) expectError(await get(`${path}?limit=${limit}`), 'validation_failed');
+      for (const limit of ['0', '501', 'abc', '1.5', '1e2', '-1', '', '99999999999999999999'])
+        expectError(await get(`${path}?limit=${limit}`), 'validation_failed');
     }
   });
 
@@ -152,11 +162,13 @@ function pagingSuite(store: StoreKind) {
     expectError(await get(`/runtime-secrets?cursor=${b64url('["x"]')}`), 'invalid_cursor');
   });
 
-  it('deployments page by name; deleted ones and another workspace\'s never appear; one added after the cursor appears once', async () => {
+  it("deployments page by name; deleted ones and another workspace's never appear; one added after the cursor appears once", async () => {
     const names = ['d-a', 'd-b', 'd-c', 'd-d', 'd-e', 'd-f', 'd-g'];
     const spec = { model: 'm', runtime: { kind: 'simulated', model: 'm' }, replicas: 0, selector: { none: 'none' } };
     for (const name of [...names, 'd-gone']) await put(`/deployments/${name}`, spec);
-    expect((await fetch(`${plane.url}/api/v1/deployments/d-gone`, { method: 'DELETE', headers: { authorization: `Bearer ${plane.adminToken}` } })).status).toBe(200);
+    expect((await fetch(`${plane.url}/api/v1/deployments/d-gone`, { method: 'DELETE', headers: { authorization: `Bearer ${plane.adminToken}` } })).status).toBe(
+      200,
+    );
     await put('/deployments/d-theirs', spec, foreign);
 
     const pages = await walk<{ name: string }>('/deployments', 3, async (index) => {
@@ -181,7 +193,9 @@ function pagingSuite(store: StoreKind) {
   });
 
   it('the OpenAPI document declares limit and cursor on every list', async () => {
-    const doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as { paths: Record<string, { get?: { parameters?: Array<{ name: string; in: string }> } }> };
+    const doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as {
+      paths: Record<string, { get?: { parameters?: Array<{ name: string; in: string }> } }>;
+    };
     for (const path of ['/machines', '/deployments', '/runtime-templates', '/runtime-secrets']) {
       expect(doc.paths[path]!.get!.parameters!.filter((p) => p.in === 'query').map((p) => p.name)).toEqual(['limit', 'cursor']);
     }
@@ -206,7 +220,9 @@ function pagingSuite(store: StoreKind) {
     // A default page is a twentieth of the fleet, and so about a twentieth of the bytes.
     expect(first.bytes).toBeLessThan(bytes / 10);
     const max = await get(`/machines?limit=${PAGE_LIMIT_MAX}`);
-    console.log(`[paging ${store}] 2,000 machines: default page (${PAGE_LIMIT_DEFAULT}) ${first.bytes} bytes; limit ${PAGE_LIMIT_MAX} ${max.bytes} bytes; all of them in ${pages} pages of ${PAGE_LIMIT_MAX}, ${bytes} bytes`);
+    console.log(
+      `[paging ${store}] 2,000 machines: default page (${PAGE_LIMIT_DEFAULT}) ${first.bytes} bytes; limit ${PAGE_LIMIT_MAX} ${max.bytes} bytes; all of them in ${pages} pages of ${PAGE_LIMIT_MAX}, ${bytes} bytes`,
+    );
   });
 }
 

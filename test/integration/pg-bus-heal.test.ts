@@ -106,7 +106,10 @@ describePg('the Postgres bus heals', () => {
     // Queued together: every one of them settles (rejected), none waits for ever behind a failed statement.
     const during = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => b.publish('machine:outage', { type: 'revoked', reason: `lost-${i}` })));
     expect(during.map((r) => r.status)).toEqual(Array(5).fill('rejected'));
-    await waitFor(async () => !a.stats().listening && a.stats().errors >= 2, { timeoutMs: 20_000, what: 'failed reconnect attempts while the database is gone' });
+    await waitFor(async () => !a.stats().listening && a.stats().errors >= 2, {
+      timeoutMs: 20_000,
+      what: 'failed reconnect attempts while the database is gone',
+    });
 
     await db.create();
     got.length = 0;

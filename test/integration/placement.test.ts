@@ -31,7 +31,18 @@ describePg('placement on PostgreSQL', () => {
     const ctx = { db: store.db, actor: 'system', config, bus: createMemoryBus(), metrics: createMetrics() };
     return { ...ctx, afterWrite: reconcileAfterWrites(() => ctx) };
   };
-  const gpu = (index: number): GpuDevice => ({ index, uuid: null, name: 'H100', memoryTotalMiB: 81_559, memoryUsedMiB: null, unifiedMemory: false, driverVersion: null, utilizationPercent: null, temperatureC: null, powerDrawW: null });
+  const gpu = (index: number): GpuDevice => ({
+    index,
+    uuid: null,
+    name: 'H100',
+    memoryTotalMiB: 81_559,
+    memoryUsedMiB: null,
+    unifiedMemory: false,
+    driverVersion: null,
+    utilizationPercent: null,
+    temperatureC: null,
+    powerDrawW: null,
+  });
   const twoGpus: Inventory = { ...TEST_INVENTORY, gpus: [gpu(0), gpu(1)] };
 
   async function workspace(name: string, policy: Partial<WorkspacePolicy>): Promise<string> {
@@ -44,7 +55,11 @@ describePg('placement on PostgreSQL', () => {
     await stores[0]!.db.insert(machines).values({ id, workspaceId, name, labels, inventory: twoGpus, lastHeartbeatAt: sql`now()`, reportedStatus: 'ready' });
     return id;
   }
-  const live = (where: ReturnType<typeof eq>) => stores[0]!.db.select().from(assignments).where(and(where, isNull(assignments.removedAt)));
+  const live = (where: ReturnType<typeof eq>) =>
+    stores[0]!.db
+      .select()
+      .from(assignments)
+      .where(and(where, isNull(assignments.removedAt)));
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -64,7 +79,21 @@ describePg('placement on PostgreSQL', () => {
         const ctx = ctxOf(stores[i % stores.length]!);
         const runtime = { kind: 'simulated' as const, model: `m${i}`, ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 };
         // The apply reconciles itself (afterWrite) before it returns.
-        await applyDeployment({ ctx, input: { workspaceId: ws, name: `d${i}`, model: `m${i}`, runtime, artifact: null, restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 }, replicas: 1 + (i % 2), selector: {}, gpus: 1, memoryMiB: 1024 } });
+        await applyDeployment({
+          ctx,
+          input: {
+            workspaceId: ws,
+            name: `d${i}`,
+            model: `m${i}`,
+            runtime,
+            artifact: null,
+            restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 },
+            replicas: 1 + (i % 2),
+            selector: {},
+            gpus: 1,
+            memoryMiB: 1024,
+          },
+        });
       }),
     );
     const perMachine = await Promise.all(ids.map(async (id) => (await live(eq(assignments.machineId, id))).reduce((sum, a) => sum + a.spec.resources.gpus, 0)));
@@ -82,22 +111,51 @@ describePg('placement on PostgreSQL', () => {
     await stores[0]!.db.transaction(async (tx) => recheckReservations(tx as never, { machineIds: ids, workspaceIds: [ws] }));
   });
 
-  it('the store\'s re-check refuses a machine or a quota overcommitted in its transaction, which rolls back', async () => {
+  it("the store's re-check refuses a machine or a quota overcommitted in its transaction, which rolls back", async () => {
     const ws = await workspace('recheck', { quota: { replicas: 1 } });
     const m = await machine(ws, 'r-1');
     const depId = newId('deployment');
-    await stores[0]!.db.insert(deployments).values({ id: depId, workspaceId: ws, name: 'big', model: 'big', runtime: { kind: 'simulated', model: 'big', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 }, restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 }, replicas: 1 });
+    await stores[0]!.db.insert(deployments).values({
+      id: depId,
+      workspaceId: ws,
+      name: 'big',
+      model: 'big',
+      runtime: { kind: 'simulated', model: 'big', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 },
+      restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 },
+      replicas: 1,
+    });
     const row = (gpus: number) => {
       const id = newId('assignment');
-      return { id, machineId: m, deploymentId: depId, spec: { assignmentId: id, deploymentId: depId, deploymentName: 'big', model: 'big', deploymentGeneration: 1, runtime: { kind: 'simulated' as const, model: 'big', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 }, artifact: null, restartPolicy: { mode: 'on-failure' as const, maxRestarts: 1, backoffMs: 100 }, resources: { gpus, memoryMiB: 0 }, startup: { timeoutMs: 60_000, probeIntervalMs: 1000, failureThreshold: 3 }, templateHash: 'x' } };
+      return {
+        id,
+        machineId: m,
+        deploymentId: depId,
+        spec: {
+          assignmentId: id,
+          deploymentId: depId,
+          deploymentName: 'big',
+          model: 'big',
+          deploymentGeneration: 1,
+          runtime: { kind: 'simulated' as const, model: 'big', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 },
+          artifact: null,
+          restartPolicy: { mode: 'on-failure' as const, maxRestarts: 1, backoffMs: 100 },
+          resources: { gpus, memoryMiB: 0 },
+          startup: { timeoutMs: 60_000, probeIntervalMs: 1000, failureThreshold: 3 },
+          templateHash: 'x',
+        },
+      };
     };
     const attempt = (gpuList: number[], touched: { machineIds: string[]; workspaceIds: string[] }) =>
       stores[1]!.db.transaction(async (tx) => {
         for (const gpus of gpuList) await tx.insert(assignments).values(row(gpus));
         await recheckReservations(tx as never, touched);
       });
-    await expect(attempt([3], { machineIds: [m], workspaceIds: [] })).rejects.toThrow(new OvercommitError('placement refused, it would overcommit: machine r-1: 3 GPUs reserved, it has 2'));
-    await expect(attempt([1, 1], { machineIds: [], workspaceIds: [ws] })).rejects.toThrow(`placement refused, it would overcommit: workspace ${ws}: 2 replicas, quota 1`);
+    await expect(attempt([3], { machineIds: [m], workspaceIds: [] })).rejects.toThrow(
+      new OvercommitError('placement refused, it would overcommit: machine r-1: 3 GPUs reserved, it has 2'),
+    );
+    await expect(attempt([1, 1], { machineIds: [], workspaceIds: [ws] })).rejects.toThrow(
+      `placement refused, it would overcommit: workspace ${ws}: 2 replicas, quota 1`,
+    );
     expect(await live(eq(assignments.machineId, m))).toEqual([]);
     await attempt([2], { machineIds: [m], workspaceIds: [ws] });
     expect(await live(eq(assignments.machineId, m))).toHaveLength(1);
@@ -112,7 +170,18 @@ describePg('placement on PostgreSQL', () => {
     const versionId = async (label: string, state: 'stable' | 'approved') => {
       const id = newId('modelVersion');
       const files = [{ path: 'model.safetensors', size: 10, sha256: 'b'.repeat(64) }];
-      await stores[0]!.db.insert(modelVersions).values({ id, modelId, workspaceId: ws, version: label, format: 'safetensors', manifest: { files }, fileCount: 1, totalBytes: 10, state, createdBy: 'tok_test' });
+      await stores[0]!.db.insert(modelVersions).values({
+        id,
+        modelId,
+        workspaceId: ws,
+        version: label,
+        format: 'safetensors',
+        manifest: { files },
+        fileCount: 1,
+        totalBytes: 10,
+        state,
+        createdBy: 'tok_test',
+      });
       return id;
     };
     const v1 = await versionId('v1', 'stable');
@@ -147,7 +216,20 @@ describePg('placement on PostgreSQL', () => {
     // The agent reports the version cached: the read model has it, and each runtime its track and version.
     await recordHeartbeat({
       ctx: { ...ctxOf(stores[0]!), actor: h100 },
-      input: { machine: { machineId: h100, workspaceId: ws, credentialId: 'cred', credentialExpiresAt: new Date(Date.now() + 60_000) }, heartbeat: { machineId: h100, bootId: 'boot-test-0001', seq: 1, status: 'ready', gen: 0, runtimes: [], warmModels: [], cachedVersions: [v2], metrics: {} } },
+      input: {
+        machine: { machineId: h100, workspaceId: ws, credentialId: 'cred', credentialExpiresAt: new Date(Date.now() + 60_000) },
+        heartbeat: {
+          machineId: h100,
+          bootId: 'boot-test-0001',
+          seq: 1,
+          status: 'ready',
+          gen: 0,
+          runtimes: [],
+          warmModels: [],
+          cachedVersions: [v2],
+          metrics: {},
+        },
+      },
     });
     const snapshot = await loadFleetSnapshot(stores[0]!.db, config, { workspaceId: ws });
     const h100View = snapshot.machines.find((m) => m.id === h100)!;
@@ -163,10 +245,15 @@ describePg('placement on PostgreSQL', () => {
     const [row] = await stores[0]!.db.select().from(deployments).where(eq(deployments.id, depId));
     expect(row!.asleepSince).not.toBeNull();
     expect(await live(eq(assignments.deploymentId, depId))).toEqual([]);
-    const audits = await stores[0]!.db.select().from(auditEvents).where(and(eq(auditEvents.target, depId), eq(auditEvents.action, 'deployment.sleep')));
+    const audits = await stores[0]!.db
+      .select()
+      .from(auditEvents)
+      .where(and(eq(auditEvents.target, depId), eq(auditEvents.action, 'deployment.sleep')));
     expect(audits).toHaveLength(1);
     const { items } = await describeDeployments({ ctx, input: { workspaceId: ws, limit: 5, eventsPerDeployment: 5 } });
     expect(items[0]!.status).toMatchObject({ asleep: true, desired: 0, canary: { version: 'v2', desired: 0 } });
-    expect(items[0]!.events.filter((e) => e.type === 'asleep').map((e) => e.message)).toEqual([expect.stringMatching(/^scaled to zero after \d+ s without a request$/)]);
+    expect(items[0]!.events.filter((e) => e.type === 'asleep').map((e) => e.message)).toEqual([
+      expect.stringMatching(/^scaled to zero after \d+ s without a request$/),
+    ]);
   });
 });

@@ -90,12 +90,18 @@ function registrySuite(kind: StoreKind) {
 
   it('takes a version from candidate to approved, refusing skipped steps with the reason, each step audited', async () => {
     await place('tiny-llama', 'v1', FOLDER);
-    const candidate = await ok(call<VersionView>(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v1', format: 'safetensors', manifest: MANIFEST }), 201);
+    const candidate = await ok(
+      call<VersionView>(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v1', format: 'safetensors', manifest: MANIFEST }),
+      201,
+    );
     expect(candidate).toMatchObject({ state: 'candidate', fileCount: 3, totalBytes: TOTAL, licence: null, verification: null });
 
     const early = await call(operator.token, 'POST', step('tiny-llama', 'v1', 'verify'));
     expect(early.status).toBe(409);
-    expect(early.body.error).toMatchObject({ code: 'invalid_transition', message: "a version's licence and provenance must be recorded before its digests are verified (it is candidate)" });
+    expect(early.body.error).toMatchObject({
+      code: 'invalid_transition',
+      message: "a version's licence and provenance must be recorded before its digests are verified (it is candidate)",
+    });
 
     expect((await ok(call<VersionView>(operator.token, 'POST', step('tiny-llama', 'v1', 'provenance'), PROVENANCE))).state).toBe('documented');
     const verified = await ok(call<VersionView>(operator.token, 'POST', step('tiny-llama', 'v1', 'verify')));
@@ -110,7 +116,9 @@ function registrySuite(kind: StoreKind) {
     // An operator may record evidence, not decide.
     const byOperator = await call(operator.token, 'POST', step('tiny-llama', 'v1', 'approval'), { decision: 'approve', reason: 'me' });
     expect({ status: byOperator.status, code: byOperator.body.error?.code }).toEqual({ status: 403, code: 'forbidden' });
-    const approved = await ok(call<VersionView>(admin.token, 'POST', step('tiny-llama', 'v1', 'approval'), { decision: 'approve', reason: 'smoke suite passed' }));
+    const approved = await ok(
+      call<VersionView>(admin.token, 'POST', step('tiny-llama', 'v1', 'approval'), { decision: 'approve', reason: 'smoke suite passed' }),
+    );
     expect(approved.state).toBe('approved');
     expect(approved.evaluations).toMatchObject([{ suite: 'smoke', passed: true, metrics: { accuracy: 0.91, p95_ms: 840 }, recordedBy: operator.id }]);
 
@@ -130,7 +138,10 @@ function registrySuite(kind: StoreKind) {
   it('rejects a version whose files were tampered with, cut, grown or removed, reporting each file', async () => {
     const tampered = Buffer.from(FOLDER['model.safetensors']!);
     tampered.writeUInt8(tampered.readUInt8(1234) ^ 0x01, 1234);
-    await place('tiny-llama', 'v2', { 'model.safetensors': tampered, 'tokenizer/tokenizer.json': Buffer.concat([FOLDER['tokenizer/tokenizer.json']!, Buffer.from(' ')]) });
+    await place('tiny-llama', 'v2', {
+      'model.safetensors': tampered,
+      'tokenizer/tokenizer.json': Buffer.concat([FOLDER['tokenizer/tokenizer.json']!, Buffer.from(' ')]),
+    });
     await ok(call(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v2', format: 'safetensors', manifest: MANIFEST }), 201);
     await ok(call(operator.token, 'POST', step('tiny-llama', 'v2', 'provenance'), PROVENANCE));
     const rejected = await ok(call<VersionView>(operator.token, 'POST', step('tiny-llama', 'v2', 'verify')));
@@ -178,14 +189,23 @@ function registrySuite(kind: StoreKind) {
       expect({ status: answer.status, code: answer.body.error?.code }, path).toEqual({ status: 400, code: 'validation_failed' });
       expect(answer.body.error?.message, path).toMatch(/at manifest\.files\.3\.path$/);
     }
-    const duplicate = await call(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v-bad', format: 'other', manifest: { files: [...MANIFEST.files, MANIFEST.files[0]] } });
+    const duplicate = await call(operator.token, 'POST', '/models/tiny-llama/versions', {
+      version: 'v-bad',
+      format: 'other',
+      manifest: { files: [...MANIFEST.files, MANIFEST.files[0]] },
+    });
     expect(duplicate.status).toBe(400);
     expect((await call(operator.token, 'GET', '/models/tiny-llama/versions/v-bad')).status).toBe(404);
   });
 
   it('takes a manifest of 10,000 files (past the 64 KiB of other bodies), and not one more', async () => {
-    const shards = (n: number) => ({ files: Array.from({ length: n }, (_, i) => ({ path: `shards/shard-${String(i).padStart(5, '0')}.bin`, size: i, sha256: 'b'.repeat(64) })) });
-    const many = await ok(call<VersionView>(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v-many', format: 'other', manifest: shards(10_000) }), 201);
+    const shards = (n: number) => ({
+      files: Array.from({ length: n }, (_, i) => ({ path: `shards/shard-${String(i).padStart(5, '0')}.bin`, size: i, sha256: 'b'.repeat(64) })),
+    });
+    const many = await ok(
+      call<VersionView>(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v-many', format: 'other', manifest: shards(10_000) }),
+      201,
+    );
     expect(many).toMatchObject({ fileCount: 10_000, totalBytes: (9_999 * 10_000) / 2 });
     const more = await call(operator.token, 'POST', '/models/tiny-llama/versions', { version: 'v-more', format: 'other', manifest: shards(10_001) });
     expect({ status: more.status, code: more.body.error?.code }).toEqual({ status: 400, code: 'validation_failed' });
@@ -207,7 +227,10 @@ function registrySuite(kind: StoreKind) {
     const back = await ok(call<AliasView>(admin.token, 'POST', '/aliases/chat-default/rollback', { reason: 'v3 answers slowly' }));
     expect(back).toMatchObject({ version: 'v1', versionId: first.versionId });
     const none = await call(admin.token, 'POST', '/aliases/chat-default/rollback', { reason: 'further' });
-    expect({ status: none.status, message: none.body.error?.message }).toEqual({ status: 409, message: 'alias chat-default has no earlier version to roll back to' });
+    expect({ status: none.status, message: none.body.error?.message }).toEqual({
+      status: 409,
+      message: 'alias chat-default has no earlier version to roll back to',
+    });
 
     const moves = (await auditOf('chat-default')).map((e) => [e.action, e.actor, e.details.from, e.details.to, e.details.reason]);
     expect(moves).toEqual([
@@ -224,7 +247,9 @@ function registrySuite(kind: StoreKind) {
     const taken = await call(operator.token, 'POST', '/models', { name: 'a-model' });
     expect({ status: taken.status, code: taken.body.error?.code }).toEqual({ status: 409, code: 'conflict' });
     const first = await ok(call<{ data: Array<{ name: string }>; nextCursor: string | null }>(admin.token, 'GET', '/models?limit=2'));
-    const second = await ok(call<{ data: Array<{ name: string }>; nextCursor: string | null }>(admin.token, 'GET', `/models?limit=2&cursor=${first.nextCursor}`));
+    const second = await ok(
+      call<{ data: Array<{ name: string }>; nextCursor: string | null }>(admin.token, 'GET', `/models?limit=2&cursor=${first.nextCursor}`),
+    );
     expect([first.data.map((m) => m.name), second.data.map((m) => m.name), second.nextCursor]).toEqual([['a-model', 'tiny-llama'], ['z-model'], null]);
     expect((await call(admin.token, 'GET', '/aliases?cursor=bm90LW91cnM')).body.error?.code).toBe('invalid_cursor');
   });
@@ -248,9 +273,15 @@ function registrySuite(kind: StoreKind) {
 
   it('serves versions through deployments: sources and canaries checked, canaries started, ended by a rollback; policy enforced', async () => {
     expect(await ok(call(admin.token, 'GET', '/workspaces/current/policy'))).toEqual({ quota: {}, dataClasses: {}, licences: {} });
-    const policy = { quota: { gpus: 8 }, dataClasses: { internal: { machineSelector: {}, runtimes: ['simulated'] }, pii: { machineSelector: { zone: 'secure' }, runtimes: ['vllm'] } } };
+    const policy = {
+      quota: { gpus: 8 },
+      dataClasses: { internal: { machineSelector: {}, runtimes: ['simulated'] }, pii: { machineSelector: { zone: 'secure' }, runtimes: ['vllm'] } },
+    };
     expect((await call(operator.token, 'PUT', '/workspaces/current/policy', policy)).status).toBe(403);
-    expect(await ok(call(admin.token, 'PUT', '/workspaces/current/policy', policy))).toMatchObject({ quota: { gpus: 8 }, dataClasses: { pii: { retention: 'none' } } });
+    expect(await ok(call(admin.token, 'PUT', '/workspaces/current/policy', policy))).toMatchObject({
+      quota: { gpus: 8 },
+      dataClasses: { pii: { retention: 'none' } },
+    });
 
     await ok(call(operator.token, 'POST', '/models', { name: 'serve-model' }), 201);
     await approvedVersion('serve-model', 'v1');
@@ -260,7 +291,13 @@ function registrySuite(kind: StoreKind) {
     await ok(call(operator.token, 'POST', '/models/serve-model/versions', { version: 'v0', format: 'safetensors', manifest: MANIFEST }), 201);
 
     const runtime = { kind: 'simulated', model: 'serve', ttftMs: 5, tokensPerSecond: 0, loadMs: 10, memoryMiB: 64, failureRate: 0 };
-    const deploy = (extra: Record<string, unknown>) => call<{ generation: number; canary: unknown; error?: unknown }>(operator.token, 'PUT', '/deployments/serve', { model: 'serve', runtime, replicas: 0, ...extra });
+    const deploy = (extra: Record<string, unknown>) =>
+      call<{ generation: number; canary: unknown; error?: unknown }>(operator.token, 'PUT', '/deployments/serve', {
+        model: 'serve',
+        runtime,
+        replicas: 0,
+        ...extra,
+      });
     const refused = async (extra: Record<string, unknown>, status: number, code: string, message: RegExp) => {
       const answer = await deploy(extra);
       expect(answer.status, JSON.stringify(answer.body)).toBe(status);
@@ -268,19 +305,38 @@ function registrySuite(kind: StoreKind) {
     };
     await refused({ source: { kind: 'alias', alias: 'nowhere' } }, 400, 'validation_failed', /alias nowhere not found/);
     await refused({ source: { kind: 'version', model: 'serve-model', version: 'v9' } }, 400, 'validation_failed', /version v9 of model serve-model not found/);
-    await refused({ source: { kind: 'version', model: 'serve-model', version: 'v0' } }, 409, 'invalid_transition', /serves only an approved version: serve-model v0 is candidate/);
-    await refused({ source: { kind: 'alias', alias: 'serve-default' }, artifact: { uri: 'file:///x', sha256: '0'.repeat(64) } }, 400, 'validation_failed', /not both/);
+    await refused(
+      { source: { kind: 'version', model: 'serve-model', version: 'v0' } },
+      409,
+      'invalid_transition',
+      /serves only an approved version: serve-model v0 is candidate/,
+    );
+    await refused(
+      { source: { kind: 'alias', alias: 'serve-default' }, artifact: { uri: 'file:///x', sha256: '0'.repeat(64) } },
+      400,
+      'validation_failed',
+      /not both/,
+    );
     await refused({ canary: { version: 'v2', weight: 10 } }, 400, 'validation_failed', /name a source first/);
     await refused({ dataClass: 'secret' }, 400, 'validation_failed', /data class secret is not in the workspace's policy/);
     await refused({ dataClass: 'pii' }, 400, 'validation_failed', /data class pii may not run on runtime simulated/);
-    await refused({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v1', weight: 10 } }, 400, 'validation_failed', /already what the deployment serves/);
+    await refused(
+      { source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v1', weight: 10 } },
+      400,
+      'validation_failed',
+      /already what the deployment serves/,
+    );
     expect((await call(admin.token, 'GET', '/deployments/serve')).status).toBe(404);
 
     const applied = await ok(deploy({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v2', weight: 20 }, dataClass: 'internal' }));
     expect(applied.canary).toEqual({ version: 'v2', weight: 20, replicas: 1, selector: {} });
     expect((await ok(call<VersionView>(admin.token, 'GET', '/models/serve-model/versions/v2'))).state).toBe('canary');
     const v2 = await ok(call<VersionView>(admin.token, 'GET', '/models/serve-model/versions/v2'));
-    expect((await auditOf(v2.id)).at(-1)).toMatchObject({ action: 'model_version.start_canary', actor: operator.id, details: { from: 'approved', to: 'canary', deployment: 'serve' } });
+    expect((await auditOf(v2.id)).at(-1)).toMatchObject({
+      action: 'model_version.start_canary',
+      actor: operator.id,
+      details: { from: 'approved', to: 'canary', deployment: 'serve' },
+    });
 
     // No machine runs the canary: the gate's readiness half refuses, and records nothing.
     const gate = await call(operator.token, 'POST', '/deployments/serve/canary/gate', { name: 'smoke', requests: 2 });
@@ -293,13 +349,29 @@ function registrySuite(kind: StoreKind) {
 
     // A rollback of the canary's version ends the canary; the alias never pointed at it, so it stays.
     expect((await call(operator.token, 'POST', '/models/serve-model/versions/v2/rollback', { reason: 'bad canary' })).status).toBe(403);
-    const rolled = await ok(call<{ version: VersionView; aliases: string[]; endedCanaries: string[] }>(admin.token, 'POST', '/models/serve-model/versions/v2/rollback', { reason: 'bad canary' }));
+    const rolled = await ok(
+      call<{ version: VersionView; aliases: string[]; endedCanaries: string[] }>(admin.token, 'POST', '/models/serve-model/versions/v2/rollback', {
+        reason: 'bad canary',
+      }),
+    );
     expect(rolled).toMatchObject({ version: { state: 'rolled_back' }, aliases: [], endedCanaries: ['serve'] });
     const after = await ok(call<{ canary: unknown; generation: number }>(admin.token, 'GET', '/deployments/serve'));
     expect(after).toMatchObject({ canary: null, generation: applied.generation + 1 });
-    await refused({ source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v2', weight: 20 } }, 409, 'invalid_transition', /serve-model v2 is rolled_back/);
+    await refused(
+      { source: { kind: 'alias', alias: 'serve-default' }, canary: { version: 'v2', weight: 20 } },
+      409,
+      'invalid_transition',
+      /serve-model v2 is rolled_back/,
+    );
     // A pinned source is checked the same way; an approved version is no canary yet, so it cannot be rolled back.
-    await ok(call(admin.token, 'PUT', '/deployments/serve', { model: 'serve', runtime, replicas: 0, source: { kind: 'version', model: 'serve-model', version: 'v1' } }));
+    await ok(
+      call(admin.token, 'PUT', '/deployments/serve', {
+        model: 'serve',
+        runtime,
+        replicas: 0,
+        source: { kind: 'version', model: 'serve-model', version: 'v1' },
+      }),
+    );
     const stuck = await call(admin.token, 'POST', '/models/serve-model/versions/v1/rollback', { reason: 'no' });
     expect(stuck.status).toBe(409);
     expect(stuck.body.error?.message).toMatch(/only a version in canary or further on can be rolled back/);

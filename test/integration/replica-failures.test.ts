@@ -36,13 +36,19 @@ function replicaFailureSuite(store: StoreKind) {
   const nameOf = (machineId: string) => (Object.entries(nodes).find(([, node]) => node.machineId === machineId)?.[0] ?? machineId) as keyof typeof nodes;
   /** The desired replicas of the deployment on a node. */
   const desiredOn = async (node: TestMachine) =>
-    await plane.systemCtx.db.select().from(assignments).where(and(eq(assignments.machineId, node.machineId), eq(assignments.deploymentId, (await detail()).id)));
+    await plane.systemCtx.db
+      .select()
+      .from(assignments)
+      .where(and(eq(assignments.machineId, node.machineId), eq(assignments.deploymentId, (await detail()).id)));
   /** Reports the node's replica of the deployment failed after `restarts` (a heartbeat with nothing else in it). */
   const fail = async (node: TestMachine, assignmentId: string, deploymentId: string, restarts: number) => {
     const response = await node.request(
       'POST',
       '/agent/v1/heartbeat',
-      heartbeatBody(node, ++seq, { status: 'degraded', runtimes: [runtimeReport(assignmentId, deploymentId, { state: 'failed', restarts, message: 'exit code 1' })] }),
+      heartbeatBody(node, ++seq, {
+        status: 'degraded',
+        runtimes: [runtimeReport(assignmentId, deploymentId, { state: 'failed', restarts, message: 'exit code 1' })],
+      }),
     );
     expect(response.status).toBe(200);
   };
@@ -80,10 +86,13 @@ function replicaFailureSuite(store: StoreKind) {
     const lost = status.replicas[0]!.assignmentId;
     await fail(nodes[first], lost, id, 2);
     // The heartbeat's own reconcile pass gives way to a tick that holds the lock: that tick, or the next, acts.
-    const after = await waitFor(async () => {
-      const d = await detail();
-      return d.status.replicas.some((r) => r.desired && r.machineName === second) ? d : null;
-    }, { timeoutMs: 10_000, what: 'the replacement placed' });
+    const after = await waitFor(
+      async () => {
+        const d = await detail();
+        return d.status.replicas.some((r) => r.desired && r.machineName === second) ? d : null;
+      },
+      { timeoutMs: 10_000, what: 'the replacement placed' },
+    );
     expect(after.status.replicas.filter((r) => r.desired).map((r) => r.machineName)).toEqual([second]);
     expect(after.status).toMatchObject({ ready: 0, degraded: true });
     expect(after.status.degradedReasons).toContain(`replica failed on ${first}: exit code 1 after 2 restarts`);
@@ -91,7 +100,9 @@ function replicaFailureSuite(store: StoreKind) {
       expect.objectContaining({ machineId: nodes[first].machineId, assignmentId: lost, message: `replica failed on ${first}: exit code 1 after 2 restarts` }),
     ]);
     const marked = await machine(nodes[first]);
-    expect(marked.attention).toEqual([{ deploymentId: id, deploymentName: 'flaky', assignmentId: lost, reason: 'exit code 1 after 2 restarts', failedAt: expect.any(String) }]);
+    expect(marked.attention).toEqual([
+      { deploymentId: id, deploymentName: 'flaky', assignmentId: lost, reason: 'exit code 1 after 2 restarts', failedAt: expect.any(String) },
+    ]);
     expect(Date.parse(marked.attention[0]!.failedAt)).toBeGreaterThan(Date.now() - 60_000);
     expect((await machine(nodes[second])).attention).toEqual([]);
   });
@@ -135,7 +146,10 @@ function replicaFailureSuite(store: StoreKind) {
     const { id, status } = await detail();
     expect(status.unplaceable).toBe(0);
     expect(status.replicas.filter((r) => r.desired).map((r) => r.machineName)).toEqual([first]);
-    const [row] = await plane.systemCtx.db.select().from(auditEvents).where(and(eq(auditEvents.action, 'machine.clear-failures'), eq(auditEvents.target, nodes[first].machineId)));
+    const [row] = await plane.systemCtx.db
+      .select()
+      .from(auditEvents)
+      .where(and(eq(auditEvents.action, 'machine.clear-failures'), eq(auditEvents.target, nodes[first].machineId)));
     expect(row?.details).toEqual({ cleared: [{ deploymentId: id, assignmentId: expect.any(String) }] });
     // The other machine's mark stays until someone clears it too.
     expect((await machine(nodes[second])).attention).toHaveLength(1);

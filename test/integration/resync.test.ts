@@ -52,7 +52,9 @@ describePg('resync after the bus listened again', () => {
     const admin = new pg.Client({ connectionString: plane.databaseUrl });
     await admin.connect();
     try {
-      const killed = await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and application_name = $1', [LISTENER_NAME]);
+      const killed = await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and application_name = $1', [
+        LISTENER_NAME,
+      ]);
       expect(killed.rowCount).toBe(1);
     } finally {
       await admin.end();

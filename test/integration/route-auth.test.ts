@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { newApp } from '../../functions/api/app.js';
-import { ROLE_EXTENSION } from '../../functions/api/management/guarded.js';
+import { ROLE_EXTENSION } from '../../functions/api/http/guarded.js';
 import { createApiToken, revokeApiToken } from '../../functions/services/api-tokens.js';
 import { addMember } from '../../functions/services/members.js';
 import { roleCovers } from '../../functions/core/token-rules.js';
@@ -28,7 +28,16 @@ import { startTestPlane, type TestPlane } from '../helpers/plane.js';
 const PUBLIC = new Set(['GET /api/v1/openapi.json']);
 
 /** Distinct names of workspace A's resources, so that an answer that leaks one is recognisable. */
-const A = { machine: 'alpha-node', deployment: 'alpha-dep', template: 'alpha-tmpl', secret: 'alpha-secret', member: 'alpha@example.com', model: 'alpha-model', version: 'v1', alias: 'alpha-alias' };
+const A = {
+  machine: 'alpha-node',
+  deployment: 'alpha-dep',
+  template: 'alpha-tmpl',
+  secret: 'alpha-secret',
+  member: 'alpha@example.com',
+  model: 'alpha-model',
+  version: 'v1',
+  alias: 'alpha-alias',
+};
 
 /** SHA-256 of no bytes: A's model version is one empty file, placed in the artifact store. */
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -56,7 +65,11 @@ const BODIES: Record<string, unknown> = {
   'POST /api/v1/workspaces': { name: 'route-auth-ws' },
   'POST /api/v1/workspaces/current/members': { name: 'route-auth@example.com', role: 'viewer' },
   'POST /api/v1/models': { name: 'route-auth-model' },
-  'POST /api/v1/models/{name}/versions': { version: 'route-auth', format: 'other', manifest: { files: [{ path: 'weights.bin', size: 0, sha256: EMPTY_SHA256 }] } },
+  'POST /api/v1/models/{name}/versions': {
+    version: 'route-auth',
+    format: 'other',
+    manifest: { files: [{ path: 'weights.bin', size: 0, sha256: EMPTY_SHA256 }] },
+  },
   'POST /api/v1/models/{name}/versions/{version}/provenance': { licence: 'MIT', provenance: { source: 'route-auth' } },
   'POST /api/v1/models/{name}/versions/{version}/evaluations': { suite: 'route-auth', passed: true },
   'POST /api/v1/models/{name}/versions/{version}/approval': { decision: 'approve', reason: 'route-auth' },
@@ -126,7 +139,15 @@ describe('every route refuses whoever may not call it', () => {
     const modelVersion = (await (await plane.admin(versionPath)).json()) as { id: string; state: string };
     expect(modelVersion.state).toBe('approved');
     const workloadId = newId('workload');
-    await plane.ports.store.db.insert(workloads).values({ id: workloadId, workspaceId: ws, deploymentId, kind: 'chat', state: 'running', instanceId: plane.ports.instanceId, deadline: new Date(Date.now() + 3_600_000) });
+    await plane.ports.store.db.insert(workloads).values({
+      id: workloadId,
+      workspaceId: ws,
+      deploymentId,
+      kind: 'chat',
+      state: 'running',
+      instanceId: plane.ports.instanceId,
+      deadline: new Date(Date.now() + 3_600_000),
+    });
 
     const created = await plane.admin('/api/v1/workspaces', { method: 'POST', body: JSON.stringify({ name: 'route-auth-other' }) });
     expect(created.status).toBe(201);
@@ -183,7 +204,10 @@ describe('every route refuses whoever may not call it', () => {
       );
       parts.push(`${table}:${row?.digest ?? '-'}`);
     }
-    const [windows] = await queryRows<{ digest: string | null }>(plane.ports.store.db, sql`select md5(string_agg(t::text, '|' order by t::text)) as digest from token_rate_windows t`);
+    const [windows] = await queryRows<{ digest: string | null }>(
+      plane.ports.store.db,
+      sql`select md5(string_agg(t::text, '|' order by t::text)) as digest from token_rate_windows t`,
+    );
     return `${parts.join(' ')} windows:${windows?.digest ?? '-'}`;
   };
 
@@ -259,7 +283,8 @@ describe('every route refuses whoever may not call it', () => {
       const names = path.includes('{');
       if (path.startsWith('/v1/')) {
         // A's model is unknown to B: the answer an unknown model gets; and B's list of models is its own.
-        if (method === 'POST') expect({ status: answer.status, code: codeOf(route, answer.text) }, `${route}: ${answer.text}`).toEqual({ status: 404, code: 'model_not_found' });
+        if (method === 'POST')
+          expect({ status: answer.status, code: codeOf(route, answer.text) }, `${route}: ${answer.text}`).toEqual({ status: 404, code: 'model_not_found' });
         else {
           expect(answer.status, route).toBe(200);
           expect(answer.text, route).not.toContain(A.deployment);

@@ -26,7 +26,21 @@ const VLLM = {
   description: 'vLLM OpenAI-compatible server',
   executable: '/opt/vllm/bin/vllm',
   executableSha256: SHA_1,
-  args: ['serve', '{model_path}', '--served-model-name', '{served_name}', '--host', '127.0.0.1', '--port', '{port}', '--max-model-len', '{max_model_len}', '--dtype', '{dtype}', '{enforce_eager}'],
+  args: [
+    'serve',
+    '{model_path}',
+    '--served-model-name',
+    '{served_name}',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '{port}',
+    '--max-model-len',
+    '{max_model_len}',
+    '--dtype',
+    '{dtype}',
+    '{enforce_eager}',
+  ],
   params: {
     max_model_len: { type: 'integer', min: 256, max: 131072 },
     dtype: { type: 'string', pattern: '^(auto|half|bfloat16)$', default: 'auto' },
@@ -76,9 +90,12 @@ function registrySuite(store: StoreKind) {
   });
   /** The live assignments of a deployment, as the controller stored them. */
   const liveAssignments = async (deploymentId: string) =>
-    (await plane.systemCtx.db.select({ id: assignments.id, spec: assignments.spec }).from(assignments).where(and(eq(assignments.deploymentId, deploymentId), isNull(assignments.removedAt)))).sort((a, b) =>
-      a.id < b.id ? -1 : 1,
-    );
+    (
+      await plane.systemCtx.db
+        .select({ id: assignments.id, spec: assignments.spec })
+        .from(assignments)
+        .where(and(eq(assignments.deploymentId, deploymentId), isNull(assignments.removedAt)))
+    ).sort((a, b) => (a.id < b.id ? -1 : 1));
   /** The machine's desired state exactly as the agent receives it. */
   const signedAssignments = async () => {
     const { jws } = await signDesiredState({ ctx: plane.systemCtx, input: { machineId: node.machine.machineId } });
@@ -131,7 +148,9 @@ function registrySuite(store: StoreKind) {
     expect(await bad({ ...LLAMA, args: ['--x', '{command}', '{ctx}'] })).toMatch(/^unknown placeholder \{command\}: .* at args\.1$/);
     expect(await bad({ ...LLAMA, params: { ctx: { type: 'integer', min: 1, max: 8, default: 9 } } })).toMatch(/default of ctx must be between 1 and 8/);
     expect(await bad({ ...LLAMA, args: ['{ctx}', '{v}'], params: { ...LLAMA.params, v: { type: 'string', pattern: '[a-z]+' } } })).toMatch(/anchored/);
-    expect(await bad({ ...LLAMA, args: ['{ctx}', '{v}'], params: { ...LLAMA.params, v: { type: 'string', pattern: '^([a-z]$' } } })).toMatch(/does not compile/);
+    expect(await bad({ ...LLAMA, args: ['{ctx}', '{v}'], params: { ...LLAMA.params, v: { type: 'string', pattern: '^([a-z]$' } } })).toMatch(
+      /does not compile/,
+    );
     expect(await bad({ ...LLAMA, env: ['LD_PRELOAD'] })).toMatch(/LD_PRELOAD cannot be allowed/);
     expect(await bad({ ...LLAMA, executable: 'llama-server' })).toMatch(/absolute path/);
     expect(await bad({ ...LLAMA, executableSha256: 'abc' })).toMatch(/executableSha256/);
@@ -161,13 +180,23 @@ function registrySuite(store: StoreKind) {
     const applied = await call(
       'PUT',
       '/deployments/chat',
-      deployment({ kind: 'template', template: 'vllm', params: { max_model_len: 8192, enforce_eager: true }, env: { HF_TOKEN: { secret: 'hf-token' }, VLLM_LOGGING_LEVEL: { value: 'INFO' } } }),
+      deployment({
+        kind: 'template',
+        template: 'vllm',
+        params: { max_model_len: 8192, enforce_eager: true },
+        env: { HF_TOKEN: { secret: 'hf-token' }, VLLM_LOGGING_LEVEL: { value: 'INFO' } },
+      }),
       operator,
     );
     expect(applied.status).toBe(200);
     vllmId = applied.body.id;
     // Stored and shown as given: params, and the secret by name.
-    expect(applied.body.runtime).toEqual({ kind: 'template', template: 'vllm', params: { max_model_len: 8192, enforce_eager: true }, env: { HF_TOKEN: { secret: 'hf-token' }, VLLM_LOGGING_LEVEL: { value: 'INFO' } } });
+    expect(applied.body.runtime).toEqual({
+      kind: 'template',
+      template: 'vllm',
+      params: { max_model_len: 8192, enforce_eager: true },
+      env: { HF_TOKEN: { secret: 'hf-token' }, VLLM_LOGGING_LEVEL: { value: 'INFO' } },
+    });
     expect((await call('PUT', '/deployments/small', deployment({ kind: 'template', template: 'llama' }, { model: 'small' }), operator)).status).toBe(200);
 
     const [stored] = await liveAssignments(vllmId);
@@ -176,7 +205,21 @@ function registrySuite(store: StoreKind) {
       template: 'vllm',
       executable: '/opt/vllm/bin/vllm',
       executableSha256: SHA_1,
-      args: ['serve', '{model_path}', '--served-model-name', '{served_name}', '--host', '127.0.0.1', '--port', '{port}', '--max-model-len', '8192', '--dtype', 'auto', '--enforce-eager'],
+      args: [
+        'serve',
+        '{model_path}',
+        '--served-model-name',
+        '{served_name}',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        '{port}',
+        '--max-model-len',
+        '8192',
+        '--dtype',
+        'auto',
+        '--enforce-eager',
+      ],
       healthPath: '/health',
     };
     // At rest, the assignment holds the secret by reference only.
@@ -204,14 +247,27 @@ function registrySuite(store: StoreKind) {
   it('refuses what the template does not allow with 400 naming it, and changes nothing', async () => {
     const before = await liveAssignments(vllmId);
     const refused = async (runtime: Record<string, unknown>, code: string, message: RegExp) => {
-      const answer = await call('PUT', '/deployments/chat', deployment({ kind: 'template', template: 'vllm', params: { max_model_len: 8192 }, ...runtime }), operator);
+      const answer = await call(
+        'PUT',
+        '/deployments/chat',
+        deployment({ kind: 'template', template: 'vllm', params: { max_model_len: 8192 }, ...runtime }),
+        operator,
+      );
       expect(answer.status).toBe(400);
       expect(answer.body.error.code).toBe(code);
       expect(answer.body.error.message).toMatch(message);
     };
-    await refused({ env: { LD_PRELOAD: { value: '/tmp/evil.so' } } }, 'validation_failed', /LD_PRELOAD is not one the template allows.* at runtime\.env\.LD_PRELOAD/);
+    await refused(
+      { env: { LD_PRELOAD: { value: '/tmp/evil.so' } } },
+      'validation_failed',
+      /LD_PRELOAD is not one the template allows.* at runtime\.env\.LD_PRELOAD/,
+    );
     await refused({ env: { PATH: { value: '/tmp' } } }, 'validation_failed', /PATH is not one the template allows/);
-    await refused({ params: { max_model_len: 100 } }, 'validation_failed', /param "max_model_len" must be between 256 and 131072, not 100 at runtime\.params\.max_model_len/);
+    await refused(
+      { params: { max_model_len: 100 } },
+      'validation_failed',
+      /param "max_model_len" must be between 256 and 131072, not 100 at runtime\.params\.max_model_len/,
+    );
     await refused({ params: {} }, 'validation_failed', /missing param "max_model_len"/);
     await refused({ params: { max_model_len: 8192, dtype: 'auto --trust-remote-code' } }, 'validation_failed', /param "dtype" must match/);
     await refused({ params: { max_model_len: 8192, dtype: '$(id)' } }, 'validation_failed', /param "dtype" must match/);
@@ -246,7 +302,9 @@ function registrySuite(store: StoreKind) {
     // The deployment itself did not change: same generation, and its status counts the new replica as current.
     const detail = (await call('GET', '/deployments/chat')).body;
     expect(detail.generation).toBe(1);
-    expect(detail.status.replicas.filter((r: { desired: boolean }) => r.desired).map((r: { assignmentId: string; current: boolean }) => [r.assignmentId, r.current])).toEqual([[chatAfter[0]!.id, true]]);
+    expect(
+      detail.status.replicas.filter((r: { desired: boolean }) => r.desired).map((r: { assignmentId: string; current: boolean }) => [r.assignmentId, r.current]),
+    ).toEqual([[chatAfter[0]!.id, true]]);
 
     // Re-registering the same spec changes nothing.
     expect((await call('PUT', '/runtime-templates/vllm', { ...VLLM, executableSha256: SHA_2 })).status).toBe(200);
@@ -274,20 +332,32 @@ function registrySuite(store: StoreKind) {
     const answer = await call('PUT', '/runtime-templates/vllm', { ...VLLM, executableSha256: SHA_2, env: ['VLLM_LOGGING_LEVEL'] });
     expect(answer.status).toBe(409);
     expect(answer.body.error).toMatchObject({ code: 'conflict', message: expect.stringMatching(/deployment chat would no longer render/) });
-    const tighter = await call('PUT', '/runtime-templates/vllm', { ...VLLM, executableSha256: SHA_2, params: { ...VLLM.params, max_model_len: { type: 'integer', min: 256, max: 4096 } } });
+    const tighter = await call('PUT', '/runtime-templates/vllm', {
+      ...VLLM,
+      executableSha256: SHA_2,
+      params: { ...VLLM.params, max_model_len: { type: 'integer', min: 256, max: 4096 } },
+    });
     expect(tighter.status).toBe(409);
     expect((await call('GET', '/runtime-templates/vllm')).body.env).toEqual(['HF_TOKEN', 'VLLM_LOGGING_LEVEL']);
   });
 
   it('a template or secret in use cannot be deleted (409); once unused it can', async () => {
-    expect(await call('DELETE', '/runtime-templates/vllm')).toMatchObject({ status: 409, body: { error: { code: 'conflict', details: { deployments: ['chat'] } } } });
-    expect(await call('DELETE', '/runtime-secrets/hf-token')).toMatchObject({ status: 409, body: { error: { code: 'conflict', details: { deployments: ['chat'] } } } });
+    expect(await call('DELETE', '/runtime-templates/vllm')).toMatchObject({
+      status: 409,
+      body: { error: { code: 'conflict', details: { deployments: ['chat'] } } },
+    });
+    expect(await call('DELETE', '/runtime-secrets/hf-token')).toMatchObject({
+      status: 409,
+      body: { error: { code: 'conflict', details: { deployments: ['chat'] } } },
+    });
     expect((await call('DELETE', '/runtime-secrets/hf-token', undefined, operator)).status).toBe(403);
     expect((await call('DELETE', '/runtime-templates/nothing-here')).status).toBe(404);
     expect((await call('DELETE', '/runtime-secrets/nothing-here')).status).toBe(404);
 
     // Moving the deployment off the secret frees it; deleting the deployment frees the template.
-    expect((await call('PUT', '/deployments/chat', deployment({ kind: 'template', template: 'vllm', params: { max_model_len: 8192 } }), operator)).status).toBe(200);
+    expect((await call('PUT', '/deployments/chat', deployment({ kind: 'template', template: 'vllm', params: { max_model_len: 8192 } }), operator)).status).toBe(
+      200,
+    );
     expect((await signedAssignments()).some((a) => a.runtime.kind === 'template' && 'HF_TOKEN' in a.runtime.env)).toBe(false);
     expect(await call('DELETE', '/runtime-secrets/hf-token')).toMatchObject({ status: 200, body: { name: 'hf-token', deleted: true } });
     expect((await call('DELETE', '/deployments/chat', undefined, operator)).status).toBe(200);
@@ -303,9 +373,18 @@ function registrySuite(store: StoreKind) {
 
     const audit = await plane.systemCtx.db.select().from(auditEvents).where(eq(auditEvents.workspaceId, plane.workspaceId));
     expect(JSON.stringify(audit)).not.toContain(SECRET);
-    expect(audit.filter((a) => a.action.startsWith('runtime_secret.')).map((a) => a.action)).toEqual(['runtime_secret.create', 'runtime_secret.rotate', 'runtime_secret.rotate', 'runtime_secret.delete']);
+    expect(audit.filter((a) => a.action.startsWith('runtime_secret.')).map((a) => a.action)).toEqual([
+      'runtime_secret.create',
+      'runtime_secret.rotate',
+      'runtime_secret.rotate',
+      'runtime_secret.delete',
+    ]);
     expect(audit.filter((a) => a.action.startsWith('runtime_template.')).map((a) => [a.action, a.target])).toEqual(
-      expect.arrayContaining([['runtime_template.create', 'vllm'], ['runtime_template.update', 'vllm'], ['runtime_template.delete', 'vllm']]),
+      expect.arrayContaining([
+        ['runtime_template.create', 'vllm'],
+        ['runtime_template.update', 'vllm'],
+        ['runtime_template.delete', 'vllm'],
+      ]),
     );
     expect(JSON.stringify(await plane.systemCtx.db.select().from(assignments))).not.toContain(SECRET);
     expect(JSON.stringify(await plane.systemCtx.db.select().from(runtimeSecrets))).not.toContain(SECRET);
@@ -313,7 +392,9 @@ function registrySuite(store: StoreKind) {
 
   it('the OpenAPI document lists the registry routes', async () => {
     const doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as { paths: Record<string, unknown> };
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/runtime-templates', '/runtime-templates/{name}', '/runtime-secrets', '/runtime-secrets/{name}']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/runtime-templates', '/runtime-templates/{name}', '/runtime-secrets', '/runtime-secrets/{name}']),
+    );
   });
 }
 
@@ -335,18 +416,37 @@ describe('upgrading a store whose deployments ran the removed process runtime', 
       await migrate(db, { migrationsFolder: folder });
       await db.execute(sql`insert into workspaces (id, name) values ('ws_1', 'default')`);
       await db.execute(sql`insert into machines (id, workspace_id, name, inventory, desired_gen) values ('mch_1', 'ws_1', 'gpu-1', '{}', 4)`);
-      const legacy = { kind: 'process', command: ['/bin/sh', '-c', 'cat /var/lib/lunanexa-agent/machine-key.jwk'], env: {}, healthPath: '/health', digest: null };
-      for (const [id, runtime] of [['dep_process', legacy], ['dep_sim', { kind: 'simulated', model: 'm' }]] as const) {
-        await db.execute(sql`insert into deployments (id, workspace_id, name, model, runtime, restart_policy, replicas) values (${id}, 'ws_1', ${id}, 'm', ${JSON.stringify(runtime)}::jsonb, '{}', 1)`);
-        await db.execute(sql`insert into assignments (id, machine_id, deployment_id, spec) values (${`asg_${id}`}, 'mch_1', ${id}, ${JSON.stringify({ runtime })}::jsonb)`);
+      const legacy = {
+        kind: 'process',
+        command: ['/bin/sh', '-c', 'cat /var/lib/lunanexa-agent/machine-key.jwk'],
+        env: {},
+        healthPath: '/health',
+        digest: null,
+      };
+      for (const [id, runtime] of [
+        ['dep_process', legacy],
+        ['dep_sim', { kind: 'simulated', model: 'm' }],
+      ] as const) {
+        await db.execute(
+          sql`insert into deployments (id, workspace_id, name, model, runtime, restart_policy, replicas) values (${id}, 'ws_1', ${id}, 'm', ${JSON.stringify(runtime)}::jsonb, '{}', 1)`,
+        );
+        await db.execute(
+          sql`insert into assignments (id, machine_id, deployment_id, spec) values (${`asg_${id}`}, 'mch_1', ${id}, ${JSON.stringify({ runtime })}::jsonb)`,
+        );
       }
 
       await migrate(db, { migrationsFolder: migrationsFolder() });
 
       const rows = await db.select({ id: deployments.id, deletedAt: deployments.deletedAt }).from(deployments).orderBy(deployments.id);
-      expect(rows.map((r) => [r.id, r.deletedAt !== null])).toEqual([['dep_process', true], ['dep_sim', false]]);
+      expect(rows.map((r) => [r.id, r.deletedAt !== null])).toEqual([
+        ['dep_process', true],
+        ['dep_sim', false],
+      ]);
       const placed = await db.select({ id: assignments.id, removedAt: assignments.removedAt }).from(assignments).orderBy(assignments.id);
-      expect(placed.map((r) => [r.id, r.removedAt !== null])).toEqual([['asg_dep_process', true], ['asg_dep_sim', false]]);
+      expect(placed.map((r) => [r.id, r.removedAt !== null])).toEqual([
+        ['asg_dep_process', true],
+        ['asg_dep_sim', false],
+      ]);
       expect((await db.select({ gen: machines.desiredGen }).from(machines))[0]!.gen).toBe(5);
       const audit = await db.select().from(auditEvents);
       expect(audit).toMatchObject([{ action: 'deployment.delete', target: 'dep_process', actor: 'system', details: { name: 'dep_process' } }]);

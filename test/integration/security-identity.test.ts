@@ -20,7 +20,10 @@ describe('a log answer is accepted only from the machine asked, for the runtime 
   let asgB: string;
 
   beforeAll(async () => {
-    plane = await startTestPlane({ store: 'pglite', config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 } });
+    plane = await startTestPlane({
+      store: 'pglite',
+      config: { heartbeatIntervalMs: 10_000, runtimeGraceMs: 10_000, machineLifetimeMs: 60_000, runtimeTtlMs: 60_000 },
+    });
     a = await enrollTestMachine(plane, 'logs-a', { who: 'a' });
     b = await enrollTestMachine(plane, 'logs-b', { who: 'b' });
     for (const m of [a, b]) expect((await m.request('POST', '/agent/v1/heartbeat', heartbeatBody(m, 1))).status).toBe(200);
@@ -28,7 +31,12 @@ describe('a log answer is accepted only from the machine asked, for the runtime 
     const depB = await applyTestDeployment(plane, 'logs-on-b', { who: 'b' });
     await reconcileOnce({ ctx: plane.systemCtx });
     const placed = async (deploymentId: string) =>
-      (await plane.ports.store.db.select().from(assignments).where(and(eq(assignments.deploymentId, deploymentId), isNull(assignments.removedAt))))[0]!;
+      (
+        await plane.ports.store.db
+          .select()
+          .from(assignments)
+          .where(and(eq(assignments.deploymentId, deploymentId), isNull(assignments.removedAt)))
+      )[0]!;
     const [onA, onB] = [await placed(depA.id), await placed(depB.id)];
     expect(onA.machineId).toBe(a.machineId);
     expect(onB.machineId).toBe(b.machineId);
@@ -41,7 +49,10 @@ describe('a log answer is accepted only from the machine asked, for the runtime 
 
   it("ignores another machine's answer (and the asked machine's answer for another runtime), and returns the right one", async () => {
     const controller = new AbortController();
-    const stream = await fetch(`${plane.url}/agent/v1/stream`, { headers: { authorization: `Bearer ${await a.sign('GET', '/agent/v1/stream', '')}` }, signal: controller.signal });
+    const stream = await fetch(`${plane.url}/agent/v1/stream`, {
+      headers: { authorization: `Bearer ${await a.sign('GET', '/agent/v1/stream', '')}` },
+      signal: controller.signal,
+    });
     expect(stream.status).toBe(200);
     const reader = new SseReader(stream.body!);
     try {

@@ -58,7 +58,10 @@ async function startScriptedNode(plane: TestPlane, name: string, labels: Record<
   };
   await beat();
   const controller = new AbortController();
-  const stream = await fetch(`${plane.url}/agent/v1/stream`, { headers: { authorization: `Bearer ${await machine.sign('GET', '/agent/v1/stream', '')}` }, signal: controller.signal });
+  const stream = await fetch(`${plane.url}/agent/v1/stream`, {
+    headers: { authorization: `Bearer ${await machine.sign('GET', '/agent/v1/stream', '')}` },
+    signal: controller.signal,
+  });
   if (stream.status !== 200) throw new Error(`stream refused: ${stream.status}`);
   const reader = new SseReader(stream.body!);
   const upload = async (invoke: Invoke) => {
@@ -67,7 +70,11 @@ async function startScriptedNode(plane: TestPlane, name: string, labels: Record<
     const frames = [{ t: 'accept' }, ...answer(invoke)].map((frame, o) =>
       encodeFrame(invoke.invocationId, { ...frame, o, ...(frame.t === 'data' ? { d: new TextEncoder().encode(String(frame.d)) } : {}) } as Frame),
     );
-    await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${await machine.sign('POST', path, '')}` }, body: Buffer.concat(frames) }).catch(() => {});
+    await fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await machine.sign('POST', path, '')}` },
+      body: Buffer.concat(frames),
+    }).catch(() => {});
   };
   const pump = (async () => {
     while (!stopped) {
@@ -206,7 +213,10 @@ describe('the surface of the control plane', () => {
       // The agent's own SSE stream.
       const m = await enrollTestMachine(plane, 'headers-probe');
       const controller = new AbortController();
-      const sse = await fetch(`${plane.url}/agent/v1/stream`, { headers: { authorization: `Bearer ${await m.sign('GET', '/agent/v1/stream', '')}` }, signal: controller.signal });
+      const sse = await fetch(`${plane.url}/agent/v1/stream`, {
+        headers: { authorization: `Bearer ${await m.sign('GET', '/agent/v1/stream', '')}` },
+        signal: controller.signal,
+      });
       expect(sse.status).toBe(200);
       expectSecurityHeaders(sse, 'agent stream');
       controller.abort();
@@ -240,7 +250,8 @@ describe('the surface of the control plane', () => {
     it("bounds a machine's node metrics: a flood of new names grows no series, and a revoked machine's series go", async () => {
       const m: TestMachine = await enrollTestMachine(plane, 'metric-flood');
       const scrape = async () => (await (await fetch(`${plane.url}/metrics`, { headers: { authorization: `Bearer ${viewer}` } })).text()).split('\n');
-      const seriesOf = (lines: string[], machineId: string) => lines.filter((l) => l.startsWith('lunanexa_node_metric{') && l.includes(`machine="${machineId}"`));
+      const seriesOf = (lines: string[], machineId: string) =>
+        lines.filter((l) => l.startsWith('lunanexa_node_metric{') && l.includes(`machine="${machineId}"`));
 
       let seq = 0;
       for (let beat = 0; beat < 40; beat += 1) {
@@ -292,7 +303,8 @@ describe('the embedded store on disk', () => {
     let plane = await startTestPlane({ store: 'pglite', dataDir });
     try {
       // Writes that make PostgreSQL create files of its own.
-      for (let i = 0; i < 3; i += 1) expect((await plane.admin('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ ttlSeconds: 60 }) })).status).toBe(201);
+      for (let i = 0; i < 3; i += 1)
+        expect((await plane.admin('/api/v1/enrollment-tokens', { method: 'POST', body: JSON.stringify({ ttlSeconds: 60 }) })).status).toBe(201);
       plane = await plane.restart();
       expect((await stat(dataDir)).mode & 0o777).toBe(0o700);
       const { files, dirs } = await modes(join(dataDir, 'store'));

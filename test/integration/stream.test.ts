@@ -32,7 +32,10 @@ function suite(store: StoreKind) {
   beforeAll(async () => {
     plane = await startTestPlane({ store, config: { streamPingTimeoutMs: 3_000 } });
     // The JWKS an agent pins is the one its enrollment answer carries.
-    const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'jwks-probe', labels: {}, ttlSeconds: 60 } });
+    const token = await createEnrollmentToken({
+      ctx: plane.systemCtx,
+      input: { workspaceId: plane.workspaceId, name: 'jwks-probe', labels: {}, ttlSeconds: 60 },
+    });
     const key = await generateMachineKey();
     const response = await fetch(`${plane.url}/agent/v1/enroll`, {
       method: 'POST',

@@ -63,12 +63,19 @@ describePg('API tokens, members and workspaces', () => {
     expect(response.status, text).toBe(status);
     return JSON.parse(text) as T;
   };
-  const create = async (body: Record<string, unknown>, token = a.adminToken) => await json<ApiTokenCreated>(await api(a, '/tokens', token, { method: 'POST', body }), 201);
+  const create = async (body: Record<string, unknown>, token = a.adminToken) =>
+    await json<ApiTokenCreated>(await api(a, '/tokens', token, { method: 'POST', body }), 201);
   const models = (plane: TestPlane, token: string) => fetch(`${plane.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } });
-  const modelIds = async (plane: TestPlane, token: string) => ((await json<{ data: Array<{ id: string }> }>(await models(plane, token), 200)).data.map((m) => m.id));
+  const modelIds = async (plane: TestPlane, token: string) =>
+    (await json<{ data: Array<{ id: string }> }>(await models(plane, token), 200)).data.map((m) => m.id);
   const inference = (plane: TestPlane, token: string, path: string, body: Record<string, unknown>) =>
-    fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const chat = (plane: TestPlane, token: string, model: string) => inference(plane, token, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+    fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  const chat = (plane: TestPlane, token: string, model: string) =>
+    inference(plane, token, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
   const errorOf = async (response: Response) => ((await response.json()) as { error: { code: string; type?: string; message: string } }).error;
   const db = () => a.ports.store.db;
   const tokenCount = async () => (await db().select({ id: apiTokens.id }).from(apiTokens).where(eq(apiTokens.workspaceId, a.workspaceId))).length;
@@ -89,7 +96,17 @@ describePg('API tokens, members and workspaces', () => {
   it('shows a secret once and keeps only its SHA-256', async () => {
     const created = await create({ name: 'shown once', role: 'viewer' });
     expect(created.token).toMatch(/^lnx_[A-Za-z0-9_-]{43}$/);
-    expect(created).toMatchObject({ name: 'shown once', role: 'viewer', member: null, models: null, rateLimitPerMinute: null, createdBy: expect.stringMatching(/^tok_/), state: 'active', expiresAt: null, revokedAt: null });
+    expect(created).toMatchObject({
+      name: 'shown once',
+      role: 'viewer',
+      member: null,
+      models: null,
+      rateLimitPerMinute: null,
+      createdBy: expect.stringMatching(/^tok_/),
+      state: 'active',
+      expiresAt: null,
+      revokedAt: null,
+    });
     const hash = await sha256Hex(created.token);
     const [row] = await db().select().from(apiTokens).where(eq(apiTokens.id, created.id));
     expect(row!.tokenHash).toBe(hash);
@@ -134,7 +151,10 @@ describePg('API tokens, members and workspaces', () => {
   });
 
   it('refuses what a token may not carry with a 4xx, and changes nothing', async () => {
-    const member = await json<MemberView>(await api(a, '/workspaces/current/members', a.adminToken, { method: 'POST', body: { name: 'ceiling@example.com', role: 'operator' } }), 201);
+    const member = await json<MemberView>(
+      await api(a, '/workspaces/current/members', a.adminToken, { method: 'POST', body: { name: 'ceiling@example.com', role: 'operator' } }),
+      201,
+    );
     const tokensBefore = await tokenCount();
     const auditsBefore = (await db().select({ id: auditEvents.id }).from(auditEvents)).length;
     const refusals: Array<[Record<string, unknown>, number, string, string?]> = [
@@ -154,8 +174,15 @@ describePg('API tokens, members and workspaces', () => {
     for (const [body, status, code, path] of refusals) {
       const response = await api(a, '/tokens', a.adminToken, { method: 'POST', body });
       const text = await response.text();
-      expect({ status: response.status, code: (JSON.parse(text) as { error: { code: string } }).error.code }, `${JSON.stringify(body)}: ${text}`).toEqual({ status, code });
-      if (path) expect((JSON.parse(text) as { error: { details: Array<{ path: string }> } }).error.details.map((d) => d.path), text).toContain(path);
+      expect({ status: response.status, code: (JSON.parse(text) as { error: { code: string } }).error.code }, `${JSON.stringify(body)}: ${text}`).toEqual({
+        status,
+        code,
+      });
+      if (path)
+        expect(
+          (JSON.parse(text) as { error: { details: Array<{ path: string }> } }).error.details.map((d) => d.path),
+          text,
+        ).toContain(path);
     }
     expect(await tokenCount()).toBe(tokensBefore);
     expect((await db().select({ id: auditEvents.id }).from(auditEvents)).length).toBe(auditsBefore);
@@ -163,8 +190,11 @@ describePg('API tokens, members and workspaces', () => {
     expect((await create({ name: 'within', role: 'operator', memberId: member.id })).member).toEqual({ id: member.id, name: 'ceiling@example.com' });
   });
 
-  it("removes a member and revokes their tokens in the same change, at once on every instance", async () => {
-    const member = await json<MemberView>(await api(a, '/workspaces/current/members', a.adminToken, { method: 'POST', body: { name: 'ana@example.com', role: 'operator' } }), 201);
+  it('removes a member and revokes their tokens in the same change, at once on every instance', async () => {
+    const member = await json<MemberView>(
+      await api(a, '/workspaces/current/members', a.adminToken, { method: 'POST', body: { name: 'ana@example.com', role: 'operator' } }),
+      201,
+    );
     expect((await api(a, '/workspaces/current/members', a.adminToken, { method: 'POST', body: { name: 'ana@example.com', role: 'viewer' } })).status).toBe(409);
     const operator = await create({ name: 'ana ops', role: 'operator', memberId: member.id });
     const consumer = await create({ name: 'ana chat', role: 'inference', memberId: member.id });
@@ -258,7 +288,10 @@ describePg('API tokens, members and workspaces', () => {
     const limited = await create({ name: 'three a minute', role: 'inference', rateLimitPerMinute: 3 });
     const unlimited = await create({ name: 'unlimited', role: 'inference' });
     // Four requests must land in one window: start in a fresh one when this one is about to end.
-    const [left] = await queryRows<{ s: number | string }>(db(), sql`select extract(epoch from (date_trunc('minute', now()) + interval '1 minute' - now()))::float8 as s`);
+    const [left] = await queryRows<{ s: number | string }>(
+      db(),
+      sql`select extract(epoch from (date_trunc('minute', now()) + interval '1 minute' - now()))::float8 as s`,
+    );
     if (Number(left!.s) < 5) await new Promise((resolve) => setTimeout(resolve, Number(left!.s) * 1000 + 100));
 
     for (const plane of [a, b, a]) expect((await models(plane, limited.token)).status).toBe(200);
@@ -275,10 +308,16 @@ describePg('API tokens, members and workspaces', () => {
     expect(await db().select().from(tokenRateWindows).where(eq(tokenRateWindows.tokenId, unlimited.id))).toEqual([]);
 
     // The minute passes (its window moved back a minute, as the clock would): the next request opens a new window.
-    await db().update(tokenRateWindows).set({ windowStart: sql`${tokenRateWindows.windowStart} - interval '1 minute'` }).where(eq(tokenRateWindows.tokenId, limited.id));
+    await db()
+      .update(tokenRateWindows)
+      .set({ windowStart: sql`${tokenRateWindows.windowStart} - interval '1 minute'` })
+      .where(eq(tokenRateWindows.tokenId, limited.id));
     expect((await models(b, limited.token)).status).toBe(200);
     // The controller tick deletes windows no request counts in any more, and only those.
-    await db().update(tokenRateWindows).set({ windowStart: sql`${tokenRateWindows.windowStart} - interval '10 minutes'` }).where(sql`${tokenRateWindows.tokenId} = ${limited.id} and ${tokenRateWindows.count} = 5`);
+    await db()
+      .update(tokenRateWindows)
+      .set({ windowStart: sql`${tokenRateWindows.windowStart} - interval '10 minutes'` })
+      .where(sql`${tokenRateWindows.tokenId} = ${limited.id} and ${tokenRateWindows.count} = 5`);
     await controllerTick({ ctx: a.systemCtx });
     expect((await db().select().from(tokenRateWindows).where(eq(tokenRateWindows.tokenId, limited.id))).map((w) => w.count)).toEqual([1]);
   });
@@ -310,8 +349,14 @@ describePg('API tokens, members and workspaces', () => {
     await json(await api(b, `/tokens/${created.adminToken.id}`, second.token, { method: 'DELETE' }), 200);
     expect((await api(a, '/tokens', teamB)).status).toBe(401);
     // Nor can the member holding its last one be removed: the removal and its revocations are undone together.
-    const boss = await json<MemberView>(await api(b, '/workspaces/current/members', second.token, { method: 'POST', body: { name: 'boss', role: 'admin' } }), 201);
-    const bossToken = await json<ApiTokenCreated>(await api(b, '/tokens', second.token, { method: 'POST', body: { name: 'boss admin', role: 'admin', memberId: boss.id } }), 201);
+    const boss = await json<MemberView>(
+      await api(b, '/workspaces/current/members', second.token, { method: 'POST', body: { name: 'boss', role: 'admin' } }),
+      201,
+    );
+    const bossToken = await json<ApiTokenCreated>(
+      await api(b, '/tokens', second.token, { method: 'POST', body: { name: 'boss admin', role: 'admin', memberId: boss.id } }),
+      201,
+    );
     await json(await api(b, `/tokens/${second.id}`, bossToken.token, { method: 'DELETE' }), 200);
     const removal = await api(b, `/workspaces/current/members/${boss.id}`, bossToken.token, { method: 'DELETE' });
     expect([removal.status, (await errorOf(removal)).code]).toEqual([409, 'conflict']);

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Frame, Invoke } from '../../shared/contracts/relay.js';
 import { concat, encodeControl, encodeFrame } from '../../shared/frame-codec.js';
-import { FrameQueue, type QueueItem } from '../../functions/link/frame-queue.js';
+import { FrameQueue } from '../../functions/link/frame-queue.js';
 import type { StreamSink } from '../../functions/link/holder.js';
 import { newId } from '../../shared/ids.js';
 import { enrollTestMachine, type TestMachine } from '../helpers/machine.js';
@@ -50,7 +50,16 @@ function recordingStream() {
 type RecordingStream = ReturnType<typeof recordingStream>;
 
 function invokeOf(invocationId: string): Invoke {
-  return { invocationId, workloadId: newId('workload'), assignmentId: 'asg_test', path: '/v1/chat/completions', body: '{}', deadline: Date.now() + 60_000, idempotencyKey: null, stream: true };
+  return {
+    invocationId,
+    workloadId: newId('workload'),
+    assignmentId: 'asg_test',
+    path: '/v1/chat/completions',
+    body: '{}',
+    deadline: Date.now() + 60_000,
+    idempotencyKey: null,
+    stream: true,
+  };
 }
 
 type Outcome = { response: Response } | { error: unknown };
@@ -157,7 +166,12 @@ describe('the uplink', () => {
       start: (c) => void (controller = c),
       cancel: () => void (closed = true),
     });
-    const outcome: Promise<Outcome> = fetch(`${plane.url}/agent/v1/uplink`, { method: 'POST', headers: await headers(machine), body, duplex: 'half' } as RequestInit).then(
+    const outcome: Promise<Outcome> = fetch(`${plane.url}/agent/v1/uplink`, {
+      method: 'POST',
+      headers: await headers(machine),
+      body,
+      duplex: 'half',
+    } as RequestInit).then(
       (response) => ({ response }),
       (error: unknown) => ({ error }),
     );
@@ -217,7 +231,9 @@ describe('the uplink', () => {
       { o: 3, t: 'error', code: 'runtime_failed', message: 'the runtime went away', told: true },
     ];
     // Interleaved: one, two, one, two, ...; cut into writes that fall inside frames.
-    const interleaved = concat([0, 1, 2, 3, 4].flatMap((i) => [framesOne[i], framesTwo[i]].flatMap((f, k) => (f ? [encodeFrame(k === 0 ? one.id : two.id, f)] : []))));
+    const interleaved = concat(
+      [0, 1, 2, 3, 4].flatMap((i) => [framesOne[i], framesTwo[i]].flatMap((f, k) => (f ? [encodeFrame(k === 0 ? one.id : two.id, f)] : []))),
+    );
     const firstHalf = Math.floor(interleaved.length / 2);
     const cuts = [0, 3, 17, 40, 1_000, firstHalf];
     for (let i = 0; i + 1 < cuts.length; i += 1) {
@@ -284,7 +300,7 @@ describe('the uplink', () => {
     expect(first.status).toBe(200);
     expect(await first.json()).toEqual({ closed: true });
     expect(plain((await collect(one.queue, 3)).frames)).toEqual(plain(frames.slice(0, 3)));
-    await until(() => stream.acked()[one.id] === 3, 'the first uplink\'s ack');
+    await until(() => stream.acked()[one.id] === 3, "the first uplink's ack");
     // The agent resends from an older offset on a new uplink: only what is new goes through, and a duplicate
     // resent among the new frames (before the invocation ends) counts for nothing either.
     const second = await openUplink(a);
@@ -292,7 +308,7 @@ describe('the uplink', () => {
     second.send(encodeControl({ t: 'hello', uplinkId: 'upl_second' }), head!, d1!, head!);
     await until(() => stream.confirmed.length === 2, 'the second hello');
     second.send(d2!, d1!, end!);
-    await until(() => stream.acked()[one.id] === 5, 'the second uplink\'s ack');
+    await until(() => stream.acked()[one.id] === 5, "the second uplink's ack");
     await closedCleanly(second);
     expect(stream.confirmed).toEqual(['upl_first', 'upl_second']);
     expect(plain(await (await received(one.queue)).flatMap((item) => (item.kind === 'frames' ? item.frames : [])))).toEqual(plain(frames.slice(3)));
@@ -324,10 +340,17 @@ describe('the uplink', () => {
     const known = await dispatch(a, stream);
     const unknown = newId('invocation');
     const uplink = await openUplink(a);
-    uplink.send(encodeControl({ t: 'hello', uplinkId: 'upl_unknown' }), encodeFrame(unknown, { o: 0, t: 'accept' }), encodeFrame(unknown, { o: 1, t: 'head', status: 200, contentType: 'text/plain' }));
+    uplink.send(
+      encodeControl({ t: 'hello', uplinkId: 'upl_unknown' }),
+      encodeFrame(unknown, { o: 0, t: 'accept' }),
+      encodeFrame(unknown, { o: 1, t: 'head', status: 200, contentType: 'text/plain' }),
+    );
     await until(() => stream.cancels.length > 0, 'the cancel');
     await new Promise((r) => setTimeout(r, 30));
-    uplink.send(encodeFrame(unknown, { o: 2, t: 'data', d: new Uint8Array([1, 2]) }), encodeFrame(unknown, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null }));
+    uplink.send(
+      encodeFrame(unknown, { o: 2, t: 'data', d: new Uint8Array([1, 2]) }),
+      encodeFrame(unknown, { o: 3, t: 'end', tokens: 1, promptTokens: null, completionTokens: null }),
+    );
     // Still open: a known invocation's frames go through on the same uplink.
     uplink.send(encodeFrame(known.id, { o: 0, t: 'accept' }));
     expect((await collect(known.queue, 1)).frames).toEqual([{ o: 0, t: 'accept' }]);
@@ -361,7 +384,7 @@ describe('the uplink', () => {
     expect(await received(one.queue)).toMatchObject([{ kind: 'failed', code: 'node_lost' }]);
   });
 
-  it('answers 409 no_stream when no instance holds the machine\'s stream', async () => {
+  it("answers 409 no_stream when no instance holds the machine's stream", async () => {
     expect(plane.ports.dataPlane.holder.hasLocalStream(streamless.machineId)).toBe(false);
     await expectError(await uplinkOnce(streamless, encodeControl({ t: 'hello', uplinkId: 'upl_nostream' })), 409, 'no_stream');
     // The same while its body is still open: refused without waiting for it to end.
@@ -393,7 +416,10 @@ describe('the uplink', () => {
     const streamA = attach(a);
     const streamB = attach(b);
     const ofA = await dispatch(a, streamA);
-    const response = await uplinkOnce(b, concat([encodeFrame(ofA.id, { o: 0, t: 'accept' }), encodeFrame(ofA.id, { o: 1, t: 'end', tokens: 0, promptTokens: null, completionTokens: null })]));
+    const response = await uplinkOnce(
+      b,
+      concat([encodeFrame(ofA.id, { o: 0, t: 'accept' }), encodeFrame(ofA.id, { o: 1, t: 'end', tokens: 0, promptTokens: null, completionTokens: null })]),
+    );
     await expectError(response, 403, 'forbidden_machine');
     expect(await received(ofA.queue)).toEqual([]);
     expect(streamB.cancels).toEqual([]);
@@ -408,9 +434,17 @@ describe('the uplink', () => {
     const hello = encodeControl({ t: 'hello', uplinkId: 'upl_unsigned' }) as BodyInit;
     const unsigned = await fetch(`${plane.url}/agent/v1/uplink`, { method: 'POST', body: hello });
     expect(unsigned.status).toBe(401);
-    const other = await fetch(`${plane.url}/agent/v1/uplink`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('POST', '/agent/v1/heartbeat', '')}` }, body: hello });
+    const other = await fetch(`${plane.url}/agent/v1/uplink`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await a.sign('POST', '/agent/v1/heartbeat', '')}` },
+      body: hello,
+    });
     await expectError(other, 401, 'invalid_machine_token');
-    const get = await fetch(`${plane.url}/agent/v1/uplink`, { method: 'POST', headers: { authorization: `Bearer ${await a.sign('GET', '/agent/v1/uplink', '')}` }, body: hello });
+    const get = await fetch(`${plane.url}/agent/v1/uplink`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await a.sign('GET', '/agent/v1/uplink', '')}` },
+      body: hello,
+    });
     await expectError(get, 401, 'invalid_machine_token');
     expect(stream.confirmed).toEqual([]);
   });

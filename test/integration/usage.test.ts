@@ -41,7 +41,10 @@ describeStores('usage summed in the store', (store) => {
   let tokenA: string;
   let tokenB: string;
   const report = (input: Partial<Parameters<typeof usageReport>[0]['input']> = {}) =>
-    usageReport({ ctx: { db: store().db, actor: 'system' }, input: { workspaceId: workspace, from: '2026-04-30', to: '2026-05-02', groupBy: ['day', 'token', 'model'], ...input } });
+    usageReport({
+      ctx: { db: store().db, actor: 'system' },
+      input: { workspaceId: workspace, from: '2026-04-30', to: '2026-05-02', groupBy: ['day', 'token', 'model'], ...input },
+    });
 
   beforeAll(async () => {
     const db = store().db;
@@ -70,7 +73,15 @@ describeStores('usage summed in the store', (store) => {
   });
 
   it('groups by UTC day, token and model, the first and last day included, names the tokens and orders the rows', async () => {
-    const row = (day: string, tokenId: string | null, tokenName: string | null, model: string | null, requests: number, promptTokens: number, completionTokens: number): UsageRow => ({ day, tokenId, tokenName, model, requests, promptTokens, completionTokens });
+    const row = (
+      day: string,
+      tokenId: string | null,
+      tokenName: string | null,
+      model: string | null,
+      requests: number,
+      promptTokens: number,
+      completionTokens: number,
+    ): UsageRow => ({ day, tokenId, tokenName, model, requests, promptTokens, completionTokens });
     const rows = await report();
     expect(rows).toEqual([
       row('2026-04-30', tokenA, 'alpha', 'chat', 2, 8, 10),
@@ -115,7 +126,11 @@ describe('usage of a real fleet through GET /api/v1/usage', () => {
   const machines = async (): Promise<MachineView[]> => ((await (await plane.admin('/api/v1/machines')).json()) as { data: MachineView[] }).data;
   const infer = async (token: string, path: string, body: Record<string, unknown>) => {
     days.add(new Date().toISOString().slice(0, 10));
-    const response = await fetch(`${plane.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${plane.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const text = await response.text();
     expect(response.status, text).toBe(200);
     days.add(new Date().toISOString().slice(0, 10));
@@ -129,7 +144,11 @@ describe('usage of a real fleet through GET /api/v1/usage', () => {
     for (const r of rows) {
       const key = `${r.tokenName}|${r.model}`;
       const sum = sums.get(key) ?? { requests: 0, promptTokens: 0, completionTokens: 0 };
-      sums.set(key, { requests: sum.requests + r.requests, promptTokens: sum.promptTokens + r.promptTokens, completionTokens: sum.completionTokens + r.completionTokens });
+      sums.set(key, {
+        requests: sum.requests + r.requests,
+        promptTokens: sum.promptTokens + r.promptTokens,
+        completionTokens: sum.completionTokens + r.completionTokens,
+      });
     }
     return Object.fromEntries(sums);
   };
@@ -158,18 +177,27 @@ describe('usage of a real fleet through GET /api/v1/usage', () => {
     const whole = await infer(plane.adminToken, '/v1/chat/completions', { model: 'sim-chat', messages: messages('one two three'), max_tokens: 5 });
     expect(JSON.parse(whole.text).usage).toEqual({ prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
     await infer(plane.adminToken, '/v1/completions', { model: 'sim-second', prompt: 'a b', max_tokens: 4 });
-    const withUsage = await infer(consumer.token, '/v1/chat/completions', { model: 'sim-chat', messages: messages('a b c d'), max_tokens: 7, stream: true, stream_options: { include_usage: true } });
+    const withUsage = await infer(consumer.token, '/v1/chat/completions', {
+      model: 'sim-chat',
+      messages: messages('a b c d'),
+      max_tokens: 7,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(withUsage.text).toContain('"usage":{"prompt_tokens":4,"completion_tokens":7,"total_tokens":11}');
     const withoutUsage = await infer(consumer.token, '/v1/chat/completions', { model: 'sim-chat', messages: messages('x y'), max_tokens: 6, stream: true });
     expect(withoutUsage.text).not.toContain('"usage":{');
     await infer(consumer.token, '/v1/embeddings', { model: 'sim-second', input: 'p q r' });
 
     await plane.ports.dataPlane.workloads.flush();
-    const recorded = await waitFor(async () => {
-      await plane.ports.dataPlane.workloads.flush();
-      const rows = await plane.ports.store.db.select().from(workloads).where(eq(workloads.workspaceId, plane.workspaceId));
-      return rows.length === 5 && rows.every((r) => r.state === 'succeeded') ? new Map(rows.map((r) => [r.id, r])) : null;
-    }, { what: 'five finished workloads' });
+    const recorded = await waitFor(
+      async () => {
+        await plane.ports.dataPlane.workloads.flush();
+        const rows = await plane.ports.store.db.select().from(workloads).where(eq(workloads.workspaceId, plane.workspaceId));
+        return rows.length === 5 && rows.every((r) => r.state === 'succeeded') ? new Map(rows.map((r) => [r.id, r])) : null;
+      },
+      { what: 'five finished workloads' },
+    );
     expect(recorded.get(whole.workloadId)).toMatchObject({ tokenId: expect.stringMatching(/^tok_/), model: 'sim-chat', promptTokens: 3, completionTokens: 5 });
     expect(recorded.get(withUsage.workloadId)).toMatchObject({ tokenId: consumer.id, model: 'sim-chat', promptTokens: 4, completionTokens: 7 });
     // No usage from the runtime: the events the agent counted, the role and finish chunks among them.
@@ -227,16 +255,28 @@ describe('usage of a real fleet through GET /api/v1/usage', () => {
     const db = plane.ports.store.db;
     const otherSpace = await insertWorkspace(db, 'usage-elsewhere');
     const other = await insertToken(db, { workspaceId: otherSpace, name: 'elsewhere', role: 'viewer' });
-    await writeWorkloads(db, [workload({ workspaceId: otherSpace, tokenId: other.id, model: 'elsewhere-model', createdAt: new Date(), promptTokens: 100, completionTokens: 200 })]);
+    await writeWorkloads(db, [
+      workload({ workspaceId: otherSpace, tokenId: other.id, model: 'elsewhere-model', createdAt: new Date(), promptTokens: 100, completionTokens: 200 }),
+    ]);
     const theirs = (await (await usage('?groupBy=token,model', other.token)).json()) as UsageReport;
-    expect(theirs.data).toEqual([{ day: null, tokenId: other.id, tokenName: 'elsewhere', model: 'elsewhere-model', requests: 1, promptTokens: 100, completionTokens: 200 }]);
+    expect(theirs.data).toEqual([
+      { day: null, tokenId: other.id, tokenName: 'elsewhere', model: 'elsewhere-model', requests: 1, promptTokens: 100, completionTokens: 200 },
+    ]);
     const ours = (await (await usage('?groupBy=token,model')).json()) as UsageReport;
     expect(ours.data.map((r) => r.model)).not.toContain('elsewhere-model');
     expect(ours.data.reduce((n, r) => n + r.requests, 0)).toBe(5);
   });
 
   it('answers 400 in the error envelope to bad input, 403 to an inference token and 401 to none', async () => {
-    for (const query of ['?from=2026-02-30', '?to=tomorrow', '?from=2026-03-02&to=2026-03-01', '?from=2024-01-01&to=2025-01-01', '?groupBy=day,colour', '?groupBy=', '?format=xml']) {
+    for (const query of [
+      '?from=2026-02-30',
+      '?to=tomorrow',
+      '?from=2026-03-02&to=2026-03-01',
+      '?from=2024-01-01&to=2025-01-01',
+      '?groupBy=day,colour',
+      '?groupBy=',
+      '?format=xml',
+    ]) {
       const response = await usage(query);
       expect(response.status, query).toBe(400);
       const body = (await response.json()) as { error: { code: string; message: string; requestId: string } };

@@ -58,7 +58,11 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
   });
 
   it('mints an enrollment token, enrolls a machine and lists it, all through the Worker', async () => {
-    const minted = await call('/api/v1/enrollment-tokens', { method: 'POST', token: fixture.adminToken, body: JSON.stringify({ name: 'edge-node', labels: { via: 'worker' } }) });
+    const minted = await call('/api/v1/enrollment-tokens', {
+      method: 'POST',
+      token: fixture.adminToken,
+      body: JSON.stringify({ name: 'edge-node', labels: { via: 'worker' } }),
+    });
     expect(minted.status).toBe(201);
     const { token } = (await minted.json()) as { token: string };
 
@@ -134,7 +138,10 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     await fixture.store.db.update(apiTokens).set({ revokedAt: sql`now()` }).where(eq(apiTokens.id, consumer.id));
     expect((await call('/v1/models', { token: consumer.token })).status).toBe(401);
 
-    const limited = await createApiToken({ ctx: fixture.ctx, input: { workspaceId: fixture.workspaceId, name: 'edge limited', role: 'inference', rateLimitPerMinute: 1 } });
+    const limited = await createApiToken({
+      ctx: fixture.ctx,
+      input: { workspaceId: fixture.workspaceId, name: 'edge limited', role: 'inference', rateLimitPerMinute: 1 },
+    });
     const first = await call('/v1/models', { token: limited.token });
     const second = await call('/v1/models', { token: limited.token });
     // The minute may turn between the two; then the third is the refused one.
@@ -166,7 +173,7 @@ describePg('the control plane as a Cloudflare Worker (Miniflare + Neon driver ov
     const result = await worker.scheduled({ cron: '*/1 * * * *', scheduledTime: new Date() });
     expect(result.outcome).toBe('ok');
     const [after] = await fixture.store.db.select().from(clusterSettings).where(eq(clusterSettings.key, 'controller'));
-    const lastTickAt = new Date((after?.value as { lastTickAt: string }).lastTickAt);
+    const lastTickAt = new Date((after!.value as { lastTickAt: string }).lastTickAt);
     expect(Math.abs(Date.now() - lastTickAt.getTime())).toBeLessThan(60_000);
   });
 

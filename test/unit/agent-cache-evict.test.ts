@@ -48,7 +48,13 @@ describe('planEviction', () => {
   it('refuses, naming the budget, the version and what is in use, when even evicting everything unused is not enough', () => {
     const plan = planEviction(base({ maxBytes: 40, protectedVersions: new Set(['mv_a', 'mv_b', 'mv_c']) }));
     expect(plan).toEqual({ fits: false, message: 'cache budget of 40 bytes cannot hold version mv_new (20 bytes) beside the versions in use (40 bytes)' });
-    const big = planEviction({ ...base(), maxBytes: 10 * GiB, versions: [], blobs: new Map(), incoming: { versionId: 'mv_big', blobs: sizes({ n: 12 * GiB }) } });
+    const big = planEviction({
+      ...base(),
+      maxBytes: 10 * GiB,
+      versions: [],
+      blobs: new Map(),
+      incoming: { versionId: 'mv_big', blobs: sizes({ n: 12 * GiB }) },
+    });
     expect(big).toEqual({ fits: false, message: 'cache budget of 10.00 GiB cannot hold version mv_big (12.00 GiB) beside the versions in use (0.00 GiB)' });
   });
 
@@ -79,7 +85,14 @@ describe('planEviction', () => {
   });
 
   it('deletes blobs no version names first, the least recently used first', () => {
-    const input = base({ maxBytes: 70, blobs: sizes({ a: 10, b: 10, c: 10, e: 10, o: 10, p: 10 }), blobLastUsedAt: new Map([[sha('o'), 5], [sha('p'), 4]]) });
+    const input = base({
+      maxBytes: 70,
+      blobs: sizes({ a: 10, b: 10, c: 10, e: 10, o: 10, p: 10 }),
+      blobLastUsedAt: new Map([
+        [sha('o'), 5],
+        [sha('p'), 4],
+      ]),
+    });
     expect(planEviction(input)).toEqual(fits([], ['p']));
     expect(planEviction({ ...input, maxBytes: 60 })).toEqual(fits([], ['p', 'o']));
   });

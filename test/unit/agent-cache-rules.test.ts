@@ -111,7 +111,11 @@ describe('policyRefusal of a version', () => {
 
   it('parses a policy file without cache settings, with the defaults', () => {
     expect(cacheSettings(policy)).toEqual({ maxBytes: 200 * 1024 ** 3, stallSeconds: 120 });
-    expect(cacheSettings(AgentPolicy.parse({ cache: { dir: '/var/cache/lunanexa', maxBytes: 1024 } }))).toEqual({ dir: '/var/cache/lunanexa', maxBytes: 1024, stallSeconds: 120 });
+    expect(cacheSettings(AgentPolicy.parse({ cache: { dir: '/var/cache/lunanexa', maxBytes: 1024 } }))).toEqual({
+      dir: '/var/cache/lunanexa',
+      maxBytes: 1024,
+      stallSeconds: 120,
+    });
     expect(AgentPolicy.safeParse({ cache: { dir: 'relative' } }).success).toBe(false);
     expect(AgentPolicy.safeParse({ cache: { maxBytes: 1, unknown: 1 } }).success).toBe(false);
   });
@@ -119,7 +123,16 @@ describe('policyRefusal of a version', () => {
 
 describe('progress of a runtime pulling its version', () => {
   const NOW = 50_000_000;
-  const facts = (extra: Partial<RuntimeFacts>): RuntimeFacts => ({ assignment: assignment(version(['a'])), state: 'pulling', gen: 1, restarts: 0, message: null, launchStartedAt: NOW - 10_000, load: IDLE, ...extra });
+  const facts = (extra: Partial<RuntimeFacts>): RuntimeFacts => ({
+    assignment: assignment(version(['a'])),
+    state: 'pulling',
+    gen: 1,
+    restarts: 0,
+    message: null,
+    launchStartedAt: NOW - 10_000,
+    load: IDLE,
+    ...extra,
+  });
 
   it('carries the bytes done against the total, and the time counted against the start timeout until the pull began', () => {
     const report = runtimeReport(facts({ pull: { since: NOW - 7_000, bytesDone: 300, bytesTotal: 1_000 } }), NOW);

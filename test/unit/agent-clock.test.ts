@@ -107,7 +107,16 @@ describe('corrected signing', () => {
   it('signs iat and exp in the time it is given', async () => {
     const key = await generateMachineKey();
     const iat = Date.UTC(2030, 0, 1) / 1000;
-    const jwt = await signMachineRequest({ key: key.privateKey, kid: 'cred_1', machineId: 'mch_1', clusterId: 'cls_1', method: 'POST', path: '/p', body: '', nowMs: iat * 1000 + 999 });
+    const jwt = await signMachineRequest({
+      key: key.privateKey,
+      kid: 'cred_1',
+      machineId: 'mch_1',
+      clusterId: 'cls_1',
+      method: 'POST',
+      path: '/p',
+      body: '',
+      nowMs: iat * 1000 + 999,
+    });
     expect(claimsOf(jwt)).toMatchObject({ iat, exp: iat + 30 });
   });
 
@@ -227,7 +236,7 @@ describe('the server clock', () => {
     expect(logs).toEqual([]);
   });
 
-  it("falls back to the Date header of a control plane without the time endpoint", async () => {
+  it('falls back to the Date header of a control plane without the time endpoint', async () => {
     const cp = await plane(600_000, { time: false });
     const { clock, logs } = clockFor(cp.url);
     await clock.measure('start');

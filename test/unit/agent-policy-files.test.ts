@@ -49,8 +49,12 @@ describe('artifacts', () => {
 
   it('are refused outside every root: /etc/shadow, and a path that climbs out with ..', async () => {
     const roots = await resolveRoots([root]);
-    await expect(hashArtifact('file:///etc/shadow', roots, LIMITS)).rejects.toThrow('refused by local policy: artifact file:///etc/shadow resolves to /etc/shadow, outside the allowed artifact roots');
-    await expect(hashArtifact(`file://${root}/../../../etc/passwd`, roots, LIMITS)).rejects.toThrow(/resolves to \/etc\/passwd, outside the allowed artifact roots/);
+    await expect(hashArtifact('file:///etc/shadow', roots, LIMITS)).rejects.toThrow(
+      'refused by local policy: artifact file:///etc/shadow resolves to /etc/shadow, outside the allowed artifact roots',
+    );
+    await expect(hashArtifact(`file://${root}/../../../etc/passwd`, roots, LIMITS)).rejects.toThrow(
+      /resolves to \/etc\/passwd, outside the allowed artifact roots/,
+    );
   });
 
   it('are refused through a symbolic link that leads out of the root', async () => {
@@ -72,7 +76,9 @@ describe('artifacts', () => {
   });
 
   it('are refused when they are no regular file, even inside a root (/dev/zero under a root of /dev)', async () => {
-    await expect(hashArtifact('file:///dev/zero', ['/dev'], LIMITS)).rejects.toThrow('refused by local policy: artifact file:///dev/zero is not a regular file');
+    await expect(hashArtifact('file:///dev/zero', ['/dev'], LIMITS)).rejects.toThrow(
+      'refused by local policy: artifact file:///dev/zero is not a regular file',
+    );
     execFileSync('mkfifo', [join(root, 'fifo.gguf')]);
     // A FIFO would block an open that waits for a writer: the open does not wait, and the file is refused.
     await expect(hashArtifact(uri(join(root, 'fifo.gguf')), await resolveRoots([root]), LIMITS)).rejects.toThrow(/is not a regular file/);
@@ -80,7 +86,9 @@ describe('artifacts', () => {
 
   it('are read only up to maxBytes', async () => {
     const roots = await resolveRoots([root]);
-    await expect(hashArtifact(uri(join(root, 'm.gguf')), roots, { maxBytes: 6, maxMs: 60_000 })).rejects.toThrow(/^refused by local policy: artifact file:\/\/.*m\.gguf is 7 bytes, more than the 6 this agent reads$/);
+    await expect(hashArtifact(uri(join(root, 'm.gguf')), roots, { maxBytes: 6, maxMs: 60_000 })).rejects.toThrow(
+      /^refused by local policy: artifact file:\/\/.*m\.gguf is 7 bytes, more than the 6 this agent reads$/,
+    );
     expect((await hashArtifact(uri(join(root, 'm.gguf')), roots, { maxBytes: 7, maxMs: 60_000 })).sha256).toBe(sha256('weights'));
   });
 

@@ -23,7 +23,10 @@ import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
  */
 
 const root = process.getuid?.() === 0;
-const digestOf = async (path: string) => createHash('sha256').update(await readFile(path)).digest('hex');
+const digestOf = async (path: string) =>
+  createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
 const digests: Record<string, string> = {};
 
 /** A throwaway system user for the runtimes of this file (root only: only root can switch to it). */
@@ -44,10 +47,20 @@ const TEMPLATES = {
 };
 
 /** The policy of these tests: the given templates and settings, and a runtime user when the agent runs as root. */
-const policyOf = (input: Record<string, unknown> = {}) => AgentPolicy.parse({ templates: TEMPLATES, ...(root ? { runAs: { user: runtimeUserName } } : {}), ...input });
+const policyOf = (input: Record<string, unknown> = {}) =>
+  AgentPolicy.parse({ templates: TEMPLATES, ...(root ? { runAs: { user: runtimeUserName } } : {}), ...input });
 
 function template(name: keyof typeof TEMPLATES, extra: Partial<TemplateRuntime> = {}): TemplateRuntime {
-  return { kind: 'template', template: name, executable: TEMPLATES[name].executable, executableSha256: digests[name]!, args: [], env: {}, healthPath: '/health', ...extra };
+  return {
+    kind: 'template',
+    template: name,
+    executable: TEMPLATES[name].executable,
+    executableSha256: digests[name]!,
+    args: [],
+    env: {},
+    healthPath: '/health',
+    ...extra,
+  };
 }
 
 function assignment(assignmentId: string, runtime: Assignment['runtime'], extra: Partial<Assignment> = {}): Assignment {
@@ -228,7 +241,10 @@ describe('an assignment outside the local policy is refused and reported, and no
   });
 
   it('refuses everything without a policy file, the simulated runtime included', async () => {
-    const report = await refused(AgentPolicy.parse({}), assignment('asg_sim', { kind: 'simulated', model: 'm', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 }));
+    const report = await refused(
+      AgentPolicy.parse({}),
+      assignment('asg_sim', { kind: 'simulated', model: 'm', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 }),
+    );
     expect(report.message).toBe('refused by local policy: the built-in simulated runtime is not allowed');
   });
 
@@ -280,7 +296,9 @@ describe('an assignment outside the local policy is refused and reported, and no
       const a = assignment('asg_model', template('env', { args: ['/bin/echo', '{model_path}', '{served_name}', '{gpu_indices}'] }), { artifact });
       await adapter.prepare(a, new AbortController().signal);
       expect(await runToExit(adapter, a)).toEqual([`${join(models, 'm.gguf')} policy-model `]);
-      await expect(adapter.prepare({ ...a, artifact: { ...artifact, sha256: 'b'.repeat(64) } }, new AbortController().signal)).rejects.toThrow('artifact digest does not match its pin');
+      await expect(adapter.prepare({ ...a, artifact: { ...artifact, sha256: 'b'.repeat(64) } }, new AbortController().signal)).rejects.toThrow(
+        'artifact digest does not match its pin',
+      );
     } finally {
       await rm(models, { recursive: true, force: true });
     }

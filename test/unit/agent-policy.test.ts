@@ -56,7 +56,12 @@ describe('the local policy file schema', () => {
   });
 
   it('refuses unknown keys at every level, so that a misspelt setting never passes for a missing one', () => {
-    for (const input of [{ simluated: true }, { templates: { vllm: { executable: '/x', sha: DIGEST } } }, { runAs: { user: 'a', uid: 5 } }, { artifactLimits: { maxbytes: 1 } }]) {
+    for (const input of [
+      { simluated: true },
+      { templates: { vllm: { executable: '/x', sha: DIGEST } } },
+      { runAs: { user: 'a', uid: 5 } },
+      { artifactLimits: { maxbytes: 1 } },
+    ]) {
       expect(AgentPolicy.safeParse(input).success, JSON.stringify(input)).toBe(false);
     }
   });
@@ -71,7 +76,8 @@ describe('the local policy file schema', () => {
 
   it('refuses template names and environment names that are not plain, and the variables the agent sets itself', () => {
     for (const name of ['VLLM', 'a b', '../x', '']) expect(AgentPolicy.safeParse({ templates: { [name]: { executable: '/x' } } }).success, name).toBe(false);
-    for (const env of ['lower', 'WITH-DASH', '1ST', ...AGENT_SET_ENV]) expect(AgentPolicy.safeParse({ templates: { vllm: { executable: '/x', env: [env] } } }).success, env).toBe(false);
+    for (const env of ['lower', 'WITH-DASH', '1ST', ...AGENT_SET_ENV])
+      expect(AgentPolicy.safeParse({ templates: { vllm: { executable: '/x', env: [env] } } }).success, env).toBe(false);
   });
 
   it('takes a digest pin only as 64 lowercase hex digits, and user and group names only as names', () => {
@@ -109,7 +115,9 @@ describe('policyRefusal', () => {
 
   it('accepts a template only with the digest the policy pins, when it pins one', () => {
     expect(policyRefusal(allowingVllm({ sha256: DIGEST }), assignment(vllm()))).toBeNull();
-    expect(policyRefusal(allowingVllm({ sha256: OTHER_DIGEST }), assignment(vllm()))).toBe(`template "vllm" pins executable digest ${DIGEST}, not the ${OTHER_DIGEST} of the local policy`);
+    expect(policyRefusal(allowingVllm({ sha256: OTHER_DIGEST }), assignment(vllm()))).toBe(
+      `template "vllm" pins executable digest ${DIGEST}, not the ${OTHER_DIGEST} of the local policy`,
+    );
     // Without a pin, any digest goes: the one on disk is checked at launch against the assignment's.
     expect(policyRefusal(allowingVllm(), assignment(vllm({ executableSha256: OTHER_DIGEST })))).toBeNull();
   });
@@ -119,7 +127,9 @@ describe('policyRefusal', () => {
     expect(policyRefusal(allowingVllm(), assignment(vllm({ env: { HF_HOME: '/srv/hf', LD_PRELOAD: '/tmp/x.so', DATABASE_URL: 'x' } })))).toBe(
       'template "vllm" may not set environment variable DATABASE_URL',
     );
-    expect(policyRefusal(allowingVllm({ env: [] }), assignment(vllm({ env: { HF_HOME: '/srv/hf' } })))).toBe('template "vllm" may not set environment variable HF_HOME');
+    expect(policyRefusal(allowingVllm({ env: [] }), assignment(vllm({ env: { HF_HOME: '/srv/hf' } })))).toBe(
+      'template "vllm" may not set environment variable HF_HOME',
+    );
     // The agent's own variables are not the policy's to allow.
     expect(policyRefusal(allowingVllm(), assignment(vllm({ env: { PATH: '/tmp' } })))).toBe('template "vllm" may not set environment variable PATH');
   });
@@ -127,7 +137,9 @@ describe('policyRefusal', () => {
   it('accepts an artifact only as a file: URI, and only with an artifact root', () => {
     const file = { uri: 'file:///srv/models/m.gguf', sha256: DIGEST };
     expect(policyRefusal(allowingVllm(), assignment(vllm(), file))).toBeNull();
-    expect(policyRefusal(allowingVllm(), assignment(vllm(), { uri: 'https://evil.example/m.gguf', sha256: DIGEST }))).toBe('artifact https://evil.example/m.gguf: only file: URIs are supported');
+    expect(policyRefusal(allowingVllm(), assignment(vllm(), { uri: 'https://evil.example/m.gguf', sha256: DIGEST }))).toBe(
+      'artifact https://evil.example/m.gguf: only file: URIs are supported',
+    );
     expect(policyRefusal(policy({ templates: { vllm: { executable: '/opt/vllm/bin/vllm' } } }), assignment(vllm(), file))).toBe('no artifact root is allowed');
     expect(policyRefusal(policy({ simulated: true }), assignment(simulated, file))).toBe('no artifact root is allowed');
     expect(policyRefusal(policy({ simulated: true }), assignment(simulated))).toBeNull();
@@ -186,9 +198,9 @@ describe('loadPolicy', () => {
 
   it('refuses a file that is not JSON, or not the schema, naming where', async () => {
     await expect(loadPolicy({ path: await write('bad.json', '{ simulated: true'), required: false })).rejects.toThrow(/is not JSON/);
-    await expect(loadPolicy({ path: await write('typo.json', JSON.stringify({ templates: { vllm: { executable: 'vllm' } } })), required: false })).rejects.toThrow(
-      /is invalid: templates\.vllm\.executable: an absolute path/,
-    );
+    await expect(
+      loadPolicy({ path: await write('typo.json', JSON.stringify({ templates: { vllm: { executable: 'vllm' } } })), required: false }),
+    ).rejects.toThrow(/is invalid: templates\.vllm\.executable: an absolute path/);
   });
 
   it('refuses a file others may write, and one that is not a regular file', async () => {
@@ -202,16 +214,12 @@ describe('launch arguments and environment', () => {
   const values: PlaceholderValues = { port: '8001', model_path: '/srv/models/m.gguf', served_name: 'chat', gpu_indices: '0,1', instance: 'inst-1' };
 
   it('fills every agent placeholder, inside an argument too, and leaves other braces alone', () => {
-    expect(fillPlaceholders(['--port={port}', '{model_path}', '--served-model-name', '{served_name}', '{gpu_indices}', '{instance}', '{"json": {port}}', '{param}'], values)).toEqual([
-      '--port=8001',
-      '/srv/models/m.gguf',
-      '--served-model-name',
-      'chat',
-      '0,1',
-      'inst-1',
-      '{"json": 8001}',
-      '{param}',
-    ]);
+    expect(
+      fillPlaceholders(
+        ['--port={port}', '{model_path}', '--served-model-name', '{served_name}', '{gpu_indices}', '{instance}', '{"json": {port}}', '{param}'],
+        values,
+      ),
+    ).toEqual(['--port=8001', '/srv/models/m.gguf', '--served-model-name', 'chat', '0,1', 'inst-1', '{"json": 8001}', '{param}']);
   });
 
   it('fills in one pass: a value holding a placeholder is never filled again, and one argument stays one argument', () => {
@@ -251,7 +259,12 @@ describe('launch arguments and environment', () => {
 
 describe('user database entries', () => {
   it('reads a passwd line and a group line', () => {
-    expect(parsePasswdLine('lunanexa-runtime:x:998:997::/var/lib/lunanexa-runtime:/usr/sbin/nologin\n')).toEqual({ name: 'lunanexa-runtime', uid: 998, gid: 997, home: '/var/lib/lunanexa-runtime' });
+    expect(parsePasswdLine('lunanexa-runtime:x:998:997::/var/lib/lunanexa-runtime:/usr/sbin/nologin\n')).toEqual({
+      name: 'lunanexa-runtime',
+      uid: 998,
+      gid: 997,
+      home: '/var/lib/lunanexa-runtime',
+    });
     expect(parseGroupLine('video:x:44:alice,bob\n')).toEqual({ name: 'video', gid: 44 });
   });
 

@@ -151,7 +151,8 @@ async function framesSink() {
 }
 
 /** An uplink never started (as with `--uplink off`): every invocation goes on an upload of its own, to the sink. */
-const idleUplink = () => createUplink({ baseUrl: 'http://127.0.0.1:9', dispatcher: new Agent(), signedHeaders: async () => ({}), confirmMs: 1_000, maxAgeMs: 60_000, log: () => {} });
+const idleUplink = () =>
+  createUplink({ baseUrl: 'http://127.0.0.1:9', dispatcher: new Agent(), signedHeaders: async () => ({}), confirmMs: 1_000, maxAgeMs: 60_000, log: () => {} });
 
 const invoke = (assignmentId: string, body: Record<string, number> = {}): Invoke => ({
   invocationId: `inv_${randomUUID()}`,
@@ -242,7 +243,17 @@ describe('process adapter: adoption never duplicates a runtime', () => {
     const stranger = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e6)', `token=${TOKEN}`, 'tag=stranger'], { detached: true, stdio: 'ignore' });
     await new Promise((resolve) => stranger.once('spawn', resolve));
     const v1 = fixture('asg_a', { tag: 'v1' });
-    const record = { assignmentId: 'asg_a', pid: stranger.pid!, port: 1, baseUrl: 'http://127.0.0.1:1', instanceId: randomUUID(), specHash: 'x', startedAt: new Date().toISOString(), healthPath: '/health', gpuIndices: [] };
+    const record = {
+      assignmentId: 'asg_a',
+      pid: stranger.pid!,
+      port: 1,
+      baseUrl: 'http://127.0.0.1:1',
+      instanceId: randomUUID(),
+      specHash: 'x',
+      startedAt: new Date().toISOString(),
+      healthPath: '/health',
+      gpuIndices: [],
+    };
     await writeFile(join(stateDir, 'runtimes', 'asg_a.json'), JSON.stringify(record));
     expect(await restarted().inspect(v1)).toBeNull();
     expect(pidAlive(stranger.pid!)).toBe(true);
@@ -312,7 +323,13 @@ describe('supervisor with real runtimes', () => {
     const pub = await exportJWK(publicKey);
     const jwks: Jwks = { keys: [{ kty: pub.kty!, crv: pub.crv!, x: pub.x!, kid: 'sig_test', alg: 'EdDSA', use: 'sig' }] };
     const sign = (gen: number, assignments: Assignment[], key: CryptoKey = privateKey) =>
-      new SignJWT({ gen, assignments }).setProtectedHeader({ alg: 'EdDSA', kid: 'sig_test' }).setIssuer('cls_test').setSubject('mch_test').setIssuedAt().setExpirationTime('10m').sign(key);
+      new SignJWT({ gen, assignments })
+        .setProtectedHeader({ alg: 'EdDSA', kid: 'sig_test' })
+        .setIssuer('cls_test')
+        .setSubject('mch_test')
+        .setIssuedAt()
+        .setExpirationTime('10m')
+        .sign(key);
     const intake = createDesiredIntake({
       heldGen: await loadHeldGen(stateDir),
       verify: (jws, heldGen) => verifyDesiredState({ jws, jwks, machineId: 'mch_test', clusterId: 'cls_test', heldGen }),
@@ -401,7 +418,10 @@ describe('supervisor with real runtimes', () => {
     const refused = invoke('asg_a');
     runner.run(refused);
     await waitFor(() => sink.finished(refused.invocationId), 'the refusal');
-    expect(sink.frames(refused.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'replica_draining', message: expect.any(String) }]);
+    expect(sink.frames(refused.invocationId)).toEqual([
+      { o: 0, t: 'accept' },
+      { o: 1, t: 'error', code: 'replica_draining', message: expect.any(String) },
+    ]);
     expect(report('asg_a')?.state).toBe('draining');
 
     await waitFor(() => sink.finished(long.invocationId), 'the in-flight invocation to finish');
@@ -409,7 +429,12 @@ describe('supervisor with real runtimes', () => {
     expect(frames[0]).toEqual({ o: 0, t: 'accept' });
     expect(frames[1]).toMatchObject({ t: 'head', status: 200 });
     expect(frames.at(-1)).toMatchObject({ t: 'end', tokens: 25 });
-    expect(frames.filter((f) => f.t === 'data').map((f) => (f.t === 'data' ? Buffer.from(f.d).toString('utf8') : '')).join('')).toContain('data: [DONE]');
+    expect(
+      frames
+        .filter((f) => f.t === 'data')
+        .map((f) => (f.t === 'data' ? Buffer.from(f.d).toString('utf8') : ''))
+        .join(''),
+    ).toContain('data: [DONE]');
     await waitFor(() => report('asg_a') === undefined, 'the drained runtime to be retired');
     expect(await tagsRunning()).toEqual([]);
   });
@@ -517,7 +542,10 @@ describe('invocation runner: per-runtime counts', () => {
     // A runtime call that fails before its head was never served.
     runtime.calls[1]!.fail(new Error('connection refused'));
     await waitFor(() => sink.finished(second.invocationId), 'the failed call to be reported');
-    expect(sink.frames(second.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'runtime_unreachable', message: expect.any(String) }]);
+    expect(sink.frames(second.invocationId)).toEqual([
+      { o: 0, t: 'accept' },
+      { o: 1, t: 'error', code: 'runtime_unreachable', message: expect.any(String) },
+    ]);
     await waitFor(() => runner.load('asg_a').queued === 0, 'the failed call to be counted out');
     expect(runner.load('asg_a')).toEqual({ queued: 0, active: 1, lastServedAt: null, latestDeadline: first.deadline });
 
@@ -546,7 +574,10 @@ describe('invocation runner: per-runtime counts', () => {
     runner.run(call);
     expect(runner.load('asg_a')).toMatchObject({ queued: 0, active: 0 });
     await waitFor(() => sink.finished(call.invocationId), 'the refusal');
-    expect(sink.frames(call.invocationId)).toEqual([{ o: 0, t: 'accept' }, { o: 1, t: 'error', code: 'replica_draining', message: 'draining' }]);
+    expect(sink.frames(call.invocationId)).toEqual([
+      { o: 0, t: 'accept' },
+      { o: 1, t: 'error', code: 'replica_draining', message: 'draining' },
+    ]);
     expect(crossings).toEqual([]);
   });
 });

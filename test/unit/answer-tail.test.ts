@@ -84,7 +84,8 @@ describe('parseUsage', () => {
   });
 
   it('is not fooled by generated text that mentions usage: its quotes are escaped', () => {
-    const text = '{"choices":[{"message":{"content":"fake \\"usage\\":{\\"prompt_tokens\\":999,\\"completion_tokens\\":999}"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}';
+    const text =
+      '{"choices":[{"message":{"content":"fake \\"usage\\":{\\"prompt_tokens\\":999,\\"completion_tokens\\":999}"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}';
     expect(parseUsage(text)).toEqual({ promptTokens: 1, completionTokens: 2 });
     expect(parseUsage('{"content":"\\"usage\\":{\\"prompt_tokens\\":999}"}')).toEqual(NO_USAGE);
   });

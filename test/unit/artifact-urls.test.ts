@@ -16,7 +16,11 @@ const NOW = 1_900_000_000;
 /** The path and query of a URL the local store made, as the route receives them. */
 const partsOf = (url: string) => {
   const parsed = new URL(url);
-  return { raw: parsed.pathname.slice(LOCAL_FILES_PREFIX.length + 1), exp: parsed.searchParams.get('exp') ?? undefined, sig: parsed.searchParams.get('sig') ?? undefined };
+  return {
+    raw: parsed.pathname.slice(LOCAL_FILES_PREFIX.length + 1),
+    exp: parsed.searchParams.get('exp') ?? undefined,
+    sig: parsed.searchParams.get('sig') ?? undefined,
+  };
 };
 
 describe('local artifact URLs', () => {
@@ -130,7 +134,10 @@ describe('artifact URLs in a desired state', () => {
 
   it('fills every file of a version with a URL until now + the TTL, and leaves other assignments alone', async () => {
     const config = { artifactUrlTtlMs: 3_600_000 };
-    const [plain, withVersion] = await withArtifactUrls({ ctx: { config, artifacts: store }, input: { workspaceId: WS, specs: [spec(false), spec(true)], nowMs: NOW * 1000 + 999 } });
+    const [plain, withVersion] = await withArtifactUrls({
+      ctx: { config, artifacts: store },
+      input: { workspaceId: WS, specs: [spec(false), spec(true)], nowMs: NOW * 1000 + 999 },
+    });
     expect(plain).toEqual(spec(false));
     expect(withVersion!.version).toEqual({
       ...version,
@@ -148,7 +155,10 @@ describe('artifact URLs in a desired state', () => {
     const config = { artifactUrlTtlMs: 3_600_000 };
     expect(servesFiles(undefined)).toBe(false);
     expect(servesFiles(store)).toBe(true);
-    await expect(withArtifactUrls({ ctx: { config }, input: { workspaceId: WS, specs: [spec(true)] } })).rejects.toMatchObject({ code: 'unavailable', status: 503 });
+    await expect(withArtifactUrls({ ctx: { config }, input: { workspaceId: WS, specs: [spec(true)] } })).rejects.toMatchObject({
+      code: 'unavailable',
+      status: 503,
+    });
     expect(await withArtifactUrls({ ctx: { config }, input: { workspaceId: WS, specs: [spec(false)] } })).toEqual([spec(false)]);
   });
 });
@@ -165,7 +175,10 @@ describe('artifact store configuration', () => {
   it('reads the S3 store from the environment, and refuses S3 settings without a bucket or half a key pair', () => {
     const env = (vars: Record<string, string>) => configFromEnv(NodeEnv.parse(vars));
     expect(env({}).artifactsS3).toBeUndefined();
-    expect(env({ LUNANEXA_ARTIFACTS_S3_BUCKET: 'models', LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE: 'true', LUNANEXA_ARTIFACTS_S3_PREFIX: 'team-a/models' }).artifactsS3).toEqual({
+    expect(
+      env({ LUNANEXA_ARTIFACTS_S3_BUCKET: 'models', LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE: 'true', LUNANEXA_ARTIFACTS_S3_PREFIX: 'team-a/models' })
+        .artifactsS3,
+    ).toEqual({
       bucket: 'models',
       region: 'us-east-1',
       forcePathStyle: true,
@@ -174,6 +187,9 @@ describe('artifact store configuration', () => {
     expect(() => env({ LUNANEXA_ARTIFACTS_S3_ENDPOINT: 'http://127.0.0.1:9000' })).toThrow();
     expect(() => env({ LUNANEXA_ARTIFACTS_S3_BUCKET: 'models', LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID: 'AKIA' })).toThrow(/both/);
     expect(() => env({ LUNANEXA_ARTIFACTS_S3_BUCKET: 'models', LUNANEXA_ARTIFACTS_S3_PREFIX: '/models/' })).toThrow();
-    expect(env({ LUNANEXA_PUBLIC_URL: 'https://plane.example', LUNANEXA_ARTIFACT_URL_TTL_MS: '7200000' })).toMatchObject({ publicUrl: 'https://plane.example', artifactUrlTtlMs: 7_200_000 });
+    expect(env({ LUNANEXA_PUBLIC_URL: 'https://plane.example', LUNANEXA_ARTIFACT_URL_TTL_MS: '7200000' })).toMatchObject({
+      publicUrl: 'https://plane.example',
+      artifactUrlTtlMs: 7_200_000,
+    });
   });
 });

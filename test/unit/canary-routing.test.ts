@@ -3,7 +3,14 @@ import { canaryTurn } from '../../functions/core/scheduler/route.js';
 import { onTrack } from '../../functions/dataplane/tracks.js';
 import { RoutingTable, type DeploymentRoute, type RoutableReplica, type Track } from '../../functions/dataplane/routing.js';
 
-const replica = (id: string, track: Track): RoutableReplica => ({ assignmentId: id, machineId: `mch_${id}`, machineName: id, warm: true, track, versionId: `mv_${track}` });
+const replica = (id: string, track: Track): RoutableReplica => ({
+  assignmentId: id,
+  machineId: `mch_${id}`,
+  machineName: id,
+  warm: true,
+  track,
+  versionId: `mv_${track}`,
+});
 
 const route = (over: Partial<DeploymentRoute> = {}): DeploymentRoute => ({
   id: 'dep_chat',
@@ -58,13 +65,23 @@ describe('onTrack', () => {
 });
 
 describe('RoutingTable.resolve', () => {
-  it("finds a deployment by its own name first, then by the alias it follows, the first follower by name", async () => {
-    const routes = [route({ id: 'dep_b', name: 'b-chat', alias: 'chat-default' }), route({ id: 'dep_a', name: 'a-chat', alias: 'chat-default' }), route({ id: 'dep_x', name: 'chat-default' })];
-    const table = new RoutingTable(async () => routes, () => 60_000);
+  it('finds a deployment by its own name first, then by the alias it follows, the first follower by name', async () => {
+    const routes = [
+      route({ id: 'dep_b', name: 'b-chat', alias: 'chat-default' }),
+      route({ id: 'dep_a', name: 'a-chat', alias: 'chat-default' }),
+      route({ id: 'dep_x', name: 'chat-default' }),
+    ];
+    const table = new RoutingTable(
+      async () => routes,
+      () => 60_000,
+    );
     await table.refresh();
     expect(table.resolve('wsp_1', 'chat-default')?.id).toBe('dep_x');
     expect(table.resolve('wsp_1', 'a-chat')?.id).toBe('dep_a');
-    const withoutOwner = new RoutingTable(async () => routes.slice(0, 2), () => 60_000);
+    const withoutOwner = new RoutingTable(
+      async () => routes.slice(0, 2),
+      () => 60_000,
+    );
     await withoutOwner.refresh();
     expect(withoutOwner.resolve('wsp_1', 'chat-default')?.id).toBe('dep_a');
     expect(withoutOwner.resolve('wsp_2', 'chat-default')).toBeUndefined();

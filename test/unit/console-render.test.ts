@@ -6,7 +6,14 @@ import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../fun
 import type { ConsoleSession } from '../../functions/api/console/session.js';
 import { duration, quantile } from '../../functions/api/console/format.js';
 
-const session = (role: ConsoleSession['role']): ConsoleSession => ({ id: 'ses_1', tokenId: 'tok_1', workspaceId: 'ws_1', role, expiresAt: new Date(), csrf: 'csrf-token' });
+const session = (role: ConsoleSession['role']): ConsoleSession => ({
+  id: 'ses_1',
+  tokenId: 'tok_1',
+  workspaceId: 'ws_1',
+  role,
+  expiresAt: new Date(),
+  csrf: 'csrf-token',
+});
 
 const HOSTILE = '<img src=x onerror=alert(1)>"\'&';
 
@@ -37,7 +44,20 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
       memoryTotalMiB: 122_880,
       memoryAvailableMiB: 100_000,
       diskFreeMiB: null,
-      gpus: [{ index: 0, uuid: null, name: HOSTILE, memoryTotalMiB: 122_880, memoryUsedMiB: null, unifiedMemory: true, driverVersion: null, utilizationPercent: 37, temperatureC: 51, powerDrawW: null }],
+      gpus: [
+        {
+          index: 0,
+          uuid: null,
+          name: HOSTILE,
+          memoryTotalMiB: 122_880,
+          memoryUsedMiB: null,
+          unifiedMemory: true,
+          driverVersion: null,
+          utilizationPercent: 37,
+          temperatureC: 51,
+          powerDrawW: null,
+        },
+      ],
       agentVersion: '0.1.0',
     },
     warmModels: ['llama'],
@@ -96,7 +116,18 @@ describe('console rendering', () => {
 
   it('scales a chart to round gridlines and summarises it for screen readers', () => {
     expect([niceCeil(0), niceCeil(0.3), niceCeil(11.5), niceCeil(62.5), niceCeil(1000)]).toEqual([1, 0.5, 20, 100, 1000]);
-    const chart = lineChart({ id: 'c', title: 'TTFT', points: [{ t: 0, v: 46 }, { t: 2000, v: 26 }, { t: 4000, v: 30 }], series: 's1', format: (v) => `${v} ms`, empty: '' }).toString();
+    const chart = lineChart({
+      id: 'c',
+      title: 'TTFT',
+      points: [
+        { t: 0, v: 46 },
+        { t: 2000, v: 26 },
+        { t: 4000, v: 30 },
+      ],
+      series: 's1',
+      format: (v) => `${v} ms`,
+      empty: '',
+    }).toString();
     expect(chart).toContain('role="img"');
     expect(chart).toContain('3 requests: median 30 ms, 95th percentile 46 ms, max 46 ms');
     expect([...chart.matchAll(/text-anchor="end">(\d+ ms)</g)].map((m) => m[1])).toEqual(['0 ms', '20 ms', '40 ms', '60 ms']);
@@ -105,7 +136,12 @@ describe('console rendering', () => {
 
   it('counts tokens per second after the first byte, or over the whole request when it came in one piece', () => {
     const at = new Date('2025-01-01T00:00:00Z');
-    const base: Pick<RecentRequest, 'createdAt' | 'finishedAt' | 'firstByteMs' | 'completionTokens'> = { createdAt: at, finishedAt: new Date(at.getTime() + 1_100), firstByteMs: 100, completionTokens: 200 };
+    const base: Pick<RecentRequest, 'createdAt' | 'finishedAt' | 'firstByteMs' | 'completionTokens'> = {
+      createdAt: at,
+      finishedAt: new Date(at.getTime() + 1_100),
+      firstByteMs: 100,
+      completionTokens: 200,
+    };
     expect(tokensPerSecond(base)).toBe(200);
     expect(tokensPerSecond({ ...base, firstByteMs: 1_099 })).toBeCloseTo(200 / 1.1);
     expect(tokensPerSecond({ ...base, completionTokens: null })).toBeNull();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
-import { templateHash } from '../../functions/core/fleet/template.js';
+import { templateHash } from '../../functions/core/registry/template.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
 
@@ -9,7 +9,12 @@ const now = new Date('2026-12-01T00:00:00Z');
 const ago = (ms: number) => new Date(now.getTime() - ms);
 
 const spec = (assignmentId: string, model = 'm'): Assignment => {
-  const fields = { model, runtime: { kind: 'simulated' as const, model, ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 }, artifact: null, resources: { gpus: 1, memoryMiB: 100 } };
+  const fields = {
+    model,
+    runtime: { kind: 'simulated' as const, model, ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 },
+    artifact: null,
+    resources: { gpus: 1, memoryMiB: 100 },
+  };
   return {
     assignmentId,
     deploymentId: 'dep_a',
@@ -22,7 +27,11 @@ const spec = (assignmentId: string, model = 'm'): Assignment => {
   };
 };
 
-const rows = (extra: Partial<FleetRows> = {}, machine: Partial<FleetRows['machines'][number]> = {}, report: Partial<FleetRows['reports'][number]> = {}): FleetRows => ({
+const rows = (
+  extra: Partial<FleetRows> = {},
+  machine: Partial<FleetRows['machines'][number]> = {},
+  report: Partial<FleetRows['reports'][number]> = {},
+): FleetRows => ({
   now,
   controller: { lastTickAt: null, resumedAt: null },
   machines: [
@@ -75,8 +84,23 @@ describe('fleet snapshot', () => {
   it('joins a desired assignment with its report: routable, warm, the reported load and the reserved resources', () => {
     const snapshot = buildFleetSnapshot(rows(), config);
     const machine = snapshot.machines[0]!;
-    expect(machine).toMatchObject({ liveness: 'ready', reportedStatus: 'ready', streamAttached: true, warmModels: ['m'], reserved: { gpus: 1, memoryMiB: 100, assignments: 1 }, drained: false });
-    expect(machine.runtimes[0]).toMatchObject({ desired: true, state: 'ready', routable: true, warm: true, activeInvocations: 2, queueDepth: 1, templateHash: spec('asg_1').templateHash });
+    expect(machine).toMatchObject({
+      liveness: 'ready',
+      reportedStatus: 'ready',
+      streamAttached: true,
+      warmModels: ['m'],
+      reserved: { gpus: 1, memoryMiB: 100, assignments: 1 },
+      drained: false,
+    });
+    expect(machine.runtimes[0]).toMatchObject({
+      desired: true,
+      state: 'ready',
+      routable: true,
+      warm: true,
+      activeInvocations: 2,
+      queueDepth: 1,
+      templateHash: spec('asg_1').templateHash,
+    });
   });
 
   it.each([
@@ -113,7 +137,7 @@ describe('fleet snapshot', () => {
     expect(runtime(rows({ reports: [] }, { lastHeartbeatAt: ago(120_000) })).state).toBe('down');
   });
 
-  it('warm models are the agent\'s word only while its heartbeat is fresh', () => {
+  it("warm models are the agent's word only while its heartbeat is fresh", () => {
     expect(buildFleetSnapshot(rows({}, { lastHeartbeatAt: ago(120_000) }), config).machines[0]!.warmModels).toEqual([]);
   });
 

@@ -23,7 +23,11 @@ describe('forwarded frames', () => {
   /** Runs `frames` through the holder's half and reads its answer with the caller's half. */
   async function relayed(frames: Frame[]): Promise<Array<Frame | { failed: string }>> {
     let node!: FrameSink;
-    const hub = { dispatch: async (_invoke: Invoke, _machineId: string, sink: FrameSink) => void (node = sink), cancel() {}, release() {} } as unknown as LinkHolder;
+    const hub = {
+      dispatch: async (_invoke: Invoke, _machineId: string, sink: FrameSink) => void (node = sink),
+      cancel() {},
+      release() {},
+    } as unknown as LinkHolder;
     const chunks: Uint8Array[] = [];
     let ended!: () => void;
     const done = new Promise<void>((resolve) => (ended = resolve));

@@ -103,7 +103,9 @@ describe('frame codec round trips', () => {
   it('decodes the 4-byte end frame of an agent older than usage as tokens with usage unknown', () => {
     const body = new Uint8Array(4);
     new DataView(body.buffer).setUint32(0, 17);
-    expect(decodeAll([rawFrame(4, 'inv_old', 3, body)]).out).toEqual([{ id: 'inv_old', frame: { o: 3, t: 'end', tokens: 17, promptTokens: null, completionTokens: null } }]);
+    expect(decodeAll([rawFrame(4, 'inv_old', 3, body)]).out).toEqual([
+      { id: 'inv_old', frame: { o: 3, t: 'end', tokens: 17, promptTokens: null, completionTokens: null } },
+    ]);
   });
 
   it('carries data bytes untouched, every byte value', () => {
@@ -130,7 +132,9 @@ describe('frame codec round trips', () => {
   });
 
   it('keeps the invocation id of each frame apart', () => {
-    const { out } = decodeAll([concat([encodeFrame('inv_a', { o: 0, t: 'accept' }), encodeFrame('inv_bb', { o: 0, t: 'accept' }), encodeFrame('x'.repeat(255), { o: 3, t: 'accept' })])]);
+    const { out } = decodeAll([
+      concat([encodeFrame('inv_a', { o: 0, t: 'accept' }), encodeFrame('inv_bb', { o: 0, t: 'accept' }), encodeFrame('x'.repeat(255), { o: 3, t: 'accept' })]),
+    ]);
     expect(out).toEqual([
       { id: 'inv_a', frame: { o: 0, t: 'accept' } },
       { id: 'inv_bb', frame: { o: 0, t: 'accept' } },
@@ -185,7 +189,8 @@ describe('frame decoding across chunk splits', () => {
       for (let j = i; j <= buffer.length; j += 1) {
         const { out, buffered } = decodeAll([buffer.slice(0, i), buffer.slice(i, j), buffer.slice(j)]);
         // Not `expect` per case: tens of thousands of cases.
-        if (buffered !== 0 || JSON.stringify(plain(out)) !== JSON.stringify(expected)) expect({ i, j, out: plain(out), buffered }).toEqual({ i, j, out: expected, buffered: 0 });
+        if (buffered !== 0 || JSON.stringify(plain(out)) !== JSON.stringify(expected))
+          expect({ i, j, out: plain(out), buffered }).toEqual({ i, j, out: expected, buffered: 0 });
       }
     }
   });
@@ -369,7 +374,8 @@ describe('frame decoding refuses what is not a frame', () => {
 
   it('refuses bodies that do not fit their kind', () => {
     // end: 12 bytes, or 4 from an older agent
-    for (const size of [0, 3, 5, 8, 11, 13]) expect(refused([rawFrame(4, 'inv_x', 0, new Uint8Array(size))]).error, `end of ${size} bytes`).toBeInstanceOf(FrameError);
+    for (const size of [0, 3, 5, 8, 11, 13])
+      expect(refused([rawFrame(4, 'inv_x', 0, new Uint8Array(size))]).error, `end of ${size} bytes`).toBeInstanceOf(FrameError);
     expect(refused([rawFrame(2, 'inv_x', 0, new Uint8Array(1))]).error).toBeInstanceOf(FrameError); // head: a status
     expect(refused([rawFrame(5, 'inv_x', 0, new Uint8Array(1))]).error).toBeInstanceOf(FrameError); // error: flags + code length
     expect(refused([rawFrame(5, 'inv_x', 0, new Uint8Array([0, 5, 0x61]))]).error).toBeInstanceOf(FrameError); // code cut short

@@ -9,7 +9,13 @@ const delta = (content: string) => event({ choices: [{ delta: { content } }] });
 describe('TokenStreamReader', () => {
   it('times text events across split and merged chunks, skipping role, empty and [DONE] events, and reads usage', () => {
     const reader = new TokenStreamReader();
-    const stream = event({ choices: [{ delta: { role: 'assistant' } }] }) + delta('Hel') + delta('') + delta('lo') + event({ choices: [], usage: { completion_tokens: 7 } }) + 'data: [DONE]\n\n';
+    const stream =
+      event({ choices: [{ delta: { role: 'assistant' } }] }) +
+      delta('Hel') +
+      delta('') +
+      delta('lo') +
+      event({ choices: [], usage: { completion_tokens: 7 } }) +
+      'data: [DONE]\n\n';
     const cut = stream.indexOf('lo') - 3;
     reader.push(bytes(stream.slice(0, cut)), 10);
     reader.push(bytes(stream.slice(cut)), 25);
@@ -19,7 +25,7 @@ describe('TokenStreamReader', () => {
 
   it('ignores lines that are not JSON rather than failing the run', () => {
     const reader = new TokenStreamReader();
-    reader.push(bytes('data: {oops\n\n: comment\n\n' + delta('x')), 3);
+    reader.push(bytes(`data: {oops\n\n: comment\n\n${delta('x')}`), 3);
     expect(reader.tokenAtMs).toEqual([3]);
     expect(reader.completionTokens).toBeNull();
   });
@@ -51,7 +57,11 @@ describe('judgeGate', () => {
     const runs = [served(900, 100, 3), { ok: false, tokenAtMs: [], completionTokens: null, endMs: 50 }];
     const result = judgeGate(runs, profile({ ttftP95Ms: 500, tokensPerSecondMin: 40, errorRateMax: 0.1 }), 2000);
     expect(result.errors).toBe(1);
-    expect(result.failures).toEqual(['error rate 50.0 % is above the 10.0 % allowed', 'TTFT p95 900 ms is above 500 ms', '15 tokens/s per request (median) is below 40']);
+    expect(result.failures).toEqual([
+      'error rate 50.0 % is above the 10.0 % allowed',
+      'TTFT p95 900 ms is above 500 ms',
+      '15 tokens/s per request (median) is below 40',
+    ]);
   });
 
   it('fails a run in which nothing was served, and counts a tokenless success as an error', () => {

@@ -120,9 +120,9 @@ describe('collectInventory', () => {
   });
 
   it('surfaces malformed output from a working nvidia-smi', async () => {
-    await expect(
-      collectInventory({ agentVersion: '1.2.3', run: stdoutOf(fixture('malformed.csv')), readFile: meminfo(SPARK_MEMINFO) }),
-    ).rejects.toThrow(/line 2/);
+    await expect(collectInventory({ agentVersion: '1.2.3', run: stdoutOf(fixture('malformed.csv')), readFile: meminfo(SPARK_MEMINFO) })).rejects.toThrow(
+      /line 2/,
+    );
   });
 
   it('collects a valid inventory from this machine with the real defaults', async () => {

@@ -23,7 +23,7 @@ describe('LogRing', () => {
     let written = 0;
     for (let batch = 0; written < 8 * bound; batch += 1) {
       // About 4 KiB per batch: well under half the bound, as a runtime writes between two rotations.
-      const lines = Array.from({ length: 40 }, (_, i) => `batch ${batch} line ${i} ${'x'.repeat(80)}`).join('\n') + '\n';
+      const lines = `${Array.from({ length: 40 }, (_, i) => `batch ${batch} line ${i} ${'x'.repeat(80)}`).join('\n')}\n`;
       await appendFile(ring.path, lines);
       written += lines.length;
       await ring.rotate();
@@ -42,12 +42,12 @@ describe('LogRing', () => {
 
   it('rotates only past half the bound, and keeps the newest half when the runtime outran the rotations', async () => {
     const ring = new LogRing(join(dir, 'asg.log'), 1_000);
-    await writeFile(ring.path, 'a'.repeat(99) + '\n'.repeat(1) + 'b'.repeat(399) + '\n');
+    await writeFile(ring.path, `${'a'.repeat(99) + '\n'.repeat(1) + 'b'.repeat(399)}\n`);
     await ring.rotate();
     expect(await size(ring.segmentPath)).toBe(0);
     expect(await size(ring.path)).toBe(500);
     const lines = Array.from({ length: 30 }, (_, i) => `${String(i).padStart(2, '0')} ${'y'.repeat(96)}`);
-    await writeFile(ring.path, lines.join('\n') + '\n');
+    await writeFile(ring.path, `${lines.join('\n')}\n`);
     await ring.rotate();
     expect(await size(ring.path)).toBe(0);
     const segment = await readFile(ring.segmentPath, 'utf8');
@@ -73,7 +73,7 @@ describe('LogRing', () => {
   it('reads a file far past its bound without truncating it (only rotations move content)', async () => {
     const ring = new LogRing(join(dir, 'asg.log'));
     const line = `${'w'.repeat(99)}\n`;
-    await writeFile(ring.path, line.repeat(60_000) + 'last\n');
+    await writeFile(ring.path, `${line.repeat(60_000)}last\n`);
     const bytes = await size(ring.path);
     expect(bytes).toBeGreaterThan(6_000_000);
     const first = await ring.tail(3);

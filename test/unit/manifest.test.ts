@@ -8,7 +8,16 @@ const file = (path: string, size = 1, sha256 = DIGEST) => ({ path, size, sha256 
 
 describe('manifest paths', () => {
   it('accepts relative, slash-separated paths inside the folder', () => {
-    for (const path of ['config.json', 'model-00001-of-00002.safetensors', 'tokenizer/vocab.json', 'a/b/c/d.bin', '.gitattributes', 'a..b', 'naïve.txt', 'x'.repeat(255)]) {
+    for (const path of [
+      'config.json',
+      'model-00001-of-00002.safetensors',
+      'tokenizer/vocab.json',
+      'a/b/c/d.bin',
+      '.gitattributes',
+      'a..b',
+      'naïve.txt',
+      'x'.repeat(255),
+    ]) {
       expect(manifestPathProblem(path), path).toBeNull();
     }
   });

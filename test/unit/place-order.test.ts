@@ -21,7 +21,15 @@ function bestBySort(machines: readonly CandidateMachine[], request: PlacementReq
   const warm = (m: CandidateMachine) => (m.warmModels.includes(request.model) || m.cachedVersions.includes(request.versionId ?? '') ? 0 : 1);
   const sorted = machines
     .filter((m) => eligible.has(m.id))
-    .sort((a, b) => here(a) - here(b) || a.reserved.assignments - b.reserved.assignments || warm(a) - warm(b) || free(b) - free(a) || a.load - b.load || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort(
+      (a, b) =>
+        here(a) - here(b) ||
+        a.reserved.assignments - b.reserved.assignments ||
+        warm(a) - warm(b) ||
+        free(b) - free(a) ||
+        a.load - b.load ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
   return sorted[0]?.id ?? null;
 }
 
@@ -44,7 +52,14 @@ describe('placeReplica picks, in one pass, the first machine of the documented o
         ...replicasOfD(pick([0, 0, 0, 1, 2])),
       }));
       // Half the requests reserve nothing (one replica per machine), half reserve memory (spread, then stacked).
-      const request: PlacementRequest = { deploymentId: 'd', model: 'chat', selector: next() < 0.3 ? { zone: 'b' } : {}, gpus: 0, memoryMiB: pick([0, 1]), versionId: pick([null, 'mv_1']) };
+      const request: PlacementRequest = {
+        deploymentId: 'd',
+        model: 'chat',
+        selector: next() < 0.3 ? { zone: 'b' } : {},
+        gpus: 0,
+        memoryMiB: pick([0, 1]),
+        versionId: pick([null, 'mv_1']),
+      };
       const decision = placeReplica(machines, request);
       const filteredOut = new Set(decision.rejected.filter((r) => r.reason !== 'scored lower').map((r) => r.machineId));
       const eligible = new Set(machines.map((m) => m.id).filter((id) => !filteredOut.has(id)));

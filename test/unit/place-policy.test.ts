@@ -16,7 +16,10 @@ describe('placement rules of a workspace policy', () => {
   it('no data class and no licence rule: unconstrained', () => {
     expect(rules({})).toEqual({ constraints: [], refusal: null });
     expect(rules({ licence: 'MIT' })).toEqual({ constraints: [], refusal: null });
-    expect(policyRules(WorkspacePolicy.parse({}), { dataClass: null, runtime: 'vllm', licence: 'LicenseRef-llama3' })).toEqual({ constraints: [], refusal: null });
+    expect(policyRules(WorkspacePolicy.parse({}), { dataClass: null, runtime: 'vllm', licence: 'LicenseRef-llama3' })).toEqual({
+      constraints: [],
+      refusal: null,
+    });
   });
 
   it('a data class the policy does not list refuses every machine', () => {
@@ -31,9 +34,12 @@ describe('placement rules of a workspace policy', () => {
     expect(rules({ dataClass: 'public', runtime: 'anything' })).toEqual({ constraints: [], refusal: null });
   });
 
-  it("an allowed class adds its machine selector; a licence rule adds its own", () => {
+  it('an allowed class adds its machine selector; a licence rule adds its own', () => {
     expect(rules({ dataClass: 'pii', runtime: 'vllm' })).toEqual({ constraints: [{ rule: 'data class pii', labels: { secure: 'yes' } }], refusal: null });
-    expect(rules({ licence: 'LicenseRef-llama3' })).toEqual({ constraints: [{ rule: 'licence LicenseRef-llama3', labels: { research: 'yes' } }], refusal: null });
+    expect(rules({ licence: 'LicenseRef-llama3' })).toEqual({
+      constraints: [{ rule: 'licence LicenseRef-llama3', labels: { research: 'yes' } }],
+      refusal: null,
+    });
     expect(rules({ licence: 'apache-2.0' })).toEqual({ constraints: [], refusal: null });
     expect(rules({ dataClass: 'pii', licence: 'LicenseRef-llama3' }).constraints.map((c) => c.rule)).toEqual(['data class pii', 'licence LicenseRef-llama3']);
   });

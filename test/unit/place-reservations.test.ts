@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { gpuMemoryEachMiB, placeReplica, type CandidateMachine, type PlacementConstraint, type PlacementRequest } from '../../functions/core/scheduler/place.js';
+import {
+  gpuMemoryEachMiB,
+  placeReplica,
+  type CandidateMachine,
+  type PlacementConstraint,
+  type PlacementRequest,
+} from '../../functions/core/scheduler/place.js';
 import { reconcile } from '../../functions/core/fleet/reconcile.js';
 import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
@@ -28,7 +34,14 @@ const candidate = (id: string, extra: Partial<CandidateMachine> = {}): Candidate
   replicaCounts: new Map(),
   ...extra,
 });
-const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({ deploymentId: 'd', model: 'chat', selector: {}, gpus: 1, memoryMiB: 0, ...extra });
+const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({
+  deploymentId: 'd',
+  model: 'chat',
+  selector: {},
+  gpus: 1,
+  memoryMiB: 0,
+  ...extra,
+});
 const here = (n: number, setId = 'd') => ({ deploymentIds: new Set([setId]), replicaCounts: new Map([[setId, n]]) });
 
 describe('memory per GPU', () => {
@@ -40,7 +53,12 @@ describe('memory per GPU', () => {
   });
 
   it('filters machines whose GPUs are too small, and says by how much', () => {
-    const machines = [candidate('small', { inventory: withGpus([gpu(40_960)]) }), candidate('cpu', { inventory: TEST_INVENTORY }), candidate('spark', { inventory: spark }), candidate('big')];
+    const machines = [
+      candidate('small', { inventory: withGpus([gpu(40_960)]) }),
+      candidate('cpu', { inventory: TEST_INVENTORY }),
+      candidate('spark', { inventory: spark }),
+      candidate('big'),
+    ];
     const decision = placeReplica(machines, request({ gpus: 0, gpuMemoryMiB: 80_000 }));
     expect(decision.machineId).toBe('big');
     expect(decision.rejected).toEqual([
@@ -50,7 +68,9 @@ describe('memory per GPU', () => {
     ]);
     // The unified-memory GB10 offers the machine's memory to its one GPU.
     expect(placeReplica([candidate('spark', { inventory: spark })], request({ gpuMemoryMiB: 120_000 })).machineId).toBe('spark');
-    expect(placeReplica([candidate('spark', { inventory: spark })], request({ gpuMemoryMiB: 140_000 })).rejected).toEqual([{ machineId: 'spark', reason: 'needs GPUs of 140000 MiB, its GPUs have 131072 MiB' }]);
+    expect(placeReplica([candidate('spark', { inventory: spark })], request({ gpuMemoryMiB: 140_000 })).rejected).toEqual([
+      { machineId: 'spark', reason: 'needs GPUs of 140000 MiB, its GPUs have 131072 MiB' },
+    ]);
   });
 });
 
@@ -60,10 +80,13 @@ describe('several replicas per machine', () => {
     expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 1, memoryMiB: 0, assignments: 1 } })], stacking()).machineId).toBe('m1');
     const full = placeReplica([candidate('m1', { ...here(2), reserved: { gpus: 2, memoryMiB: 0, assignments: 2 } })], stacking());
     expect(full).toEqual({ machineId: null, rejected: [{ machineId: 'm1', reason: 'needs 1 GPUs, 0 free' }] });
-    expect(placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 0, memoryMiB: 100_000, assignments: 1 } })], stacking({ gpus: 0, memoryMiB: 70_000 })).rejected).toEqual([
-      { machineId: 'm1', reason: 'needs 70000 MiB, 63118 MiB free' },
+    expect(
+      placeReplica([candidate('m1', { ...here(1), reserved: { gpus: 0, memoryMiB: 100_000, assignments: 1 } })], stacking({ gpus: 0, memoryMiB: 70_000 }))
+        .rejected,
+    ).toEqual([{ machineId: 'm1', reason: 'needs 70000 MiB, 63118 MiB free' }]);
+    expect(placeReplica([candidate('m1', here(4))], stacking()).rejected).toEqual([
+      { machineId: 'm1', reason: 'already runs 4 replicas of this deployment (replicasPerMachine 4)' },
     ]);
-    expect(placeReplica([candidate('m1', here(4))], stacking()).rejected).toEqual([{ machineId: 'm1', reason: 'already runs 4 replicas of this deployment (replicasPerMachine 4)' }]);
   });
 
   it('keeps one replica per machine by default, resources or not', () => {
@@ -71,7 +94,9 @@ describe('several replicas per machine', () => {
   });
 
   it('a set that reserves nothing keeps one replica per machine: nothing would bound how many it stacks', () => {
-    expect(placeReplica([candidate('m1', here(1))], request({ gpus: 0, memoryMiB: 0 })).rejected).toEqual([{ machineId: 'm1', reason: 'already runs a replica of this deployment' }]);
+    expect(placeReplica([candidate('m1', here(1))], request({ gpus: 0, memoryMiB: 0 })).rejected).toEqual([
+      { machineId: 'm1', reason: 'already runs a replica of this deployment' },
+    ]);
     expect(placeReplica([candidate('m1', here(1, 'other'))], request({ gpus: 0, memoryMiB: 0 })).machineId).toBe('m1');
   });
 
@@ -82,7 +107,7 @@ describe('several replicas per machine', () => {
     expect(placeReplica([candidate('a', here(2)), candidate('b', here(1))], request({ replicasPerMachine: 3 })).machineId).toBe('b');
   });
 
-  it('the reconciler stacks a set\'s replicas once every machine runs one, and stops where the GPUs run out', () => {
+  it("the reconciler stacks a set's replicas once every machine runs one, and stops where the GPUs run out", () => {
     const machines = ['m1', 'm2'].map((id) => observedMachine(id, {}, H100x2));
     const actions = reconcile({ deployments: [desiredDeployment({ replicas: 5, gpus: 1, memoryMiB: 0, replicasPerMachine: 4 })], machines, assignments: [] });
     expect(actions.filter((a) => a.type === 'assign').map((a) => a.type === 'assign' && a.machineId)).toEqual(['m1', 'm2', 'm1', 'm2']);
@@ -135,6 +160,8 @@ describe('policy rules and cached versions', () => {
     expect(placeReplica([candidate('a'), cached], request({ versionId: 'mv_2' })).machineId).toBe('a');
     expect(placeReplica([candidate('a', { warmModels: ['chat'] }), cached], request({ versionId: 'mv_1' })).machineId).toBe('a');
     // Spreading and fewer assignments still come first.
-    expect(placeReplica([candidate('a'), { ...cached, reserved: { gpus: 0, memoryMiB: 0, assignments: 1 } }], request({ versionId: 'mv_1' })).machineId).toBe('a');
+    expect(placeReplica([candidate('a'), { ...cached, reserved: { gpus: 0, memoryMiB: 0, assignments: 1 } }], request({ versionId: 'mv_1' })).machineId).toBe(
+      'a',
+    );
   });
 });

@@ -13,7 +13,7 @@ describe('retryAfterSeconds', () => {
     expect(retryAfterSeconds(WINDOW + 58_999)).toBe(2);
   });
 
-  it('never says less than one second, even in the window\'s last instant', () => {
+  it("never says less than one second, even in the window's last instant", () => {
     expect(retryAfterSeconds(WINDOW + 59_000)).toBe(1);
     expect(retryAfterSeconds(WINDOW + RATE_WINDOW_MS - 1)).toBe(1);
     expect(retryAfterSeconds(WINDOW + RATE_WINDOW_MS - 0.001)).toBe(1);

@@ -42,7 +42,10 @@ describe('unreachableMessage', () => {
       [fetchFailed(systemError('DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate')), 'its TLS certificate is self-signed (DEPTH_ZERO_SELF_SIGNED_CERT)'],
       [fetchFailed(systemError('UND_ERR_CONNECT_TIMEOUT', 'Connect Timeout Error')), 'connection timed out (UND_ERR_CONNECT_TIMEOUT)'],
       // Node's happy-eyeballs connect wraps each address's failure in an AggregateError that has the code.
-      [fetchFailed(Object.assign(new AggregateError([systemError('ECONNREFUSED', 'connect ECONNREFUSED ::1:443')], ''), { code: 'ECONNREFUSED' })), 'connection refused (ECONNREFUSED)'],
+      [
+        fetchFailed(Object.assign(new AggregateError([systemError('ECONNREFUSED', 'connect ECONNREFUSED ::1:443')], ''), { code: 'ECONNREFUSED' })),
+        'connection refused (ECONNREFUSED)',
+      ],
     ];
     for (const [error, reason] of cases) expect(unreachableMessage(url, error)).toBe(`cannot reach the control plane at ${url}: ${reason}`);
   });

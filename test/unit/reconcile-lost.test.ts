@@ -9,12 +9,22 @@ const deployment = desiredDeployment;
 
 describe('replicas on a down machine are lost and replaced', () => {
   it('a replica on a down machine is replaced elsewhere; the lost one stays desired and reserved', () => {
-    const actions = reconcile({ deployments: [deployment({ replicas: 2 })], machines: fleet('down', 'ready', 'ready', 'ready'), assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')] });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 2 })],
+      machines: fleet('down', 'ready', 'ready', 'ready'),
+      assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')],
+    });
     expect(actions).toEqual([{ type: 'assign', deploymentId: 'dep_a', machineId: 'm3' }]);
   });
 
   it('a replica on a stale machine is kept and counted: stale is lost sight, not a lost machine', () => {
-    expect(reconcile({ deployments: [deployment({ replicas: 2 })], machines: fleet('stale', 'ready', 'ready', 'ready'), assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')] })).toEqual([]);
+    expect(
+      reconcile({
+        deployments: [deployment({ replicas: 2 })],
+        machines: fleet('stale', 'ready', 'ready', 'ready'),
+        assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')],
+      }),
+    ).toEqual([]);
   });
 
   it('once the machine returns, its runtime is re-adopted: the replacement still starting is the surplus retired', () => {
@@ -37,16 +47,27 @@ describe('replicas on a down machine are lost and replaced', () => {
       { type: 'unassign', assignmentId: 'a2', deploymentId: 'dep_a', machineId: 'm2', reason: 'scaled down' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm3' },
     ]);
-    expect(reconcile({ deployments: [deployment({ replicas: 0 })], machines, assignments: lost }).map((a) => a.type === 'unassign' && a.assignmentId)).toEqual(['a2', 'a1']);
+    expect(reconcile({ deployments: [deployment({ replicas: 0 })], machines, assignments: lost }).map((a) => a.type === 'unassign' && a.assignmentId)).toEqual([
+      'a2',
+      'a1',
+    ]);
   });
 
   it('a lost replica is replaced even when the rollout allows no surge', () => {
-    const actions = reconcile({ deployments: [deployment({ replicas: 1, rollout: { maxSurge: 0, maxUnavailable: 1 } })], machines: fleet('down', 'ready'), assignments: [asg('a1', 'm1', { available: false })] });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 1, rollout: { maxSurge: 0, maxUnavailable: 1 } })],
+      machines: fleet('down', 'ready'),
+      assignments: [asg('a1', 'm1', { available: false })],
+    });
     expect(actions).toEqual([{ type: 'assign', deploymentId: 'dep_a', machineId: 'm2' }]);
   });
 
   it('a lost outdated replica serves nothing: the rollout retires it', () => {
-    const actions = reconcile({ deployments: [deployment({ replicas: 1, templateHash: 'T2' })], machines: fleet('down', 'ready'), assignments: [asg('a1', 'm1', { available: false })] });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 1, templateHash: 'T2' })],
+      machines: fleet('down', 'ready'),
+      assignments: [asg('a1', 'm1', { available: false })],
+    });
     expect(actions).toEqual([
       { type: 'unassign', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'rolled out' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm2' },
@@ -64,18 +85,38 @@ describe('replacement pauses when many machines go silent at once', () => {
   });
 
   it('scaling up still places while paused, beside the paused report', () => {
-    const actions = reconcile({ deployments: [deployment({ replicas: 3 })], machines: fleet('down', 'stale', 'down', 'ready', 'ready'), assignments: [asg('a1', 'm1', { available: false }), asg('a4', 'm4')] });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 3 })],
+      machines: fleet('down', 'stale', 'down', 'ready', 'ready'),
+      assignments: [asg('a1', 'm1', { available: false }), asg('a4', 'm4')],
+    });
     expect(actions).toEqual([
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm5' },
-      { type: 'pending', deploymentId: 'dep_a', missing: 1, reason: 'replacement paused: 3 of 5 machines are silent; likely a partition, not failures', rejected: [] },
+      {
+        type: 'pending',
+        deploymentId: 'dep_a',
+        missing: 1,
+        reason: 'replacement paused: 3 of 5 machines are silent; likely a partition, not failures',
+        rejected: [],
+      },
     ]);
   });
 
   it('exactly half silent is not a partition at 0.5; the fraction is configurable', () => {
-    const input = { deployments: [deployment({ replicas: 2 })], machines: fleet('down', 'stale', 'ready', 'ready'), assignments: [asg('a1', 'm1', { available: false }), asg('a3', 'm3')] };
+    const input = {
+      deployments: [deployment({ replicas: 2 })],
+      machines: fleet('down', 'stale', 'ready', 'ready'),
+      assignments: [asg('a1', 'm1', { available: false }), asg('a3', 'm3')],
+    };
     expect(reconcile(input)).toEqual([{ type: 'assign', deploymentId: 'dep_a', machineId: 'm4' }]);
     expect(reconcile({ ...input, replacementPauseFraction: 0.4 })).toEqual([
-      { type: 'pending', deploymentId: 'dep_a', missing: 1, reason: 'replacement paused: 2 of 4 machines are silent; likely a partition, not failures', rejected: [] },
+      {
+        type: 'pending',
+        deploymentId: 'dep_a',
+        missing: 1,
+        reason: 'replacement paused: 2 of 4 machines are silent; likely a partition, not failures',
+        rejected: [],
+      },
     ]);
   });
 
@@ -98,12 +139,18 @@ describe('replacement pauses when many machines go silent at once', () => {
   });
 
   it('replacementPause: at least 2 silent, more than the fraction of enrolled machines (revoked and pending ones do not count)', () => {
-    const pause = (fraction: number, ...liveness: MachineLiveness[]) => replacementPause(liveness.map((l) => ({ liveness: l })), fraction);
+    const pause = (fraction: number, ...liveness: MachineLiveness[]) =>
+      replacementPause(
+        liveness.map((l) => ({ liveness: l })),
+        fraction,
+      );
     expect(pause(0.5, 'down')).toBeNull();
     expect(pause(0.5, 'down', 'ready')).toBeNull();
     expect(pause(0.5, 'down', 'stale')).toBe('replacement paused: 2 of 2 machines are silent; likely a partition, not failures');
     expect(pause(0.5, 'down', 'stale', 'ready', 'ready')).toBeNull();
-    expect(pause(0.5, 'down', 'stale', 'ready', 'revoked', 'pending', 'revoked')).toBe('replacement paused: 2 of 3 machines are silent; likely a partition, not failures');
+    expect(pause(0.5, 'down', 'stale', 'ready', 'revoked', 'pending', 'revoked')).toBe(
+      'replacement paused: 2 of 3 machines are silent; likely a partition, not failures',
+    );
     expect(pause(0, 'down', 'stale', 'ready', 'ready', 'ready')).toBe('replacement paused: 2 of 5 machines are silent; likely a partition, not failures');
     expect(pause(1, 'down', 'stale')).toBeNull();
     expect(pause(0.5, 'ready', 'ready')).toBeNull();

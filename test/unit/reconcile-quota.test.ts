@@ -14,7 +14,9 @@ describe('quotaRefusal', () => {
     expect(quotaRefusal(quota, { gpus: 4, memoryMiB: 0, replicas: 0 }, { gpus: 1, memoryMiB: 0 })).toBe('workspace quota: needs 1 GPU, 0 of 4 left');
     expect(quotaRefusal(quota, { gpus: 1, memoryMiB: 0, replicas: 0 }, { gpus: 4, memoryMiB: 0 })).toBe('workspace quota: needs 4 GPUs, 3 of 4 left');
     expect(quotaRefusal(quota, { gpus: 4, memoryMiB: 8192, replicas: 3 }, { gpus: 1, memoryMiB: 1 })).toBe('workspace quota: needs 1 GPU, 0 of 4 left');
-    expect(quotaRefusal(quota, { gpus: 0, memoryMiB: 6144, replicas: 0 }, { gpus: 0, memoryMiB: 4096 })).toBe('workspace quota: needs 4096 MiB, 2048 of 8192 MiB left');
+    expect(quotaRefusal(quota, { gpus: 0, memoryMiB: 6144, replicas: 0 }, { gpus: 0, memoryMiB: 4096 })).toBe(
+      'workspace quota: needs 4096 MiB, 2048 of 8192 MiB left',
+    );
     expect(quotaRefusal(quota, { gpus: 0, memoryMiB: 0, replicas: 3 }, { gpus: 0, memoryMiB: 0 })).toBe('workspace quota: needs 1 replica, 0 of 3 left');
     // Exactly full fits; past a quota lowered below its usage, nothing is left (never a negative count).
     expect(quotaRefusal(quota, { gpus: 3, memoryMiB: 4096, replicas: 2 }, { gpus: 1, memoryMiB: 4096 })).toBeNull();
@@ -37,7 +39,12 @@ describe('the reconciler under a workspace quota', () => {
   it('counts every desired replica of the workspace: other sets, held sets, and their own specs', () => {
     const held = deployment({ id: 'dep_held', hold: 'alias chat not found', replicas: 1 });
     const assignments = [asg('h1', 'm1', { deploymentId: 'dep_held', resources: { gpus: 0, memoryMiB: 3072 } }), asg('b1', 'm2', { deploymentId: 'dep_b' })];
-    const actions = reconcile({ deployments: [held, deployment({ id: 'dep_b', replicas: 1 }), deployment({ id: 'dep_c', replicas: 1 })], machines, assignments, quota: { memoryMiB: 4096 } });
+    const actions = reconcile({
+      deployments: [held, deployment({ id: 'dep_b', replicas: 1 }), deployment({ id: 'dep_c', replicas: 1 })],
+      machines,
+      assignments,
+      quota: { memoryMiB: 4096 },
+    });
     expect(actions).toEqual([
       { type: 'pending', deploymentId: 'dep_held', missing: 0, reason: 'alias chat not found', rejected: [] },
       { type: 'pending', deploymentId: 'dep_c', missing: 1, reason: 'workspace quota: needs 1024 MiB, 0 of 4096 MiB left', rejected: [] },
@@ -58,7 +65,12 @@ describe('the reconciler under a workspace quota', () => {
 
   it('what this pass retires frees quota for what it places: a rollout with maxUnavailable proceeds at a full quota', () => {
     const assignments = [asg('a1', 'm1'), asg('a2', 'm2')];
-    const actions = reconcile({ deployments: [deployment({ replicas: 2, templateHash: 'T2', rollout: { maxSurge: 0, maxUnavailable: 1 } })], machines, assignments, quota: { replicas: 2 } });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 2, templateHash: 'T2', rollout: { maxSurge: 0, maxUnavailable: 1 } })],
+      machines,
+      assignments,
+      quota: { replicas: 2 },
+    });
     expect(actions).toEqual([
       { type: 'unassign', assignmentId: 'a2', deploymentId: 'dep_a', machineId: 'm2', reason: 'rolled out' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm3' },
@@ -70,12 +82,24 @@ describe('the reconciler under a workspace quota', () => {
 
   it('a lost replica keeps its reservation in the quota until it is retired: its replacement needs room', () => {
     const down = [observedMachine('m1', { liveness: 'down' }), observedMachine('m2')];
-    const actions = reconcile({ deployments: [deployment({ replicas: 1, gpus: 0, memoryMiB: 1024 })], machines: down, assignments: [asg('a1', 'm1', { available: false })], quota: { memoryMiB: 1024 } });
-    expect(actions).toEqual([{ type: 'pending', deploymentId: 'dep_a', missing: 1, reason: 'workspace quota: needs 1024 MiB, 0 of 1024 MiB left', rejected: [] }]);
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 1, gpus: 0, memoryMiB: 1024 })],
+      machines: down,
+      assignments: [asg('a1', 'm1', { available: false })],
+      quota: { memoryMiB: 1024 },
+    });
+    expect(actions).toEqual([
+      { type: 'pending', deploymentId: 'dep_a', missing: 1, reason: 'workspace quota: needs 1024 MiB, 0 of 1024 MiB left', rejected: [] },
+    ]);
   });
 
   it('a replica that failed for good leaves the quota with its retirement', () => {
-    const actions = reconcile({ deployments: [deployment({ replicas: 1 })], machines, assignments: [asg('a1', 'm1', { failure: 'exit 1' })], quota: { replicas: 1 } });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 1 })],
+      machines,
+      assignments: [asg('a1', 'm1', { failure: 'exit 1' })],
+      quota: { replicas: 1 },
+    });
     expect(actions).toEqual([
       { type: 'fail', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'exit 1' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm2' },

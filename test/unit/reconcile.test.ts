@@ -45,10 +45,7 @@ describe('reconcile', () => {
   });
 
   it('is a no-op when desired and current agree', () => {
-    const assignments = [
-      asg('a1', 'm1'),
-      asg('a2', 'm2'),
-    ];
+    const assignments = [asg('a1', 'm1'), asg('a2', 'm2')];
     expect(reconcile({ deployments: [deployment()], machines: [machine('m1'), machine('m2'), machine('m3')], assignments })).toEqual([]);
   });
 
@@ -69,7 +66,11 @@ describe('reconcile', () => {
 
   it('scales down unavailable replicas first, and updates assignments of an older generation in place', () => {
     const assignments = [asg('a1', 'm1'), asg('a2', 'm2', { available: false })];
-    const actions = reconcile({ deployments: [deployment({ replicas: 1, generation: 2 })], machines: [machine('m1'), machine('m2', { liveness: 'stale' })], assignments });
+    const actions = reconcile({
+      deployments: [deployment({ replicas: 1, generation: 2 })],
+      machines: [machine('m1'), machine('m2', { liveness: 'stale' })],
+      assignments,
+    });
     expect(actions).toEqual([
       { type: 'unassign', assignmentId: 'a2', deploymentId: 'dep_a', machineId: 'm2', reason: 'scaled down' },
       { type: 'update', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1' },
@@ -161,20 +162,32 @@ describe('rollouts', () => {
   });
 
   it('retires outdated replicas that serve nothing at once', () => {
-    const plan = planRollout({ deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 1, maxUnavailable: 0 } }, assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')], drainingMachines: new Set() });
+    const plan = planRollout({
+      deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 1, maxUnavailable: 0 } },
+      assignments: [asg('a1', 'm1', { available: false }), asg('a2', 'm2')],
+      drainingMachines: new Set(),
+    });
     expect(plan.retire.map((r) => r.assignment.id)).toEqual(['a1']);
     // One outdated replica left: two new ones fit under replicas + maxSurge.
     expect(plan.add).toBe(2);
   });
 
   it('maxSurge 0 with maxUnavailable 1 retires first, then adds into the freed room', () => {
-    const plan = planRollout({ deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 0, maxUnavailable: 1 } }, assignments: [asg('a1', 'm1'), asg('a2', 'm2')], drainingMachines: new Set() });
+    const plan = planRollout({
+      deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 0, maxUnavailable: 1 } },
+      assignments: [asg('a1', 'm1'), asg('a2', 'm2')],
+      drainingMachines: new Set(),
+    });
     expect(plan.retire.map((r) => [r.assignment.id, r.reason])).toEqual([['a2', 'rolled out']]);
     expect(plan.add).toBe(1);
   });
 
   it('completes: nothing to do once every replica is current', () => {
-    const plan = planRollout({ deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 1, maxUnavailable: 0 } }, assignments: [asg('n1', 'm1', { templateHash: 'T2' }), asg('n2', 'm2', { templateHash: 'T2' })], drainingMachines: new Set() });
+    const plan = planRollout({
+      deployment: { templateHash: 'T2', replicas: 2, rollout: { maxSurge: 1, maxUnavailable: 0 } },
+      assignments: [asg('n1', 'm1', { templateHash: 'T2' }), asg('n2', 'm2', { templateHash: 'T2' })],
+      drainingMachines: new Set(),
+    });
     expect(plan).toEqual({ retire: [], add: 0 });
   });
 
@@ -192,7 +205,15 @@ describe('rollouts', () => {
     const machines = [machine('m1', { draining: true, cordoned: true }), machine('m2', { labels: {} })];
     const actions = reconcile({ deployments: [deployment({ replicas: 1 })], machines, assignments: [asg('a1', 'm1')] });
     expect(actions).toEqual([
-      { type: 'pending', deploymentId: 'dep_a', missing: 1, rejected: [{ machineId: 'm1', reason: 'machine is cordoned' }, { machineId: 'm2', reason: 'label sim=true not present' }] },
+      {
+        type: 'pending',
+        deploymentId: 'dep_a',
+        missing: 1,
+        rejected: [
+          { machineId: 'm1', reason: 'machine is cordoned' },
+          { machineId: 'm2', reason: 'label sim=true not present' },
+        ],
+      },
     ]);
   });
 
@@ -218,11 +239,22 @@ describe('placeReplica scoring', () => {
     const request = { deploymentId: 'd', model: 'chat', selector: {}, gpus: 0, memoryMiB: 1 };
     expect(placeReplica([candidate('a', 1), { ...candidate('b', 1), warmModels: ['chat'] }], request).machineId).toBe('b');
     expect(placeReplica([candidate('a', 0), { ...candidate('b', 1), warmModels: ['chat'] }], request).machineId).toBe('a');
-    expect(placeReplica([{ ...candidate('a', 1), load: 9 }, { ...candidate('b', 1), load: 2 }], request).machineId).toBe('b');
+    expect(
+      placeReplica(
+        [
+          { ...candidate('a', 1), load: 9 },
+          { ...candidate('b', 1), load: 2 },
+        ],
+        request,
+      ).machineId,
+    ).toBe('b');
   });
   it('uses discrete GPU memory when present and host memory on unified-memory machines', () => {
     const discrete = inventory(1000, 0);
-    discrete.gpus = [{ ...inventory().gpus[0]!, unifiedMemory: false, memoryTotalMiB: 81559 }, { ...inventory().gpus[0]!, unifiedMemory: false, memoryTotalMiB: 81559 }];
+    discrete.gpus = [
+      { ...inventory().gpus[0]!, unifiedMemory: false, memoryTotalMiB: 81559 },
+      { ...inventory().gpus[0]!, unifiedMemory: false, memoryTotalMiB: 81559 },
+    ];
     expect(machineMemoryMiB(discrete)).toBe(163118);
     expect(machineMemoryMiB(inventory(131072))).toBe(131072);
   });

@@ -56,7 +56,11 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
   });
 
   it('with nowhere else to go: retired all the same, and the replacement is unplaceable with every reason', () => {
-    const actions = reconcile({ deployments: [deployment()], machines: [machine('m1'), machine('m2', { cordoned: true })], assignments: [asg('a1', 'm1', { failure: EXITED })] });
+    const actions = reconcile({
+      deployments: [deployment()],
+      machines: [machine('m1'), machine('m2', { cordoned: true })],
+      assignments: [asg('a1', 'm1', { failure: EXITED })],
+    });
     expect(actions).toEqual([
       { type: 'fail', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: EXITED },
       {
@@ -72,9 +76,12 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
   });
 
   it('a replica that fails on every machine ends unplaceable, and stays so: no loop', () => {
-    const machines = (marks: string[]) => ['m1', 'm2'].map((id) => machine(id, { replicaFailures: new Map(marks.includes(id) ? [['dep_a', `broken on ${id}`]] : []) }));
+    const machines = (marks: string[]) =>
+      ['m1', 'm2'].map((id) => machine(id, { replicaFailures: new Map(marks.includes(id) ? [['dep_a', `broken on ${id}`]] : []) }));
     // Pass 1: it failed on m1; m2 gets the replacement.
-    expect(reconcile({ deployments: [deployment()], machines: machines([]), assignments: [asg('a1', 'm1', { failure: 'broken on m1' })] }).map((a) => a.type)).toEqual(['fail', 'assign']);
+    expect(
+      reconcile({ deployments: [deployment()], machines: machines([]), assignments: [asg('a1', 'm1', { failure: 'broken on m1' })] }).map((a) => a.type),
+    ).toEqual(['fail', 'assign']);
     // Pass 2: the replacement failed on m2 as well; m1 is marked since pass 1.
     const second = reconcile({ deployments: [deployment()], machines: machines(['m1']), assignments: [asg('a2', 'm2', { failure: 'broken on m2' })] });
     expect(second).toEqual([
@@ -93,7 +100,9 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
     const later = reconcile({ deployments: [deployment()], machines: machines(['m1', 'm2']), assignments: [] });
     expect(later).toEqual([second[1]]);
     // Once an operator clears m1, the replica goes there again.
-    expect(reconcile({ deployments: [deployment()], machines: machines(['m2']), assignments: [] })).toEqual([{ type: 'assign', deploymentId: 'dep_a', machineId: 'm1' }]);
+    expect(reconcile({ deployments: [deployment()], machines: machines(['m2']), assignments: [] })).toEqual([
+      { type: 'assign', deploymentId: 'dep_a', machineId: 'm1' },
+    ]);
   });
 
   it('replaces only what failed: the serving replicas of the deployment stay, and only the lost one is replaced', () => {
@@ -106,14 +115,40 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
   });
 
   it('a lost replica is not updated in place by a generation bump', () => {
-    const actions = reconcile({ deployments: [deployment({ generation: 2 })], machines: [machine('m1'), machine('m2')], assignments: [asg('a1', 'm1', { failure: EXITED })] });
+    const actions = reconcile({
+      deployments: [deployment({ generation: 2 })],
+      machines: [machine('m1'), machine('m2')],
+      assignments: [asg('a1', 'm1', { failure: EXITED })],
+    });
     expect(actions.map((a) => a.type)).toEqual(['fail', 'assign']);
   });
 
   it('its resources stay reserved in the pass that retires it: its node has not stopped it yet', () => {
-    const gpuBox = machine('m1', { inventory: { ...TEST_INVENTORY, gpus: [{ index: 0, uuid: null, name: 'H100', memoryTotalMiB: 81_559, memoryUsedMiB: null, unifiedMemory: false, driverVersion: null, utilizationPercent: null, temperatureC: null, powerDrawW: null }] } });
+    const gpuBox = machine('m1', {
+      inventory: {
+        ...TEST_INVENTORY,
+        gpus: [
+          {
+            index: 0,
+            uuid: null,
+            name: 'H100',
+            memoryTotalMiB: 81_559,
+            memoryUsedMiB: null,
+            unifiedMemory: false,
+            driverVersion: null,
+            utilizationPercent: null,
+            temperatureC: null,
+            powerDrawW: null,
+          },
+        ],
+      },
+    });
     const other = deployment({ id: 'dep_b', gpus: 1, memoryMiB: 0 });
-    const actions = reconcile({ deployments: [deployment({ gpus: 1, memoryMiB: 0 }), other], machines: [gpuBox], assignments: [asg('a1', 'm1', { failure: EXITED })] });
+    const actions = reconcile({
+      deployments: [deployment({ gpus: 1, memoryMiB: 0 }), other],
+      machines: [gpuBox],
+      assignments: [asg('a1', 'm1', { failure: EXITED })],
+    });
     expect(actions).toEqual([
       { type: 'fail', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: EXITED },
       { type: 'pending', deploymentId: 'dep_a', missing: 1, rejected: [{ machineId: 'm1', reason: `replica failed here: ${EXITED}` }] },
@@ -123,15 +158,25 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
 
   it('an outdated replica that failed is left to the rollout; deleted deployments and revoked machines keep their reasons', () => {
     // Not marked: the new template may start where the old one failed.
-    const rolling = reconcile({ deployments: [deployment({ templateHash: 'T2', generation: 2 })], machines: [machine('m1')], assignments: [asg('a1', 'm1', { failure: EXITED })] });
+    const rolling = reconcile({
+      deployments: [deployment({ templateHash: 'T2', generation: 2 })],
+      machines: [machine('m1')],
+      assignments: [asg('a1', 'm1', { failure: EXITED })],
+    });
     expect(rolling).toEqual([
       { type: 'unassign', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'rolled out' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm1' },
     ]);
-    expect(reconcile({ deployments: [deployment({ deleted: true })], machines: [machine('m1')], assignments: [asg('a1', 'm1', { failure: EXITED })] })).toEqual([
-      { type: 'unassign', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'deployment deleted' },
-    ]);
-    expect(reconcile({ deployments: [deployment()], machines: [machine('m1', { liveness: 'revoked' }), machine('m2')], assignments: [asg('a1', 'm1', { failure: EXITED })] })).toEqual([
+    expect(reconcile({ deployments: [deployment({ deleted: true })], machines: [machine('m1')], assignments: [asg('a1', 'm1', { failure: EXITED })] })).toEqual(
+      [{ type: 'unassign', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'deployment deleted' }],
+    );
+    expect(
+      reconcile({
+        deployments: [deployment()],
+        machines: [machine('m1', { liveness: 'revoked' }), machine('m2')],
+        assignments: [asg('a1', 'm1', { failure: EXITED })],
+      }),
+    ).toEqual([
       { type: 'unassign', assignmentId: 'a1', deploymentId: 'dep_a', machineId: 'm1', reason: 'machine revoked' },
       { type: 'assign', deploymentId: 'dep_a', machineId: 'm2' },
     ]);
@@ -159,7 +204,8 @@ const config = { heartbeatIntervalMs: 20_000, machineLifetimeMs: 60_000, runtime
 const policy: RestartPolicy = { mode: 'on-failure', maxRestarts: 2, backoffMs: 100 };
 
 /** The shared row, aged an hour and under this file's restart policy. */
-const deploymentRow = (extra: Partial<DeploymentRow> = {}): DeploymentRow => sharedDeploymentRow({ restartPolicy: policy, createdAt: ago(3_600_000), updatedAt: ago(3_600_000), ...extra });
+const deploymentRow = (extra: Partial<DeploymentRow> = {}): DeploymentRow =>
+  sharedDeploymentRow({ restartPolicy: policy, createdAt: ago(3_600_000), updatedAt: ago(3_600_000), ...extra });
 
 const fleetMachine = (id: string, name: string): FleetRows['machines'][number] => ({
   id,
@@ -189,7 +235,13 @@ function fleetRows(runtimes: Replica[], failures: FleetRows['replicaFailures'] =
     machines: [fleetMachine('mch_1', 'gpu-1'), fleetMachine('mch_2', 'gpu-2')],
     attached: new Set(['mch_1', 'mch_2']),
     credentialExpiry: new Map(),
-    assignments: runtimes.map((r) => ({ id: r.id, machineId: r.machineId, deploymentId: 'dep_a', spec: assignmentSpec(r.id, r.row ?? deploymentRow(), EMPTY_REGISTRY), sinceGen: 1 })),
+    assignments: runtimes.map((r) => ({
+      id: r.id,
+      machineId: r.machineId,
+      deploymentId: 'dep_a',
+      spec: assignmentSpec(r.id, r.row ?? deploymentRow(), EMPTY_REGISTRY),
+      sinceGen: 1,
+    })),
     reports: runtimes.map((r) => ({
       machineId: r.machineId,
       assignmentId: r.id,
@@ -243,18 +295,42 @@ describe('read model: a runtime failed for good', () => {
   });
 
   it('puts each open mark on its machine, oldest first', () => {
-    const failure = (machineId: string, assignmentId: string, minutes: number) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId, reason: `r-${assignmentId}`, failedAt: ago(minutes * 60_000), templateHash: 'T1' });
+    const failure = (machineId: string, assignmentId: string, minutes: number) => ({
+      machineId,
+      deploymentId: 'dep_a',
+      deploymentName: 'chat',
+      assignmentId,
+      reason: `r-${assignmentId}`,
+      failedAt: ago(minutes * 60_000),
+      templateHash: 'T1',
+    });
     const snapshot = fleet([], [failure('mch_2', 'asg_2', 1), failure('mch_2', 'asg_1', 5), failure('mch_1', 'asg_3', 2)]);
     expect(snapshot.machines[0]!.replicaFailures.map((f) => f.assignmentId)).toEqual(['asg_3']);
     expect(snapshot.machines[1]!.replicaFailures.map((f) => f.assignmentId)).toEqual(['asg_1', 'asg_2']);
-    expect(snapshot.machines[1]!.replicaFailures[0]).toEqual({ deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: 'asg_1', reason: 'r-asg_1', failedAt: ago(300_000), templateHash: 'T1' });
+    expect(snapshot.machines[1]!.replicaFailures[0]).toEqual({
+      deploymentId: 'dep_a',
+      deploymentName: 'chat',
+      assignmentId: 'asg_1',
+      reason: 'r-asg_1',
+      failedAt: ago(300_000),
+      templateHash: 'T1',
+    });
   });
 });
 
 describe('deployment status: degraded, and why', () => {
-  const status = (snapshot: ReturnType<typeof fleet>, row = deploymentRow()) => deploymentStatus({ deployment: row, workspaceDeployments: [row], snapshot, registry: EMPTY_REGISTRY });
+  const status = (snapshot: ReturnType<typeof fleet>, row = deploymentRow()) =>
+    deploymentStatus({ deployment: row, workspaceDeployments: [row], snapshot, registry: EMPTY_REGISTRY });
   const current = assignmentSpec('asg_x', deploymentRow(), EMPTY_REGISTRY).templateHash;
-  const mark = (machineId: string, templateHash: string | null = current) => ({ machineId, deploymentId: 'dep_a', deploymentName: 'chat', assignmentId: `asg_${machineId}`, reason: 'exit code 1 after 2 restarts', failedAt: ago(1_000), templateHash });
+  const mark = (machineId: string, templateHash: string | null = current) => ({
+    machineId,
+    deploymentId: 'dep_a',
+    deploymentName: 'chat',
+    assignmentId: `asg_${machineId}`,
+    reason: 'exit code 1 after 2 restarts',
+    failedAt: ago(1_000),
+    templateHash,
+  });
 
   it('a mark left by another template keeps nothing off the machine: a fixed spec is tried there again', () => {
     expect(status(fleet([], [mark('mch_1', 'T-old'), mark('mch_2', 'T-old')]))).toMatchObject({ unplaceable: 0, unplaceableReasons: [] });
@@ -301,9 +377,14 @@ describe('deployment status: degraded, and why', () => {
     expect(status({ now, machines: [] }).degradedReasons).toEqual(['1 replica cannot be placed: no machine in this workspace']);
   });
 
-  it('counts only the current template: a failed outdated replica is the rollout\'s to replace', () => {
+  it("counts only the current template: a failed outdated replica is the rollout's to replace", () => {
     const old = deploymentRow({ model: 'chat-old' });
-    const s = status(fleet([{ id: 'asg_1', machineId: 'mch_1', state: 'failed', restarts: 2, row: old }, { id: 'asg_2', machineId: 'mch_2', state: 'ready' }]));
+    const s = status(
+      fleet([
+        { id: 'asg_1', machineId: 'mch_1', state: 'failed', restarts: 2, row: old },
+        { id: 'asg_2', machineId: 'mch_2', state: 'ready' },
+      ]),
+    );
     expect(s).toMatchObject({ ready: 1, degraded: false, degradedReasons: [] });
   });
 });

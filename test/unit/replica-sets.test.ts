@@ -5,7 +5,7 @@ import { replicaSets, type PlacementInputs } from '../../functions/core/fleet/re
 import { catalogOf, EMPTY_CATALOG, resolveSource, type CatalogVersion } from '../../functions/core/fleet/versions.js';
 import { replicaSetId, replicaSetOf } from '../../functions/core/fleet/tracks.js';
 import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
-import { templateHash } from '../../functions/core/fleet/template.js';
+import { templateHash } from '../../functions/core/registry/template.js';
 import { EMPTY_REGISTRY } from '../../functions/core/registry/resolve.js';
 import { deploymentStatus } from '../../functions/services/deployments.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
@@ -25,21 +25,33 @@ const version = (id: string, label: string, state: VersionState, licence: string
   totalBytes: 10,
   files: [{ path: 'model.safetensors', size: 10, sha256: SHA }],
 });
-const versions = [version('mv_1', 'v1', 'stable'), version('mv_2', 'v2', 'canary', 'LicenseRef-llama3'), version('mv_3', 'v3', 'rolled_back'), version('mv_4', 'v4', 'evaluated')];
+const versions = [
+  version('mv_1', 'v1', 'stable'),
+  version('mv_2', 'v2', 'canary', 'LicenseRef-llama3'),
+  version('mv_3', 'v3', 'rolled_back'),
+  version('mv_4', 'v4', 'evaluated'),
+];
 const catalog = (aliasTo = 'mv_1') => catalogOf({ aliases: [{ workspaceId: 'ws_1', name: 'chat-default', versionId: aliasTo }], versions });
 const inputs = (extra: Partial<PlacementInputs> = {}): PlacementInputs => ({ registry: EMPTY_REGISTRY, versions: catalog(), policies: new Map(), ...extra });
 const aliased = deploymentRow({ source: { kind: 'alias', alias: 'chat-default' } });
-const withCanary = (label: string, extra = {}) => deploymentRow({ ...aliased, canary: { version: label, weight: 10, replicas: 2, selector: { gpu: 'h100' } }, selector: { site: 'lab' }, ...extra });
+const withCanary = (label: string, extra = {}) =>
+  deploymentRow({ ...aliased, canary: { version: label, weight: 10, replicas: 2, selector: { gpu: 'h100' } }, selector: { site: 'lab' }, ...extra });
 
 describe('registry sources', () => {
-  it('resolves an alias and a version in the deployment\'s workspace; only an approved version onwards serves', () => {
+  it("resolves an alias and a version in the deployment's workspace; only an approved version onwards serves", () => {
     const c = catalog();
     expect(resolveSource('ws_1', { kind: 'alias', alias: 'chat-default' }, c)).toMatchObject({ ok: true, version: { id: 'mv_1' } });
     expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v2' }, c)).toMatchObject({ ok: true, version: { id: 'mv_2' } });
     expect(resolveSource('ws_2', { kind: 'alias', alias: 'chat-default' }, c)).toEqual({ ok: false, reason: 'alias chat-default not found' });
     expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v9' }, c)).toEqual({ ok: false, reason: 'version llama v9 not found' });
-    expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v3' }, c)).toEqual({ ok: false, reason: 'version llama v3 is rolled_back: only an approved version serves' });
-    expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v4' }, c)).toEqual({ ok: false, reason: 'version llama v4 is evaluated: only an approved version serves' });
+    expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v3' }, c)).toEqual({
+      ok: false,
+      reason: 'version llama v3 is rolled_back: only an approved version serves',
+    });
+    expect(resolveSource('ws_1', { kind: 'version', model: 'llama', version: 'v4' }, c)).toEqual({
+      ok: false,
+      reason: 'version llama v4 is evaluated: only an approved version serves',
+    });
     expect(resolveSource('ws_1', { kind: 'alias', alias: 'chat-default' }, catalog('mv_3'))).toEqual({
       ok: false,
       reason: 'alias chat-default points at llama v3, which is rolled_back: only an approved version serves',
@@ -62,11 +74,21 @@ describe('replica sets of a deployment', () => {
   it('an alias resolves to its version: the version id is in the digest (moving the alias rolls it), the file URLs are not', () => {
     const [stable] = replicaSets(aliased, inputs());
     expect(stable!.desired.versionId).toBe('mv_1');
-    expect(stable!.template!.fields.version).toEqual({ versionId: 'mv_1', model: 'llama', version: 'v1', totalBytes: 10, files: [{ path: 'model.safetensors', size: 10, sha256: SHA, url: '' }], urlsExpireAt: 0 });
+    expect(stable!.template!.fields.version).toEqual({
+      versionId: 'mv_1',
+      model: 'llama',
+      version: 'v1',
+      totalBytes: 10,
+      files: [{ path: 'model.safetensors', size: 10, sha256: SHA, url: '' }],
+      urlsExpireAt: 0,
+    });
     const moved = replicaSets(aliased, inputs({ versions: catalog('mv_2') }))[0]!;
     expect(moved.desired.templateHash).not.toBe(stable!.desired.templateHash);
     const fields = stable!.template!.fields;
-    const signed = { ...fields, version: { ...fields.version!, files: fields.version!.files.map((f) => ({ ...f, url: 'https://signed/x' })), urlsExpireAt: 99 } };
+    const signed = {
+      ...fields,
+      version: { ...fields.version!, files: fields.version!.files.map((f) => ({ ...f, url: 'https://signed/x' })), urlsExpireAt: 99 },
+    };
     expect(templateHash(signed)).toBe(stable!.desired.templateHash);
   });
 
@@ -92,7 +114,10 @@ describe('replica sets of a deployment', () => {
     expect(replicaSets(withCanary('v9'), inputs())[1]!.desired).toMatchObject({ id: 'dep_a/canary', hold: 'canary version llama v9 not found' });
     expect(replicaSets(withCanary('v3'), inputs())[1]!.desired.hold).toBe('canary version llama v3 is rolled_back: only an approved version serves');
     // Without its source the canary's model is unknown: held with the source's reason.
-    expect(replicaSets(withCanary('v2'), inputs({ versions: EMPTY_CATALOG })).map((s) => s.desired.hold)).toEqual(['alias chat-default not found', 'alias chat-default not found']);
+    expect(replicaSets(withCanary('v2'), inputs({ versions: EMPTY_CATALOG })).map((s) => s.desired.hold)).toEqual([
+      'alias chat-default not found',
+      'alias chat-default not found',
+    ]);
   });
 
   it('asleep: both sets want no replica; deleted: the canary set goes and the stable one is retired', () => {
@@ -101,7 +126,10 @@ describe('replica sets of a deployment', () => {
   });
 
   it('the workspace policy: an unlisted data class holds both sets; a licence rule constrains only the version under it', () => {
-    const policy = WorkspacePolicy.parse({ dataClasses: { pii: { machineSelector: { secure: 'yes' } } }, licences: { 'LicenseRef-llama3': { machineSelector: { research: 'yes' } } } });
+    const policy = WorkspacePolicy.parse({
+      dataClasses: { pii: { machineSelector: { secure: 'yes' } } },
+      licences: { 'LicenseRef-llama3': { machineSelector: { research: 'yes' } } },
+    });
     const policies = new Map([['ws_1', policy]]);
     expect(replicaSets(withCanary('v2', { dataClass: 'medical' }), inputs({ policies })).map((s) => s.desired.hold)).toEqual([
       "data class medical is not in the workspace's policy",
@@ -154,7 +182,20 @@ function snapshot(replicas: Array<{ machineId: string; spec: Assignment }>) {
       attached: new Set(['lab-1', 'lab-h100']),
       credentialExpiry: new Map(),
       assignments: replicas.map((r) => ({ id: r.spec.assignmentId, machineId: r.machineId, deploymentId: r.spec.deploymentId, spec: r.spec, sinceGen: 1 })),
-      reports: replicas.map((r) => ({ machineId: r.machineId, assignmentId: r.spec.assignmentId, deploymentId: r.spec.deploymentId, state: 'ready', gen: 1, warm: false, activeInvocations: 0, queueDepth: 0, progress: null, restarts: 0, message: null, reportedAt: now })),
+      reports: replicas.map((r) => ({
+        machineId: r.machineId,
+        assignmentId: r.spec.assignmentId,
+        deploymentId: r.spec.deploymentId,
+        state: 'ready',
+        gen: 1,
+        warm: false,
+        activeInvocations: 0,
+        queueDepth: 0,
+        progress: null,
+        restarts: 0,
+        message: null,
+        reportedAt: now,
+      })),
       replicaFailures: [],
     },
     config,
@@ -163,7 +204,8 @@ function snapshot(replicas: Array<{ machineId: string; spec: Assignment }>) {
 
 describe('tracks through the fleet reconciler and the status', () => {
   const row = withCanary('v2', { canary: { version: 'v2', weight: 10, replicas: 1, selector: { gpu: 'h100' } } });
-  const specOf = (id: string, track: 'stable' | 'canary', r = row) => assignmentSpec(id, r, EMPTY_REGISTRY, replicaSets(r, inputs()).find((s) => s.track === track)!);
+  const specOf = (id: string, track: 'stable' | 'canary', r = row) =>
+    assignmentSpec(id, r, EMPTY_REGISTRY, replicaSets(r, inputs()).find((s) => s.track === track)!);
 
   it('the spec carries its track and version; the read model reads them back', () => {
     const spec = specOf('asg_c', 'canary');
@@ -182,33 +224,56 @@ describe('tracks through the fleet reconciler and the status', () => {
   });
 
   it('a running canary is counted apart; removing the canary retires its replicas, the stable set untouched', () => {
-    const fleet = snapshot([{ machineId: 'lab-1', spec: specOf('asg_s', 'stable') }, { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') }]);
+    const fleet = snapshot([
+      { machineId: 'lab-1', spec: specOf('asg_s', 'stable') },
+      { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') },
+    ]);
     expect(reconcileFleet(fleet, [row], inputs())).toEqual([]);
     const status = deploymentStatus({ deployment: row, workspaceDeployments: [row], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog() });
-    expect(status).toMatchObject({ desired: 1, ready: 1, canary: { version: 'v2', desired: 1, ready: 1, starting: 0 }, asleep: false, degraded: false, rollout: { state: 'complete', updated: 2 } });
+    expect(status).toMatchObject({
+      desired: 1,
+      ready: 1,
+      canary: { version: 'v2', desired: 1, ready: 1, starting: 0 },
+      asleep: false,
+      degraded: false,
+      rollout: { state: 'complete', updated: 2 },
+    });
     expect(status.replicas.map((r) => [r.assignmentId, r.track, r.current])).toEqual([
       ['asg_s', 'stable', true],
       ['asg_c', 'canary', true],
     ]);
     const removed = { ...row, canary: null };
-    expect(reconcileFleet(fleet, [removed], inputs())).toEqual([{ type: 'unassign', assignmentId: 'asg_c', deploymentId: 'dep_a/canary', machineId: 'lab-h100', reason: 'deployment deleted' }]);
+    expect(reconcileFleet(fleet, [removed], inputs())).toEqual([
+      { type: 'unassign', assignmentId: 'asg_c', deploymentId: 'dep_a/canary', machineId: 'lab-h100', reason: 'deployment deleted' },
+    ]);
   });
 
   it('moving the alias rolls the stable set and leaves the canary alone', () => {
-    const fleet = snapshot([{ machineId: 'lab-1', spec: specOf('asg_s', 'stable') }, { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') }]);
-    const promoted = catalogOf({ aliases: [{ workspaceId: 'ws_1', name: 'chat-default', versionId: 'mv_4' }], versions: [...versions.slice(0, 3), version('mv_4', 'v4', 'approved')] });
+    const fleet = snapshot([
+      { machineId: 'lab-1', spec: specOf('asg_s', 'stable') },
+      { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') },
+    ]);
+    const promoted = catalogOf({
+      aliases: [{ workspaceId: 'ws_1', name: 'chat-default', versionId: 'mv_4' }],
+      versions: [...versions.slice(0, 3), version('mv_4', 'v4', 'approved')],
+    });
     // The new stable replica may start beside the outdated one it replaces.
     expect(reconcileFleet(fleet, [row], inputs({ versions: promoted }))).toEqual([{ type: 'assign', deploymentId: 'dep_a', machineId: 'lab-1' }]);
   });
 
   it('asleep: both sets are retired and the status says so', () => {
     const asleep = { ...row, asleepSince: now };
-    const fleet = snapshot([{ machineId: 'lab-1', spec: specOf('asg_s', 'stable') }, { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') }]);
+    const fleet = snapshot([
+      { machineId: 'lab-1', spec: specOf('asg_s', 'stable') },
+      { machineId: 'lab-h100', spec: specOf('asg_c', 'canary') },
+    ]);
     expect(reconcileFleet(fleet, [asleep], inputs()).map((a) => a.type === 'unassign' && [a.deploymentId, a.reason])).toEqual([
       ['dep_a', 'scaled down'],
       ['dep_a/canary', 'scaled down'],
     ]);
-    expect(deploymentStatus({ deployment: asleep, workspaceDeployments: [asleep], snapshot: snapshot([]), registry: EMPTY_REGISTRY, versions: catalog() })).toMatchObject({
+    expect(
+      deploymentStatus({ deployment: asleep, workspaceDeployments: [asleep], snapshot: snapshot([]), registry: EMPTY_REGISTRY, versions: catalog() }),
+    ).toMatchObject({
       desired: 0,
       asleep: true,
       canary: { desired: 0 },
@@ -220,17 +285,36 @@ describe('tracks through the fleet reconciler and the status', () => {
   it('the status names what holds a set, which set, and the quota', () => {
     const fleet = snapshot([{ machineId: 'lab-1', spec: specOf('asg_s', 'stable') }]);
     const broken = { ...row, canary: { version: 'v9', weight: 10, replicas: 1, selector: {} } };
-    expect(deploymentStatus({ deployment: broken, workspaceDeployments: [broken], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog() })).toMatchObject({
+    expect(
+      deploymentStatus({ deployment: broken, workspaceDeployments: [broken], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog() }),
+    ).toMatchObject({
       unplaceable: 1,
       degradedReasons: ['canary: 1 replica cannot be placed: canary version llama v9 not found'],
     });
-    const rolledBack = deploymentStatus({ deployment: deploymentRow(aliased), workspaceDeployments: [aliased], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog('mv_3') });
-    expect(rolledBack).toMatchObject({ ready: 1, unplaceable: 0, degradedReasons: ['replicas kept as they are: alias chat-default points at llama v3, which is rolled_back: only an approved version serves'] });
+    const rolledBack = deploymentStatus({
+      deployment: deploymentRow(aliased),
+      workspaceDeployments: [aliased],
+      snapshot: fleet,
+      registry: EMPTY_REGISTRY,
+      versions: catalog('mv_3'),
+    });
+    expect(rolledBack).toMatchObject({
+      ready: 1,
+      unplaceable: 0,
+      degradedReasons: ['replicas kept as they are: alias chat-default points at llama v3, which is rolled_back: only an approved version serves'],
+    });
     const policies = new Map([['ws_1', WorkspacePolicy.parse({ quota: { replicas: 1 } })]]);
     const quota = deploymentStatus({ deployment: row, workspaceDeployments: [row], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog(), policies });
-    expect(quota).toMatchObject({ unplaceable: 1, unplaceableReasons: [], degradedReasons: ['canary: 1 replica cannot be placed: workspace quota: needs 1 replica, 0 of 1 left'] });
+    expect(quota).toMatchObject({
+      unplaceable: 1,
+      unplaceableReasons: [],
+      degradedReasons: ['canary: 1 replica cannot be placed: workspace quota: needs 1 replica, 0 of 1 left'],
+    });
     const nowhere = { ...row, canary: { version: 'v2', weight: 10, replicas: 1, selector: { gpu: 'b200' } } };
-    expect(deploymentStatus({ deployment: nowhere, workspaceDeployments: [nowhere], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog() }).unplaceableReasons).toEqual([
+    expect(
+      deploymentStatus({ deployment: nowhere, workspaceDeployments: [nowhere], snapshot: fleet, registry: EMPTY_REGISTRY, versions: catalog() })
+        .unplaceableReasons,
+    ).toEqual([
       { machineId: 'lab-1', machineName: 'lab-1', reason: 'canary: label gpu=b200 not present' },
       { machineId: 'lab-h100', machineName: 'lab-h100', reason: 'canary: label gpu=b200 not present' },
     ]);

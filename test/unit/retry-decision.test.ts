@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { decideRetry, REPLICA_DRAINING, type AttemptOutcome, type RetryState } from '../../functions/dataplane/retry.js';
 
-const state = (over: Partial<RetryState> = {}): RetryState => ({ deployment: 'chat', failures: 0, maxAttempts: 3, startingReplicas: 1, lastFailure: null, ...over });
+const state = (over: Partial<RetryState> = {}): RetryState => ({
+  deployment: 'chat',
+  failures: 0,
+  maxAttempts: 3,
+  startingReplicas: 1,
+  lastFailure: null,
+  ...over,
+});
 
 /** Every way a replica can fail before the first byte, with the failure it is remembered as. */
 const replicaFailures: Array<[string, AttemptOutcome, { code: string; message: string }]> = [
@@ -9,8 +16,16 @@ const replicaFailures: Array<[string, AttemptOutcome, { code: string; message: s
   ['node timeout before ack', { kind: 'node_timeout' }, { code: 'node_timeout', message: 'the node did not answer in time' }],
   ['runtime 5xx head', { kind: 'runtime_status', status: 503 }, { code: 'runtime_error', message: 'runtime answered 503' }],
   ['node lost', { kind: 'error', code: 'node_lost', message: 'the node disconnected' }, { code: 'node_lost', message: 'the node disconnected' }],
-  ['error frame before the head', { kind: 'error', code: 'runtime_unreachable', message: 'the runtime did not answer' }, { code: 'runtime_unreachable', message: 'the runtime did not answer' }],
-  ['error frame before the first body byte', { kind: 'error', code: 'runtime_stream_broken', message: 'broke' }, { code: 'runtime_stream_broken', message: 'broke' }],
+  [
+    'error frame before the head',
+    { kind: 'error', code: 'runtime_unreachable', message: 'the runtime did not answer' },
+    { code: 'runtime_unreachable', message: 'the runtime did not answer' },
+  ],
+  [
+    'error frame before the first body byte',
+    { kind: 'error', code: 'runtime_stream_broken', message: 'broke' },
+    { code: 'runtime_stream_broken', message: 'broke' },
+  ],
 ];
 
 describe('decideRetry', () => {

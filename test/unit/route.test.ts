@@ -52,7 +52,15 @@ describe('routeCandidates', () => {
     ]);
     expect(pickReplica(candidates)?.assignmentId).toBe('b');
     // All cold, the lowest id wins again.
-    expect(pickReplica(routeCandidates(replicas.map((r) => ({ ...r, warm: false })), 4, idle))?.assignmentId).toBe('a');
+    expect(
+      pickReplica(
+        routeCandidates(
+          replicas.map((r) => ({ ...r, warm: false })),
+          4,
+          idle,
+        ),
+      )?.assignmentId,
+    ).toBe('a');
   });
 
   it("adds this instance's load and the deployment's concurrency, keeping the replica's own fields", () => {

@@ -19,7 +19,14 @@ const route = (name: string, over: Partial<DeploymentRoute> = {}): DeploymentRou
   ...over,
 });
 
-const replica = (assignmentId: string): RoutableReplica => ({ assignmentId, machineId: `mch_${assignmentId}`, machineName: `node-${assignmentId}`, warm: false, track: 'stable', versionId: null });
+const replica = (assignmentId: string): RoutableReplica => ({
+  assignmentId,
+  machineId: `mch_${assignmentId}`,
+  machineName: `node-${assignmentId}`,
+  warm: false,
+  track: 'stable',
+  versionId: null,
+});
 
 /** A loader whose loads finish when the test says, each reading the "store" as it is when the load starts. */
 function store() {
@@ -72,7 +79,12 @@ describe('RoutingTable.invalidate', () => {
 describe('RoutingTable.invalidate, request-scoped (Workers)', () => {
   it('starts no load of its own: the next request that routes reloads (fresh)', async () => {
     const s = store();
-    const table = new RoutingTable(s.load, () => 60_000, () => {}, true);
+    const table = new RoutingTable(
+      s.load,
+      () => 60_000,
+      () => {},
+      true,
+    );
     s.set(['a']);
     const first = table.fresh();
     await s.finishAll();
@@ -194,7 +206,11 @@ describe('RoutingTable.waitForReplica', () => {
   it('keeps waiting through a refresh that fails', async () => {
     const f = fleet([route('chat')]);
     const errors: unknown[] = [];
-    const table = new RoutingTable(f.load, () => 60_000, (error) => errors.push(error));
+    const table = new RoutingTable(
+      f.load,
+      () => 60_000,
+      (error) => errors.push(error),
+    );
     await table.refresh();
     const wait = table.waitForReplica('wsp_1', 'chat', { signal: never() });
     f.set(new Error('store down'));

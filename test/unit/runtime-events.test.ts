@@ -24,12 +24,15 @@ describe('deployment events of a heartbeat', () => {
   });
 
   it('records nothing for a state that did not change, nor for preparing and draining', () => {
-    expect(runtimeEvents({ machine, before: [before('a1', 'ready')], runtimes: [report('a1', 'ready'), report('a2', 'preparing')], retired: new Set() })).toEqual([]);
+    expect(
+      runtimeEvents({ machine, before: [before('a1', 'ready')], runtimes: [report('a1', 'ready'), report('a2', 'preparing')], retired: new Set() }),
+    ).toEqual([]);
     expect(runtimeEvents({ machine, before: [before('a1', 'ready')], runtimes: [report('a1', 'draining')], retired: new Set() })).toEqual([]);
   });
 
   it('a runtime gone from the report is drained when it was retired or draining, and not when the agent merely restarted', () => {
-    const gone = (state: string, retired: string[]) => runtimeEvents({ machine, before: [before('a1', state)], runtimes: [], retired: new Set(retired) }).map((e) => e.type);
+    const gone = (state: string, retired: string[]) =>
+      runtimeEvents({ machine, before: [before('a1', state)], runtimes: [], retired: new Set(retired) }).map((e) => e.type);
     expect(gone('ready', ['a1'])).toEqual(['drained']);
     expect(gone('draining', [])).toEqual(['drained']);
     expect(gone('ready', [])).toEqual([]);

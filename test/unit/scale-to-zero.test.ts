@@ -4,7 +4,16 @@ import { shouldSleep } from '../../functions/controller/sleep.js';
 const now = new Date('2026-12-02T12:00:00Z');
 const ago = (s: number) => new Date(now.getTime() - s * 1000);
 const idle = (extra: Partial<Parameters<typeof shouldSleep>[0]> = {}) =>
-  shouldSleep({ scaleToZero: { idleSeconds: 300 }, asleepSince: null, lastRequestAt: ago(301), wokenAt: null, updatedAt: ago(3600), busy: false, now, ...extra });
+  shouldSleep({
+    scaleToZero: { idleSeconds: 300 },
+    asleepSince: null,
+    lastRequestAt: ago(301),
+    wokenAt: null,
+    updatedAt: ago(3600),
+    busy: false,
+    now,
+    ...extra,
+  });
 
 describe('shouldSleep', () => {
   it('sleeps once the last activity is idleSeconds old, not a moment before', () => {

@@ -197,7 +197,9 @@ describe('sim-server chat and completions', () => {
       expect(c.model).toBe(MODEL);
     }
     expect(chunks[0]?.choices[0].delta).toEqual({ role: 'assistant', content: '' });
-    const contents = chunks.filter((c) => c.choices.length === 1 && typeof c.choices[0].delta.content === 'string').map((c) => c.choices[0].delta.content as string);
+    const contents = chunks
+      .filter((c) => c.choices.length === 1 && typeof c.choices[0].delta.content === 'string')
+      .map((c) => c.choices[0].delta.content as string);
     expect(contents.join('')).toBe('tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 ');
     const finals = chunks.filter((c) => c.choices.length === 1 && c.choices[0].finish_reason !== null);
     expect(finals).toHaveLength(1);
@@ -250,11 +252,18 @@ describe('sim-server chat and completions', () => {
     expect(body.choices[0]).toMatchObject({ text: 'tok0 tok1 tok2 tok3 ', index: 0, finish_reason: 'length' });
     expect(body.usage).toEqual({ prompt_tokens: 4, completion_tokens: 4, total_tokens: 8 });
 
-    const events = await collect(await post(server, '/v1/completions', { prompt: ['a b', 'c'], max_tokens: 3, stream: true, stream_options: { include_usage: true } }));
+    const events = await collect(
+      await post(server, '/v1/completions', { prompt: ['a b', 'c'], max_tokens: 3, stream: true, stream_options: { include_usage: true } }),
+    );
     expect(events.at(-1)).toBe('[DONE]');
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as Record<string, any>);
     expect(chunks.every((c) => c.object === 'text_completion')).toBe(true);
-    expect(chunks.filter((c) => c.choices.length === 1).map((c) => c.choices[0].text as string).join('')).toBe('tok0 tok1 tok2 ');
+    expect(
+      chunks
+        .filter((c) => c.choices.length === 1)
+        .map((c) => c.choices[0].text as string)
+        .join(''),
+    ).toBe('tok0 tok1 tok2 ');
     expect(chunks.at(-2)?.choices[0].finish_reason).toBe('length');
     expect(chunks.at(-1)?.usage).toEqual({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 });
   });
@@ -292,7 +301,7 @@ describe('sim-server embeddings', () => {
     const buf = Buffer.from(b64.data[0].embedding as string, 'base64');
     const decoded = Array.from(new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4));
     expect(decoded).toHaveLength(16);
-    decoded.forEach((x, i) => expect(x).toBeCloseTo(float.data[0].embedding[i] as number, 6));
+    for (const [i, x] of decoded.entries()) expect(x).toBeCloseTo(float.data[0].embedding[i] as number, 6);
   });
 
   it('rejects bad input with param', async () => {

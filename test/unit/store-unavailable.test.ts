@@ -21,7 +21,7 @@ describe('a store that is away', () => {
   });
 
   it.each([
-    ['a value past its column (the request\'s fault)', withCode('22003')],
+    ["a value past its column (the request's fault)", withCode('22003')],
     ['a constraint', withCode('23505')],
     ['a broken statement (ours)', withCode('42P01')],
     ['anything else', new Error('unexpected')],

@@ -94,7 +94,18 @@ describe('planSupervision', () => {
   });
 
   it('replaces an idle runtime only when its template changed', () => {
-    const changed = assignment('a', { templateHash: 'template-2', runtime: { kind: 'template', template: 'serve', executable: '/usr/bin/serve', executableSha256: 'a'.repeat(64), args: [], env: {}, healthPath: '/health' } });
+    const changed = assignment('a', {
+      templateHash: 'template-2',
+      runtime: {
+        kind: 'template',
+        template: 'serve',
+        executable: '/usr/bin/serve',
+        executableSha256: 'a'.repeat(64),
+        args: [],
+        env: {},
+        healthPath: '/health',
+      },
+    });
     for (const state of STATES) expect(plan([changed], [managed('a', { state })])).toEqual([{ type: 'replace', assignment: changed }]);
     // The generation moving with it changes nothing: the template decides.
     const both = assignment('a', { templateHash: 'template-2', deploymentGeneration: 3 });
@@ -131,7 +142,13 @@ describe('planSupervision', () => {
     expect(plan([assignment('a')], [{ ...failed, restarts: 2 }], 5_000)).toEqual([]);
     expect(plan([assignment('a')], [{ ...failed, restartAfter: null }], 5_000)).toEqual([]);
     expect(plan([assignment('a')], [{ ...failed, busy: true }], 5_000)).toEqual([]);
-    expect(plan([assignment('a', { restartPolicy: { ...policy, mode: 'never' } })], [managed('a', { state: 'failed', restartAfter: 0 }, { restartPolicy: { ...policy, mode: 'never' } })], 5_000)).toEqual([]);
+    expect(
+      plan(
+        [assignment('a', { restartPolicy: { ...policy, mode: 'never' } })],
+        [managed('a', { state: 'failed', restartAfter: 0 }, { restartPolicy: { ...policy, mode: 'never' } })],
+        5_000,
+      ),
+    ).toEqual([]);
   });
 
   it('judges a restart by the newest restart policy, taken over in the same plan', () => {
@@ -151,8 +168,19 @@ describe('planSupervision', () => {
   });
 
   it('plans every runtime independently', () => {
-    const desired = [assignment('keep'), assignment('bump', { deploymentGeneration: 2 }), assignment('swap', { templateHash: 'template-2' }), assignment('new')];
-    const current = [managed('keep'), managed('bump'), managed('swap'), managed('gone'), managed('loading', { state: 'starting', busy: true, launching: true })];
+    const desired = [
+      assignment('keep'),
+      assignment('bump', { deploymentGeneration: 2 }),
+      assignment('swap', { templateHash: 'template-2' }),
+      assignment('new'),
+    ];
+    const current = [
+      managed('keep'),
+      managed('bump'),
+      managed('swap'),
+      managed('gone'),
+      managed('loading', { state: 'starting', busy: true, launching: true }),
+    ];
     expect(plan(desired, current)).toEqual([
       { type: 'update', assignment: desired[1] },
       { type: 'replace', assignment: desired[2] },

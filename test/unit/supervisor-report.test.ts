@@ -75,7 +75,11 @@ describe('runtimeReport', () => {
   });
 
   it('carries the failure message', () => {
-    expect(runtimeReport(facts({ state: 'failed', message: 'runtime process exited' }), NOW)).toMatchObject({ state: 'failed', message: 'runtime process exited', warm: false });
+    expect(runtimeReport(facts({ state: 'failed', message: 'runtime process exited' }), NOW)).toMatchObject({
+      state: 'failed',
+      message: 'runtime process exited',
+      warm: false,
+    });
   });
 });
 

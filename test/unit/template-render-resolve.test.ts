@@ -6,7 +6,7 @@ import { DeploymentRuntime } from '../../shared/contracts/deployment.js';
 import { checkTemplate } from '../../functions/core/registry/template-check.js';
 import { registryOf, replicaHash, resolveRuntime } from '../../functions/core/registry/resolve.js';
 import { newSecretKey, parseSecretKey, secretBox } from '../../functions/core/registry/secret-box.js';
-import { templateHash } from '../../functions/core/fleet/template.js';
+import { templateHash } from '../../functions/core/registry/template.js';
 
 const SHA = 'b'.repeat(64);
 const spec = (over: Record<string, unknown> = {}) =>
@@ -26,7 +26,10 @@ describe('checking a template an admin registers', () => {
 
   it('every placeholder is a declared param or an agent placeholder', () => {
     expect(checkTemplate(spec({ args: ['--port', '{port}', '--x', '{command}', '{ctx}'] }))).toEqual([
-      { path: 'args.3', message: 'unknown placeholder {command}: declare it in params, or use an agent placeholder (port, model_path, served_name, gpu_indices, instance)' },
+      {
+        path: 'args.3',
+        message: 'unknown placeholder {command}: declare it in params, or use an agent placeholder (port, model_path, served_name, gpu_indices, instance)',
+      },
     ]);
     expect(checkTemplate(spec({ args: ['{served_name}', '{gpu_indices}', '{instance}', '{model_path}', '{port}', '{ctx}'] }))).toEqual([]);
   });
@@ -53,9 +56,13 @@ describe('checking a template an admin registers', () => {
 
   it('defaults satisfy their own type', () => {
     const param = (p: Record<string, unknown>) => checkTemplate(spec({ args: ['{v}'], params: { v: p } }));
-    expect(param({ type: 'integer', min: 1, max: 8, default: 9 })).toEqual([{ path: 'params.v.default', message: 'the default of v must be between 1 and 8, not 9' }]);
+    expect(param({ type: 'integer', min: 1, max: 8, default: 9 })).toEqual([
+      { path: 'params.v.default', message: 'the default of v must be between 1 and 8, not 9' },
+    ]);
     expect(param({ type: 'number', min: 0, max: 1, default: 1.5 })).toHaveLength(1);
-    expect(param({ type: 'string', pattern: '^[a-z]+$', default: 'ABC' })).toEqual([{ path: 'params.v.default', message: 'the default of v must match ^[a-z]+$' }]);
+    expect(param({ type: 'string', pattern: '^[a-z]+$', default: 'ABC' })).toEqual([
+      { path: 'params.v.default', message: 'the default of v must match ^[a-z]+$' },
+    ]);
     expect(param({ type: 'string', pattern: '^.*$', default: '--trust-remote-code' })).toHaveLength(1);
     expect(param({ type: 'integer', min: 8, max: 1 })).toEqual([{ path: 'params.v', message: 'param v: min 8 is above max 1' }]);
     expect(param({ type: 'integer', min: 1, max: 8, default: 8 })).toEqual([]);
@@ -71,11 +78,15 @@ describe('checking a template an admin registers', () => {
 
   it('refuses environment names that load other code, and duplicates', () => {
     for (const name of ['LD_PRELOAD', 'LD_LIBRARY_PATH', 'DYLD_INSERT_LIBRARIES', 'PYTHONPATH', 'NODE_OPTIONS', 'BASH_ENV']) {
-      expect(checkTemplate(spec({ env: [name] }))).toEqual([{ path: 'env.0', message: `environment variable ${name} cannot be allowed: it makes the loader, an interpreter or a shell run other code` }]);
+      expect(checkTemplate(spec({ env: [name] }))).toEqual([
+        { path: 'env.0', message: `environment variable ${name} cannot be allowed: it makes the loader, an interpreter or a shell run other code` },
+      ]);
     }
     // The agent's own: a deployment cannot pick its GPUs, its port or the runtime's search path.
     for (const name of ['PATH', 'HOME', 'PORT', 'CUDA_VISIBLE_DEVICES', 'LUNANEXA_RUNTIME_INSTANCE', 'LUNANEXA_ANYTHING']) {
-      expect(checkTemplate(spec({ env: [name] }))).toEqual([{ path: 'env.0', message: `environment variable ${name} cannot be allowed: the agent sets it for every runtime itself` }]);
+      expect(checkTemplate(spec({ env: [name] }))).toEqual([
+        { path: 'env.0', message: `environment variable ${name} cannot be allowed: the agent sets it for every runtime itself` },
+      ]);
     }
     expect(checkTemplate(spec({ env: ['HF_TOKEN', 'HF_TOKEN'] }))).toEqual([{ path: 'env.1', message: 'environment variable HF_TOKEN is listed twice' }]);
     expect(checkTemplate(spec({ env: ['HF_HOME', 'HF_HUB_OFFLINE', 'VLLM_LOGGING_LEVEL', 'NCCL_DEBUG'] }))).toEqual([]);
@@ -103,7 +114,15 @@ describe('resolving a deployment runtime', () => {
     expect(resolved).toEqual({
       ok: true,
       value: {
-        runtime: { kind: 'template', template: 'llama', executable: '/opt/llama.cpp/bin/llama-server', executableSha256: SHA, args: ['-m', '{model_path}', '--port', '{port}', '--ctx-size', '8192'], env: {}, healthPath: '/health' },
+        runtime: {
+          kind: 'template',
+          template: 'llama',
+          executable: '/opt/llama.cpp/bin/llama-server',
+          executableSha256: SHA,
+          args: ['-m', '{model_path}', '--port', '{port}', '--ctx-size', '8192'],
+          env: {},
+          healthPath: '/health',
+        },
         secretEnv: { HF_TOKEN: { secret: 'hf', version: 'v1' } },
       },
     });
@@ -124,7 +143,11 @@ describe('resolving a deployment runtime', () => {
       code: 'unknown_secret',
       issues: [{ path: 'runtime.env.HF_TOKEN', message: 'runtime secret nope does not exist' }],
     });
-    expect(resolveRuntime({ workspaceId: WS, registry, runtime: runtime({ params: { ctx: 1 } }) })).toMatchObject({ ok: false, code: 'validation_failed', issues: [{ path: 'runtime.params.ctx' }] });
+    expect(resolveRuntime({ workspaceId: WS, registry, runtime: runtime({ params: { ctx: 1 } }) })).toMatchObject({
+      ok: false,
+      code: 'validation_failed',
+      issues: [{ path: 'runtime.params.ctx' }],
+    });
   });
 
   it('the simulated runtime resolves to itself, and the removed process kind never resolves', () => {
@@ -132,7 +155,11 @@ describe('resolving a deployment runtime', () => {
     expect(resolveRuntime({ workspaceId: WS, registry, runtime: sim })).toEqual({ ok: true, value: { runtime: sim, secretEnv: {} } });
     expect(DeploymentRuntime.safeParse({ kind: 'process', command: ['/bin/sh'] }).success).toBe(false);
     const legacy = { kind: 'process', command: ['/bin/sh', '-c', 'cat machine-key.jwk'] } as unknown as DeploymentRuntime;
-    expect(resolveRuntime({ workspaceId: WS, registry, runtime: legacy })).toMatchObject({ ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind' }] });
+    expect(resolveRuntime({ workspaceId: WS, registry, runtime: legacy })).toMatchObject({
+      ok: false,
+      code: 'validation_failed',
+      issues: [{ path: 'runtime.kind' }],
+    });
   });
 
   it('a stored runtime of an unknown kind is refused by name, even with a template named like its missing field', () => {
@@ -140,18 +167,27 @@ describe('resolving a deployment runtime', () => {
     // never parsed on read, and without the check it would be looked up as template `undefined`.
     const named = registryOf({ templates: [{ workspaceId: WS, name: 'undefined', spec: spec({ args: ['--port', '{port}'], params: {} }) }], secrets: [] });
     const legacy = { kind: 'process', command: ['/bin/sh', '-c', 'id'] } as unknown as DeploymentRuntime;
-    expect(resolveRuntime({ workspaceId: WS, registry: named, runtime: legacy })).toMatchObject({ ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind' }] });
+    expect(resolveRuntime({ workspaceId: WS, registry: named, runtime: legacy })).toMatchObject({
+      ok: false,
+      code: 'validation_failed',
+      issues: [{ path: 'runtime.kind' }],
+    });
   });
 
   it('the contract refuses env values that are neither a plain value nor a secret reference', () => {
     expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { HF_TOKEN: 'x' } }).success).toBe(false);
     expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { HF_TOKEN: { value: 'x', secret: 'hf' } } }).success).toBe(false);
-    expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { 'lower': { value: 'x' } } }).success).toBe(false);
+    expect(DeploymentRuntime.safeParse({ kind: 'template', template: 'llama', env: { lower: { value: 'x' } } }).success).toBe(false);
   });
 });
 
 describe('the rollout digest', () => {
-  const fields = { model: 'm', runtime: { kind: 'simulated' as const, model: 'm', ttftMs: 0, tokensPerSecond: 0, loadMs: 0, memoryMiB: 0, failureRate: 0 }, artifact: null, resources: { gpus: 0, memoryMiB: 0 } };
+  const fields = {
+    model: 'm',
+    runtime: { kind: 'simulated' as const, model: 'm', ttftMs: 0, tokensPerSecond: 0, loadMs: 0, memoryMiB: 0, failureRate: 0 },
+    artifact: null,
+    resources: { gpus: 0, memoryMiB: 0 },
+  };
 
   it('is the template digest without secrets, and changes with a secret version, never with anything else', () => {
     expect(replicaHash(fields, {})).toBe(templateHash(fields));
@@ -164,13 +200,22 @@ describe('the rollout digest', () => {
 
 describe('the template digest of a replica without a registry version', () => {
   it('is what it was before versions existed: stored assignments and running agents hold it', () => {
-    const fields = { model: 'm', runtime: { kind: 'simulated' as const, model: 'm', ttftMs: 20, tokensPerSecond: 200, loadMs: 200, memoryMiB: 1024, failureRate: 0 }, artifact: null, resources: { gpus: 1, memoryMiB: 2048 } };
+    const fields = {
+      model: 'm',
+      runtime: { kind: 'simulated' as const, model: 'm', ttftMs: 20, tokensPerSecond: 200, loadMs: 200, memoryMiB: 1024, failureRate: 0 },
+      artifact: null,
+      resources: { gpus: 1, memoryMiB: 2048 },
+    };
     // The formula of the assignments written before versions: no versionId member at all (not even null).
     const before = createHash('sha256').update(canonicalize(fields)).digest('hex');
     expect(templateHash(fields)).toBe(before);
     expect(before).toBe('b6d371523fe06cefaf54d611468f0826f25de4d90e031e67b0cefcb46f914fd0');
     // A versionId member, even null, would change every such digest, and so restart every such replica.
-    expect(createHash('sha256').update(canonicalize({ ...fields, versionId: null })).digest('hex')).not.toBe(before);
+    expect(
+      createHash('sha256')
+        .update(canonicalize({ ...fields, versionId: null }))
+        .digest('hex'),
+    ).not.toBe(before);
   });
 });
 
@@ -185,7 +230,12 @@ describe('sealing runtime secrets', () => {
     expect(box.open(sealed, 'ws/a')).toBe('hf_secret_value');
     expect(box.open(sealed, 'ws/b')).toBeNull();
     expect(secretBox(newSecretKey()).open(sealed, 'ws/a')).toBeNull();
-    expect(box.open(sealed.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')), 'ws/a')).toBeNull();
+    expect(
+      box.open(
+        sealed.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')),
+        'ws/a',
+      ),
+    ).toBeNull();
     expect(box.open('garbage', 'ws/a')).toBeNull();
   });
 

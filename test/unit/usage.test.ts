@@ -8,7 +8,13 @@ import { parseCsv } from '../helpers/csv.js';
 /** The pure parts of usage: what a request is recorded with, which report a query asks for, and its CSV. */
 
 describe('recordedTokens', () => {
-  const end = (promptTokens: number | null, completionTokens: number | null, tokens = 9) => ({ o: 3, t: 'end' as const, tokens, promptTokens, completionTokens });
+  const end = (promptTokens: number | null, completionTokens: number | null, tokens = 9) => ({
+    o: 3,
+    t: 'end' as const,
+    tokens,
+    promptTokens,
+    completionTokens,
+  });
 
   it("takes the runtime's usage where it reported one, streamed or not", () => {
     expect(recordedTokens(end(12, 5), true)).toEqual({ promptTokens: 12, completionTokens: 5 });

@@ -10,7 +10,14 @@ function recorder() {
     batches.push(items);
     if (hold) await new Promise<void>((resolve) => holds.push(resolve));
   };
-  return { batches, write, holdWrites: (on: boolean) => (hold = on), release: () => holds.splice(0).forEach((r) => r()) };
+  return {
+    batches,
+    write,
+    holdWrites: (on: boolean) => (hold = on),
+    release: () => {
+      for (const r of holds.splice(0)) r();
+    },
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

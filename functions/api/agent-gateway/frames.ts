@@ -19,7 +19,7 @@ async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, bo
   } catch (error) {
     if (error instanceof ApiError) throw error;
     cutConnection(c);
-    throw new ApiError('unavailable', 'the instance holding this machine\'s link went away: upload again');
+    throw new ApiError('unavailable', "the instance holding this machine's link went away: upload again");
   }
 }
 
@@ -34,7 +34,11 @@ async function pipe(c: Context<AppEnv>, method: 'GET' | 'POST', path: string, bo
  * Not hono's bodyLimit: it buffers a chunked body whole before the handler runs, which would hold every frame
  * back until the end. Limits are enforced while streaming instead, per frame from its length field.
  */
-export function registerFrames(app: Hono<AppEnv>, maxBytes: number, auth: { buffered: MiddlewareHandler<AppEnv>; streamed: MiddlewareHandler<AppEnv> } = { buffered: machineAuth, streamed: machineAuthStreamed }) {
+export function registerFrames(
+  app: Hono<AppEnv>,
+  maxBytes: number,
+  auth: { buffered: MiddlewareHandler<AppEnv>; streamed: MiddlewareHandler<AppEnv> } = { buffered: machineAuth, streamed: machineAuthStreamed },
+) {
   app.post('/uplink', auth.streamed, async (c) => {
     const ports = c.get('ports');
     const { machineId, credentialExpiresAt } = c.get('machine');

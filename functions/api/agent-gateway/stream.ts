@@ -1,10 +1,8 @@
 import type { Hono, MiddlewareHandler } from 'hono';
-import { eq } from 'drizzle-orm';
-import { machines } from '../../store/schema/index.js';
 import { ApiError } from '../../kernel/errors.js';
 import { newId } from '../../../shared/ids.js';
 import { STREAM_PROTOCOL_VERSION } from '../../../shared/contracts/stream.js';
-import { attachStream, detachStream, pingAnswered, renewStream, signDesiredState } from '../../services/streams.js';
+import { attachStream, desiredGeneration, detachStream, pingAnswered, renewStream, signDesiredState } from '../../services/streams.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
 import { machineAuth } from '../http/machine-auth.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
@@ -142,8 +140,8 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
     void enqueue(() => sendDesired(first));
     // A change committed between signing `first` and subscribing above signalled nobody: catch up once.
     void enqueue(async () => {
-      const [current] = await ports.store.db.select({ gen: machines.desiredGen }).from(machines).where(eq(machines.id, machineId));
-      if (current && current.gen !== first.gen) await sendDesired();
+      const gen = await desiredGeneration({ ctx, input: { machineId } });
+      if (gen !== null && gen !== first.gen) await sendDesired();
     });
     return out.response;
   });

@@ -1,11 +1,11 @@
 import type { Hono } from 'hono';
-import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { AuditOutcome, type AuditEntry, type ChainVerdict } from '../../../shared/contracts/audit.js';
 import { serviceCtx } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 import { listAuditPage, verifyAuditChain } from '../../services/audit.js';
-import { apiTokens, machines } from '../../store/schema/index.js';
+import { tokenNames } from '../../services/api-tokens.js';
+import { machineNames } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
 import { layout } from './layout.js';
 import { isoOf, utc } from './format.js';
@@ -80,11 +80,13 @@ export function registerAudit(app: Hono<ConsoleEnv>): void {
     });
     const verdict = filter.verify ? await verifyAuditChain({ ctx, input: { workspaceId: session.workspaceId } }) : null;
     // Tokens and machines by name, so that an operator reads who did what to which machine.
-    const tokens = await ports.store.db.select({ id: apiTokens.id, name: apiTokens.name }).from(apiTokens).where(eq(apiTokens.workspaceId, session.workspaceId));
-    const fleet = await ports.store.db.select({ id: machines.id, name: machines.name }).from(machines).where(eq(machines.workspaceId, session.workspaceId));
-    const names = new Map([...tokens, ...fleet].map((row) => [row.id, row.name]));
+    const tokens = await tokenNames({ ctx, input: { workspaceId: session.workspaceId } });
+    const fleet = await machineNames({ ctx, input: { workspaceId: session.workspaceId } });
+    const names = new Map([...tokens, ...fleet]);
     const older = page.more ? page.items.at(-1)?.seq : undefined;
-    const keep = new URLSearchParams(Object.entries({ action: filter.action, actor: filter.actor, outcome: filter.outcome }).flatMap(([k, v]) => (v ? [[k, v]] : [])));
+    const keep = new URLSearchParams(
+      Object.entries({ action: filter.action, actor: filter.actor, outcome: filter.outcome }).flatMap(([k, v]) => (v ? [[k, v]] : [])),
+    );
     const body = html`<h1>Audit log</h1>
 <p class="lede">Who did what, to which object, and how it ended: append-only and hash-chained, newest first.</p>
 ${verdict ? verdictPanel(verdict) : nothing}

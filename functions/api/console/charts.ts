@@ -33,7 +33,14 @@ const round1 = (n: number) => Math.round(n * 10) / 10;
  * allows neither inline), colours from the stylesheet's classes. Labelled for screen readers with its title and a
  * summary (count, median, 95th percentile, maximum); with no point it says so instead of drawing an empty axis.
  */
-export function lineChart(input: { id: string; title: string; points: readonly ChartPoint[]; series: 's1' | 's2'; format: (value: number) => string; empty: string }): Html {
+export function lineChart(input: {
+  id: string;
+  title: string;
+  points: readonly ChartPoint[];
+  series: 's1' | 's2';
+  format: (value: number) => string;
+  empty: string;
+}): Html {
   const { id, points, format } = input;
   const values = points.map((p) => p.v);
   const summary =
@@ -59,11 +66,15 @@ export function lineChart(input: { id: string; title: string; points: readonly C
   const y = (v: number) => round1(TOP + (1 - v / top) * (H - TOP - BOTTOM));
   const ticks = Array.from({ length: Math.round(top / step) + 1 }, (_, i) => i * step);
   const grid = ticks.map(
-    (v) => html`<line class="gridline" x1="${LEFT}" x2="${W - RIGHT}" y1="${y(v)}" y2="${y(v)}"></line><text class="axis" x="${LEFT - 6}" y="${y(v) + 4}" text-anchor="end">${format(v)}</text>`,
+    (v) =>
+      html`<line class="gridline" x1="${LEFT}" x2="${W - RIGHT}" y1="${y(v)}" y2="${y(v)}"></line><text class="axis" x="${LEFT - 6}" y="${y(v) + 4}" text-anchor="end">${format(v)}</text>`,
   );
   const line = sorted.map((p) => `${x(p.t)},${y(p.v)}`).join(' ');
   // Dots carry their value as a tooltip; past a few hundred they would only add weight.
-  const dots = sorted.length <= 300 ? sorted.map((p) => html`<circle class="dot" cx="${x(p.t)}" cy="${y(p.v)}" r="2.5"><title>${clock(p.t)} UTC: ${format(p.v)}</title></circle>`) : [];
+  const dots =
+    sorted.length <= 300
+      ? sorted.map((p) => html`<circle class="dot" cx="${x(p.t)}" cy="${y(p.v)}" r="2.5"><title>${clock(p.t)} UTC: ${format(p.v)}</title></circle>`)
+      : [];
   return html`${head}
   ${grid}
   <text class="axis" x="${LEFT}" y="${H - 8}" text-anchor="start">${clock(t0)}</text>

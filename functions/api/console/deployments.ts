@@ -1,11 +1,10 @@
 import type { Hono } from 'hono';
-import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { DeploymentName, type DeploymentDetail } from '../../../shared/contracts/deployment.js';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 import { describeDeployments, scaleDeployment } from '../../services/deployments.js';
-import { machines } from '../../store/schema/index.js';
+import { machineNames } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
 import { csrfField, layout, notice } from './layout.js';
 import { isoOf, plural, utc } from './format.js';
@@ -27,8 +26,7 @@ export interface DeploymentsData {
 export async function loadDeployments(ports: Ports, session: ConsoleSession): Promise<DeploymentsData> {
   const ctx = serviceCtx(ports, session.tokenId);
   const page = await describeDeployments({ ctx, input: { workspaceId: session.workspaceId, limit: SHOWN, eventsPerDeployment: EVENTS_SHOWN } });
-  const names = await ports.store.db.select({ id: machines.id, name: machines.name }).from(machines).where(eq(machines.workspaceId, session.workspaceId));
-  return { ...page, machineNames: new Map(names.map((m) => [m.id, m.name])) };
+  return { ...page, machineNames: await machineNames({ ctx, input: { workspaceId: session.workspaceId } }) };
 }
 
 function badge(state: string, text: string = state): Html {
@@ -50,7 +48,8 @@ function scaleForm(d: DeploymentDetail, session: ConsoleSession): Html {
 }
 
 /** What a deployment serves, when it names a registry version: ` · serving alias chat-default`. */
-const sourceText = (d: DeploymentDetail) => (d.source ? ` · serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : '');
+const sourceText = (d: DeploymentDetail) =>
+  d.source ? ` · serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : '';
 
 function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: ConsoleSession): Html {
   const s = d.status;
@@ -104,7 +103,8 @@ function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: Con
   ${allows(session, 'operator') ? scaleForm(d, session) : nothing}
   <details><summary>Events (${events.length === 0 ? 'none yet' : `newest ${events.length}`})</summary>
     <ol class="events">${events.map(
-      (e) => html`<li><time datetime="${isoOf(e.at)}">${utc(e.at)}</time> <strong>${e.type}</strong>${machineName(e.machineId) ? html` on ${machineName(e.machineId)}` : nothing}${e.message ? html`: ${e.message}` : nothing}</li>`,
+      (e) =>
+        html`<li><time datetime="${isoOf(e.at)}">${utc(e.at)}</time> <strong>${e.type}</strong>${machineName(e.machineId) ? html` on ${machineName(e.machineId)}` : nothing}${e.message ? html`: ${e.message}` : nothing}</li>`,
     )}</ol>
   </details>
 </section>`;

@@ -36,11 +36,18 @@ function gpuCell(m: MachineView): Html {
   const gpus = m.inventory.gpus;
   if (gpus.length === 0) return html`<span class="muted">none (CPU only)</span>`;
   return html`<ul class="plain">${gpus.map(
-    (g) => html`<li><span>${g.index}: ${g.name}</span> <span class="small muted">${mib(g.memoryTotalMiB)}${g.utilizationPercent !== null ? ` · ${g.utilizationPercent}% busy` : ''}${g.temperatureC !== null ? ` · ${g.temperatureC} °C` : ''}</span></li>`,
+    (g) =>
+      html`<li><span>${g.index}: ${g.name}</span> <span class="small muted">${mib(g.memoryTotalMiB)}${g.utilizationPercent !== null ? ` · ${g.utilizationPercent}% busy` : ''}${g.temperatureC !== null ? ` · ${g.temperatureC} °C` : ''}</span></li>`,
   )}</ul>`;
 }
 
-function actionButton(m: MachineView, verb: 'cordon' | 'drain' | 'uncordon' | 'clear-failures', label: string, session: ConsoleSession, confirm?: string): Html {
+function actionButton(
+  m: MachineView,
+  verb: 'cordon' | 'drain' | 'uncordon' | 'clear-failures',
+  label: string,
+  session: ConsoleSession,
+  confirm?: string,
+): Html {
   return html`<form method="post" action="/console/machines/${m.id}/${verb}" class="inline"${confirm ? html` data-confirm="${confirm}"` : nothing}>
     ${csrfField(session)}
     <button type="submit" id="${verb}-${m.id}"${verb === 'drain' ? html` class="danger"` : nothing}>${label}<span class="vh"> ${m.name}</span></button>
@@ -62,15 +69,17 @@ function actions(m: MachineView, session: ConsoleSession): Html {
 function machineRow(m: MachineView, session: ConsoleSession, operator: boolean): Html {
   const flags = [
     m.draining ? badge(m.drained ? 'drained' : 'draining') : m.cordoned ? badge('cordoned') : nothing,
-    m.reportedStatus && m.reportedStatus !== 'ready' && m.state === 'ready' ? badge(m.reportedStatus === 'degraded' ? 'degraded' : 'draining', `reports ${m.reportedStatus}`) : nothing,
+    m.reportedStatus && m.reportedStatus !== 'ready' && m.state === 'ready'
+      ? badge(m.reportedStatus === 'degraded' ? 'degraded' : 'draining', `reports ${m.reportedStatus}`)
+      : nothing,
   ];
-  const labels = Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(', ');
+  const labels = Object.entries(m.labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ');
   return html`<tr data-machine="${m.name}" data-state="${m.state}">
     <th scope="row"><span>${m.name}</span>${labels ? html`<br><span class="small muted">${labels}</span>` : nothing}</th>
     <td data-label="State">${badge(m.state)}${flags}<br><span class="small muted">stream ${m.streamAttached ? 'attached' : 'not attached'}</span>${
-      m.attention.length > 0
-        ? html`<ul class="reasons small">${m.attention.map((a) => html`<li>${a.deploymentName}: ${a.reason}</li>`)}</ul>`
-        : nothing
+      m.attention.length > 0 ? html`<ul class="reasons small">${m.attention.map((a) => html`<li>${a.deploymentName}: ${a.reason}</li>`)}</ul>` : nothing
     }</td>
     <td data-label="Heartbeat">${m.heartbeatAgeMs === null ? html`<span class="muted">never</span>` : html`${duration(m.heartbeatAgeMs)} ago`}<br><span class="small muted">gen ${m.reportedGen ?? '–'} of ${m.desiredGen}</span></td>
     <td data-label="GPUs">${gpuCell(m)}</td>

@@ -13,9 +13,7 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Html 
   if (out instanceof Promise) throw new Error('console templates render synchronously');
   return out;
 }
-
 /** Trusted markup (never anything a user or a node sent). */
-export { raw };
 
 /** The empty fragment. */
 export const nothing: Html = raw('');

@@ -4,7 +4,7 @@ import { allows, type ConsoleSession } from './session.js';
 import type { Role } from '../../../shared/contracts/common.js';
 
 /** The console's pages, in navigation order, with the role each needs (the API's rule for the same data). */
-export const PAGES = [
+const PAGES = [
   { key: 'fleet', href: '/', label: 'Fleet', role: 'viewer' },
   { key: 'deployments', href: '/console/deployments', label: 'Deployments', role: 'viewer' },
   { key: 'requests', href: '/console/requests', label: 'Requests', role: 'viewer' },

@@ -1,7 +1,6 @@
 import type { Hono } from 'hono';
-import { and, desc, eq, gt, sql } from 'drizzle-orm';
-import type { Ports } from '../../dataplane/ports.js';
-import { deployments, machines, workloads } from '../../store/schema/index.js';
+import { serviceCtx, type Ports } from '../../dataplane/ports.js';
+import { recentRequests, type RecentRequest } from '../../services/workloads.js';
 import { html, nothing, type Html } from './html.js';
 import { layout } from './layout.js';
 import { lineChart, type ChartPoint } from './charts.js';
@@ -14,48 +13,14 @@ const WINDOW_MINUTES = 15;
 const READ = 300;
 const LISTED = 25;
 
-/** A recent inference request, as the workloads table records it (no payload is ever kept). */
-export interface RecentRequest {
-  id: string;
-  kind: string;
-  model: string | null;
-  deploymentName: string | null;
-  machineName: string | null;
-  state: string;
-  statusCode: number | null;
-  errorCode: string | null;
-  createdAt: Date;
-  finishedAt: Date | null;
-  firstByteMs: number | null;
-  promptTokens: number | null;
-  completionTokens: number | null;
-}
+export type { RecentRequest };
 
 /** The newest requests of the workspace in the last `WINDOW_MINUTES`, newest first (at most `READ`). */
 export async function loadRecentRequests(ports: Ports, session: ConsoleSession): Promise<RecentRequest[]> {
-  return await ports.store.db
-    .select({
-      id: workloads.id,
-      kind: workloads.kind,
-      model: workloads.model,
-      deploymentName: deployments.name,
-      machineName: machines.name,
-      state: workloads.state,
-      statusCode: workloads.statusCode,
-      errorCode: workloads.errorCode,
-      createdAt: workloads.createdAt,
-      finishedAt: workloads.finishedAt,
-      firstByteMs: workloads.firstByteMs,
-      promptTokens: workloads.promptTokens,
-      completionTokens: workloads.completionTokens,
-    })
-    .from(workloads)
-    .leftJoin(deployments, eq(deployments.id, workloads.deploymentId))
-    .leftJoin(machines, eq(machines.id, workloads.machineId))
-    // The (workspace_id, created_at) index serves this.
-    .where(and(eq(workloads.workspaceId, session.workspaceId), gt(workloads.createdAt, sql`now() - make_interval(mins => ${WINDOW_MINUTES})`)))
-    .orderBy(desc(workloads.createdAt))
-    .limit(READ);
+  return await recentRequests({
+    ctx: serviceCtx(ports, session.tokenId),
+    input: { workspaceId: session.workspaceId, windowMinutes: WINDOW_MINUTES, limit: READ },
+  });
 }
 
 /**
@@ -93,7 +58,13 @@ export function requestsFragment(requests: readonly RecentRequest[]): Html {
     <li><strong>${finished.length === 0 ? '–' : `${Math.round((ok / finished.length) * 100)}%`}</strong> succeeded</li>
     <li><strong>${millis(quantile(ttftValues, 0.5))}</strong> TTFT median</li>
     <li><strong>${millis(quantile(ttftValues, 0.95))}</strong> TTFT p95</li>
-    <li><strong>${num(quantile(speed.map((p) => p.v), 0.5), 1)}</strong> tokens/s median</li>
+    <li><strong>${num(
+      quantile(
+        speed.map((p) => p.v),
+        0.5,
+      ),
+      1,
+    )}</strong> tokens/s median</li>
   </ul>
   <div class="charts">
     <figure class="chart"><figcaption>Time to first token</figcaption>

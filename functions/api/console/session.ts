@@ -1,24 +1,20 @@
 import { createHmac } from 'node:crypto';
-import { and, eq, gt, isNull, ne, or, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import { deleteCookie, getSignedCookie, setSignedCookie } from 'hono/cookie';
-import { apiTokens, consoleSessions } from '../../store/schema/index.js';
 import { storeSecret } from '../../services/store-secrets.js';
-import { newId } from '../../../shared/ids.js';
 import type { Role } from '../../../shared/contracts/common.js';
 import type { Actor } from '../../core/principals.js';
-import { hashSecret } from '../../services/secrets.js';
 import { roleCovers } from '../../core/token-rules.js';
-import { audit, withTransaction } from '../../services/service-context.js';
+import { consoleSessionLive, createConsoleSession, endConsoleSession, findConsoleSession } from '../../services/console-sessions.js';
 import { serviceCtx, type AppEnv, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 
 /** The session cookie: the session's random secret, signed with the console key. */
-export const SESSION_COOKIE = 'lnx_session';
+const SESSION_COOKIE = 'lnx_session';
 /** The sign-in form's own CSRF nonce (double submit): there is no session to bind a token to yet. */
-export const SIGN_IN_COOKIE = 'lnx_sign_in';
+const SIGN_IN_COOKIE = 'lnx_sign_in';
 /** A console session lives at most this long, and never past its API token's expiry. */
-export const SESSION_TTL_MS = 12 * 3600_000;
+const SESSION_TTL_MS = 12 * 3600_000;
 const SIGN_IN_TTL_S = 3600;
 
 /** A signed-in console user: the session, and the API token it was opened with (who acts, in which workspace). */
@@ -60,12 +56,12 @@ export function requireRoleOf(session: ConsoleSession, role: Exclude<Role, 'infe
  * mangled cookie be refused before any lookup, and a CSRF token is worthless without the session's cookie.
  * Someone who can read the store could mint CSRF tokens, but not a session.
  */
-export function consoleKey(ports: Ports): Promise<string> {
+function consoleKey(ports: Ports): Promise<string> {
   return storeSecret(ports, 'console_key');
 }
 
 /** 32 random bytes, base64url. */
-export function randomToken(): string {
+function randomToken(): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url');
 }
 
@@ -76,7 +72,7 @@ function hmac(key: string, data: string): string {
 }
 
 /** Compares in time independent of where two strings differ. */
-export function sameSecret(a: string, b: string): boolean {
+function sameSecret(a: string, b: string): boolean {
   if (a.length !== b.length) return false;
   let diff = 0;
   for (let i = 0; i < a.length; i += 1) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
@@ -89,7 +85,7 @@ async function csrfOf(ports: Ports, sessionId: string): Promise<string> {
 }
 
 /** True for a request to a loopback host (`npm start`, tests): the only place the cookie may go without `Secure`. */
-export function isLoopback(c: Context): boolean {
+function isLoopback(c: Context): boolean {
   const url = new URL(c.req.url);
   // Behind a TLS-terminating proxy on the same host the browser still speaks HTTPS: keep Secure then.
   if (c.req.header('x-forwarded-proto')?.toLowerCase() === 'https') return false;
@@ -107,7 +103,7 @@ function cookieOptions(c: Context, maxAgeS: number) {
  * `Origin`, which must name this host (`null`, from a sandboxed frame or a file, is refused). A client that sends
  * neither (curl) still needs the token.
  */
-export function sameOrigin(c: Context): boolean {
+function sameOrigin(c: Context): boolean {
   const site = c.req.header('sec-fetch-site');
   if (site !== undefined) return site === 'same-origin';
   const origin = c.req.header('origin');
@@ -123,7 +119,8 @@ export function sameOrigin(c: Context): boolean {
 /** Refuses a state-changing request that is cross-site, or whose form lacks the session's CSRF token (403). */
 export function checkCsrf(c: Context, session: ConsoleSession, token: string | undefined): void {
   if (!sameOrigin(c)) throw new ApiError('forbidden', 'this form was sent from another site; open the console and try again');
-  if (!token || !sameSecret(token, session.csrf)) throw new ApiError('forbidden', 'the form is missing its CSRF token or it is stale; reload the page and try again');
+  if (!token || !sameSecret(token, session.csrf))
+    throw new ApiError('forbidden', 'the form is missing its CSRF token or it is stale; reload the page and try again');
 }
 
 /** Sets the sign-in form's nonce cookie and returns the nonce the form carries. */
@@ -137,7 +134,8 @@ export async function issueSignInNonce(c: Context): Promise<string> {
 export async function checkSignInNonce(c: Context, nonce: string | undefined): Promise<void> {
   if (!sameOrigin(c)) throw new ApiError('forbidden', 'this sign-in form was sent from another site; open the console and sign in there');
   const cookie = await getSignedCookie(c, await consoleKey(portsOf(c)), SIGN_IN_COOKIE);
-  if (!cookie || !nonce || !sameSecret(cookie, nonce)) throw new ApiError('forbidden', 'the sign-in form is stale (or cookies are blocked); reload the sign-in page and try again');
+  if (!cookie || !nonce || !sameSecret(cookie, nonce))
+    throw new ApiError('forbidden', 'the sign-in form is stale (or cookies are blocked); reload the sign-in page and try again');
 }
 
 /**
@@ -147,22 +145,12 @@ export async function checkSignInNonce(c: Context, nonce: string | undefined): P
 export async function openSession(c: Context, actor: Actor): Promise<void> {
   const ports = portsOf(c);
   const secret = randomToken();
-  const id = newId('consoleSession');
   const ctx = serviceCtx(ports, actor.tokenId);
-  const row = await withTransaction(ctx, async (tx) => {
-    const [inserted] = await tx.db
-      .insert(consoleSessions)
-      .values({
-        id,
-        secretHash: await hashSecret(secret),
-        tokenId: actor.tokenId,
-        expiresAt: sql`least(now() + make_interval(secs => ${SESSION_TTL_MS / 1000}), coalesce((select ${apiTokens.expiresAt} from ${apiTokens} where ${apiTokens.id} = ${actor.tokenId}), 'infinity'::timestamptz))`,
-      })
-      .returning({ lifetimeS: sql<number>`extract(epoch from (${consoleSessions.expiresAt} - now()))::float8` });
-    await audit(tx, { workspaceId: actor.workspaceId, action: 'console.sign-in', target: id, details: { role: actor.role } });
-    return inserted!;
+  const session = await createConsoleSession({
+    ctx,
+    input: { secret, tokenId: actor.tokenId, workspaceId: actor.workspaceId, role: actor.role, ttlMs: SESSION_TTL_MS },
   });
-  await setSignedCookie(c, SESSION_COOKIE, secret, await consoleKey(ports), cookieOptions(c, Number(row.lifetimeS)));
+  await setSignedCookie(c, SESSION_COOKIE, secret, await consoleKey(ports), cookieOptions(c, session.lifetimeS));
   deleteCookie(c, SIGN_IN_COOKIE, { path: '/', secure: !isLoopback(c), httpOnly: true, sameSite: 'Strict' });
 }
 
@@ -171,44 +159,20 @@ export async function currentSession(c: Context): Promise<ConsoleSession | null>
   const ports = portsOf(c);
   const secret = await getSignedCookie(c, await consoleKey(ports), SESSION_COOKIE);
   if (!secret) return null;
-  const [row] = await ports.store.db
-    .select({ id: consoleSessions.id, tokenId: consoleSessions.tokenId, expiresAt: consoleSessions.expiresAt, workspaceId: apiTokens.workspaceId, role: apiTokens.role })
-    .from(consoleSessions)
-    .innerJoin(apiTokens, eq(apiTokens.id, consoleSessions.tokenId))
-    .where(and(eq(consoleSessions.secretHash, await hashSecret(secret)), liveSession(), ne(apiTokens.role, 'inference')))
-    .limit(1);
+  const row = await findConsoleSession({ ctx: serviceCtx(ports, 'anonymous'), input: { secret } });
   if (!row) return null;
-  return { ...row, role: row.role as ConsoleSession['role'], csrf: await csrfOf(ports, row.id) };
-}
-
-/** A session is live while it was not ended, has not expired, and its token is neither revoked nor expired (checked on every request). */
-function liveSession() {
-  return and(
-    isNull(consoleSessions.endedAt),
-    gt(consoleSessions.expiresAt, sql`now()`),
-    isNull(apiTokens.revokedAt),
-    or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`)),
-  );
+  return { ...row, csrf: await csrfOf(ports, row.id) };
 }
 
 /** Whether the session is still live: what a long-lived SSE stream asks on every round. */
 export async function sessionLive(ports: Ports, sessionId: string): Promise<boolean> {
-  const rows = await ports.store.db
-    .select({ id: consoleSessions.id })
-    .from(consoleSessions)
-    .innerJoin(apiTokens, eq(apiTokens.id, consoleSessions.tokenId))
-    .where(and(eq(consoleSessions.id, sessionId), liveSession()))
-    .limit(1);
-  return rows.length === 1;
+  return await consoleSessionLive({ ctx: serviceCtx(ports, 'system'), input: { sessionId } });
 }
 
 /** Ends the session (sign-out) and clears its cookie. */
 export async function endSession(c: Context, session: ConsoleSession): Promise<void> {
   const ctx = serviceCtx(portsOf(c), session.tokenId);
-  await withTransaction(ctx, async (tx) => {
-    await tx.db.update(consoleSessions).set({ endedAt: sql`now()` }).where(and(eq(consoleSessions.id, session.id), isNull(consoleSessions.endedAt)));
-    await audit(tx, { workspaceId: session.workspaceId, action: 'console.sign-out', target: session.id });
-  });
+  await endConsoleSession({ ctx, input: { sessionId: session.id, workspaceId: session.workspaceId } });
   clearSessionCookie(c);
 }
 

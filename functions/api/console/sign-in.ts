@@ -10,7 +10,11 @@ import { formFields, readForm, signedIn, SIGN_IN_PATH } from './guard.js';
 
 const SignInForm = z.object({
   _csrf: z.string().optional(),
-  token: z.string().trim().min(1, 'Paste an API token into the token field.').max(512, 'That is not an API token: it is longer than any token this control plane issues.'),
+  token: z
+    .string()
+    .trim()
+    .min(1, 'Paste an API token into the token field.')
+    .max(512, 'That is not an API token: it is longer than any token this control plane issues.'),
 });
 
 const ENDED: Record<string, string> = {

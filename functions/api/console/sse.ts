@@ -11,7 +11,7 @@ import { portsOf, sessionLive, type ConsoleEnv, type ConsoleSession } from './se
 import { signedIn } from './guard.js';
 
 /** A round every this often: the page is at most this stale. */
-export const LIVE_INTERVAL_MS = 1_500;
+const LIVE_INTERVAL_MS = 1_500;
 /** A comment at least this often, so that no proxy closes a stream whose view did not change. */
 const KEEPALIVE_MS = 15_000;
 /**

@@ -34,7 +34,10 @@ function emptyToUndefined(value: string | undefined): string | undefined {
 
 function reportTable(rows: readonly UsageRow[]): Html {
   if (rows.length === 0) return html`<p class="panel" id="no-usage">No inference requests in these days.</p>`;
-  const total = rows.reduce((sum, r) => ({ requests: sum.requests + r.requests, prompt: sum.prompt + r.promptTokens, completion: sum.completion + r.completionTokens }), { requests: 0, prompt: 0, completion: 0 });
+  const total = rows.reduce(
+    (sum, r) => ({ requests: sum.requests + r.requests, prompt: sum.prompt + r.promptTokens, completion: sum.completion + r.completionTokens }),
+    { requests: 0, prompt: 0, completion: 0 },
+  );
   return html`<div class="table-wrap"><table class="grid" id="usage">
   <caption>Usage by group, in day, token and model order</caption>
   <thead><tr><th scope="col">Day</th><th scope="col">Token</th><th scope="col">Model</th><th scope="col" class="num">Requests</th>

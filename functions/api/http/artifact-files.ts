@@ -1,8 +1,6 @@
 import { Hono } from 'hono';
 import type { AppEnv } from '../../dataplane/ports.js';
-import { ApiError } from '../../kernel/errors.js';
-import { checkSignature, LOCAL_FILES_PREFIX, parseFilePath } from '../../store/artifacts/local-urls.js';
-import { artifactUrlKey } from '../../services/store-secrets.js';
+import { openSignedArtifactFile } from '../../services/registry/artifact-files.js';
 import { byteRange } from './byte-range.js';
 
 /**
@@ -16,22 +14,20 @@ export function artifactFiles(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   // Hono answers HEAD with the GET route, dropping its body: the file is then closed here rather than left open.
   app.get('/*', async (c) => {
-    const url = new URL(c.req.url);
-    const parsed = parseFilePath(url.pathname.slice(LOCAL_FILES_PREFIX.length + 1));
-    if (!parsed.ok) throw new ApiError('bad_request', `not an artifact file URL: ${parsed.problem}`);
-    const ports = c.get('ports');
-    const store = ports.artifacts;
-    if (!store?.open) throw new ApiError('not_found', 'this control plane serves no artifact files itself (its store hands out URLs of its own)');
-    const signature = checkSignature({ key: await artifactUrlKey(ports), file: parsed.file, exp: c.req.query('exp'), sig: c.req.query('sig'), nowS: Math.floor(Date.now() / 1000) });
-    if (signature === 'bad_signature') throw new ApiError('forbidden', 'the URL is not one this control plane signed, or it was altered');
-    if (signature === 'expired') throw new ApiError('forbidden', 'the URL has expired: the next desired state carries fresh ones');
-    const file = await store.open(parsed.folder, parsed.path);
-    if (!file) throw new ApiError('not_found', `${parsed.path} is not a file of ${parsed.folder.model} ${parsed.folder.version} in the artifact store`);
+    const { file } = await openSignedArtifactFile({
+      owner: c.get('ports'),
+      urlPath: new URL(c.req.url).pathname,
+      exp: c.req.query('exp'),
+      sig: c.req.query('sig'),
+    });
     const range = byteRange(c.req.header('range'), file.size);
     if (range.kind === 'unsatisfiable') {
       await file.close();
       c.header('Content-Range', `bytes */${file.size}`);
-      return c.json({ error: { code: 'range_not_satisfiable', message: `the range is past the file's ${file.size} bytes`, requestId: c.get('requestId') } }, 416);
+      return c.json(
+        { error: { code: 'range_not_satisfiable', message: `the range is past the file's ${file.size} bytes`, requestId: c.get('requestId') } },
+        416,
+      );
     }
     const { start, end } = range.kind === 'part' ? range : { start: 0, end: file.size - 1 };
     const headers: Record<string, string> = {

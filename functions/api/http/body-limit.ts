@@ -24,7 +24,9 @@ export function limitBody(maxSize: number): MiddlewareHandler {
   return (c, next) =>
     limit(c, async () => {
       if (c.req.raw.body && NUL.test(await c.req.text())) {
-        throw new ApiError('validation_failed', 'the request body carries a NUL character (\\u0000), which no field accepts', [{ path: '', message: 'NUL character' }]);
+        throw new ApiError('validation_failed', 'the request body carries a NUL character (\\u0000), which no field accepts', [
+          { path: '', message: 'NUL character' },
+        ]);
       }
       await next();
     });

@@ -1,7 +1,6 @@
 import type { Context, Hono } from 'hono';
-import { and, inArray, isNull } from 'drizzle-orm';
-import { machines } from '../../store/schema/index.js';
-import type { AppEnv, Ports } from '../../dataplane/ports.js';
+import { serviceCtx, type AppEnv, type Ports } from '../../dataplane/ports.js';
+import { enrolledMachineIds } from '../../services/machines.js';
 import { requireRole } from './api-auth.js';
 
 /**
@@ -13,11 +12,8 @@ export function registerMetrics(app: Hono<AppEnv>, ports: Ports) {
   const scrape = async () => {
     const reported = ports.metrics.nodeMetrics.machines();
     if (reported.length > 0) {
-      const live = await ports.store.db
-        .select({ id: machines.id })
-        .from(machines)
-        .where(and(inArray(machines.id, reported), isNull(machines.revokedAt)));
-      ports.metrics.nodeMetrics.keepOnly(new Set(live.map((row) => row.id)), ports.config.machineLifetimeMs);
+      const live = await enrolledMachineIds({ ctx: serviceCtx(ports, 'system'), input: { machineIds: reported } });
+      ports.metrics.nodeMetrics.keepOnly(live, ports.config.machineLifetimeMs);
     }
     return await ports.metrics.registry.metrics();
   };

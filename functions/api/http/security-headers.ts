@@ -18,7 +18,7 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
  * styles only as files this origin serves (no 'unsafe-inline', no nonce needed), the page's SSE and forms only to
  * this origin, no `<base>`, never framed. Charts are inline SVG markup, which no fetch directive governs.
  */
-export const CONSOLE_CSP =
+const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /**
@@ -26,10 +26,10 @@ export const CONSOLE_CSP =
  * a form, and the console checks a form's Origin (functions/api/console/session.ts, `sameOrigin`). No other site
  * ever sees a console URL.
  */
-export const CONSOLE_REFERRER_POLICY = 'same-origin';
+const CONSOLE_REFERRER_POLICY = 'same-origin';
 
 /** The paths the console answers: `/` and `/console/...`. Chosen by path, never by what a handler or a relayed answer set. */
-export function isConsolePath(path: string): boolean {
+function isConsolePath(path: string): boolean {
   return path === '/' || path === '/console' || path.startsWith('/console/');
 }
 

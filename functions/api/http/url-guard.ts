@@ -3,7 +3,7 @@ import { ApiError } from '../../kernel/errors.js';
 import type { AppEnv } from '../../dataplane/ports.js';
 
 /** Longest path and query accepted: every route's parameters are ids and names of at most a few hundred characters. */
-export const MAX_URL_CHARS = 2_048;
+const MAX_URL_CHARS = 2_048;
 
 /** A percent-encoded C0 control character or DEL (%00 NUL included): in no id, name or number of any route. */
 const ENCODED_CONTROL = /%(?:[01][0-9a-f]|7f)/i;

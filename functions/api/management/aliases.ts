@@ -5,7 +5,7 @@ import { listAliases, rollbackAlias, setAlias } from '../../services/registry/al
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 
 /** Moving an alias changes what its consumers get: a policy decision, so an admin's, with a reason every time. */
 const AliasParam = z.object({ alias: AliasName });
@@ -39,15 +39,24 @@ const rollback = guarded('admin', {
 export function registerAliases(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
-    const page = await listAliases({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: aliasPages.after(cursor), limit } });
+    const page = await listAliases({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: aliasPages.after(cursor), limit },
+    });
     return c.json(aliasPages.page(page), 200);
   });
   app.openapi(put, async (c) => {
-    const view = await setAlias({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, alias: c.req.valid('param').alias } });
+    const view = await setAlias({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, alias: c.req.valid('param').alias },
+    });
     return c.json(view, 200);
   });
   app.openapi(rollback, async (c) => {
-    const view = await rollbackAlias({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, alias: c.req.valid('param').alias } });
+    const view = await rollbackAlias({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, alias: c.req.valid('param').alias },
+    });
     return c.json(view, 200);
   });
 }

@@ -3,7 +3,7 @@ import { AuditOutcome, AuditPage, ChainVerdict, type AuditEntry } from '../../..
 import { auditBatches, listAuditPage, verifyAuditChain } from '../../services/audit.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
 const NDJSON_TYPE = 'application/x-ndjson';
@@ -22,8 +22,16 @@ const list = guarded('admin', {
   request: {
     query: PageQuery.extend({
       action: filterValue(/^[a-z_]+(\.[a-z_-]+)+$/, 'an action name (noun.verb)', 'Only this action (`deployment.create`, `machine.revoke`, ...)'),
-      actor: filterValue(/^(system|anonymous|[a-z]+_[0-9A-Z]{16,32})$/, 'an actor (tok_..., mch_..., system)', 'Only entries of this actor (`tok_...`, `mch_...`, `system`)'),
-      target: filterValue(TARGET, 'an object id, a name or a route', 'Only entries about this object (its id, or its name for runtime templates and secrets), or this route for `access.denied` (`POST /api/v1/tokens`)'),
+      actor: filterValue(
+        /^(system|anonymous|[a-z]+_[0-9A-Z]{16,32})$/,
+        'an actor (tok_..., mch_..., system)',
+        'Only entries of this actor (`tok_...`, `mch_...`, `system`)',
+      ),
+      target: filterValue(
+        TARGET,
+        'an object id, a name or a route',
+        'Only entries about this object (its id, or its name for runtime templates and secrets), or this route for `access.denied` (`POST /api/v1/tokens`)',
+      ),
       outcome: AuditOutcome.optional().openapi({ param: { description: 'Only entries that ended so' } }),
       since: instant('Only entries at or after this time (ISO-8601 with its zone)'),
       until: instant('Only entries before this time (ISO-8601 with its zone)'),

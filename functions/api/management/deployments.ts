@@ -6,7 +6,7 @@ import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, l
 import { ApiError } from '../../kernel/errors.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 import { keyset, PageQuery } from './paging.js';
 import { GateResult, WorkloadProfile } from '../../../shared/contracts/benchmark.js';
 import { runCanaryGate } from '../../dataplane/canary-gate.js';
@@ -19,7 +19,10 @@ const list = guarded('viewer', {
   responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: pageOf(DeploymentView) } } }, ...errorResponses(400, 401, 403) },
 });
 
-const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentView): [string, string] => [d.name, d.id]);
+const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentView): [string, string] => [
+  d.name,
+  d.id,
+]);
 
 const put = guarded('operator', {
   method: 'put',
@@ -45,7 +48,10 @@ const remove = guarded('operator', {
   path: '/deployments/{name}',
   summary: 'Retire a deployment: its replicas drain and stop, and its model leaves /v1/models',
   request: { params: z.object({ name: DeploymentName }) },
-  responses: { 200: { description: 'Retired', content: { 'application/json': { schema: z.object({ id: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404) },
+  responses: {
+    200: { description: 'Retired', content: { 'application/json': { schema: z.object({ id: z.string(), deleted: z.literal(true) }) } } },
+    ...errorResponses(400, 401, 403, 404),
+  },
 });
 
 const gate = guarded('operator', {
@@ -54,23 +60,36 @@ const gate = guarded('operator', {
   summary:
     "Run the canary's readiness and benchmark gate: a workload profile sent to the canary replicas alone through the data plane, stored as evidence; passed moves the version to gated, failed rejects it. Canary not serving: 409, nothing recorded",
   request: { params: z.object({ name: DeploymentName }), body: { content: { 'application/json': { schema: WorkloadProfile } }, required: true } },
-  responses: { 200: { description: 'The run and the version after it', content: { 'application/json': { schema: GateResult } } }, ...errorResponses(400, 401, 403, 404, 409, 413) },
+  responses: {
+    200: { description: 'The run and the version after it', content: { 'application/json': { schema: GateResult } } },
+    ...errorResponses(400, 401, 403, 404, 409, 413),
+  },
 });
 
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   app.openapi(gate, async (c) => {
-    const result = await runCanaryGate({ ports: c.get('ports'), actor: c.get('actor'), input: { name: c.req.valid('param').name, profile: c.req.valid('json') } });
+    const result = await runCanaryGate({
+      ports: c.get('ports'),
+      actor: c.get('actor'),
+      input: { name: c.req.valid('param').name, profile: c.req.valid('json') },
+    });
     return c.json(result, 200);
   });
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
     const { limit, cursor } = c.req.valid('query');
-    const page = await listDeployments({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: deploymentPages.after(cursor), limit } });
+    const page = await listDeployments({
+      ctx: serviceCtx(ports, c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: deploymentPages.after(cursor), limit },
+    });
     return c.json(deploymentPages.page(page), 200);
   });
   app.openapi(get, async (c) => {
     const ports = c.get('ports');
-    const detail = await describeDeployment({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    const detail = await describeDeployment({
+      ctx: serviceCtx(ports, c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name },
+    });
     return c.json(detail, 200);
   });
   app.openapi(remove, async (c) => {

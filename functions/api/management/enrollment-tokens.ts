@@ -3,7 +3,7 @@ import { CreateEnrollmentTokenRequest, EnrollmentTokenCreated } from '../../../s
 import { createEnrollmentToken } from '../../services/enrollment.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 
 const route = guarded('admin', {
   method: 'post',

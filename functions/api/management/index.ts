@@ -25,7 +25,7 @@ export function managementApi(limits: { maxBodyBytes: number; manifestMaxBodyByt
     defaultHook: (result) => {
       if (!result.success) {
         const first = result.error.issues[0];
-        const where = first && first.path.length ? ` at ${first.path.join('.')}` : '';
+        const where = first?.path.length ? ` at ${first.path.join('.')}` : '';
         throw new ApiError('validation_failed', `${first?.message ?? 'invalid input'}${where}`, zodDetails(result.error));
       }
     },

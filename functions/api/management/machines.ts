@@ -5,7 +5,7 @@ import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMa
 import { fetchRuntimeLogs } from '../../services/runtime-logs.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
 const list = guarded('viewer', {
@@ -16,7 +16,10 @@ const list = guarded('viewer', {
   responses: { 200: { description: 'Machines', content: { 'application/json': { schema: MachineList } } }, ...errorResponses(400, 401, 403) },
 });
 
-const machinePages = keyset(z.string().refine((id) => isId('machine', id)), (m: MachineView) => m.id);
+const machinePages = keyset(
+  z.string().refine((id) => isId('machine', id)),
+  (m: MachineView) => m.id,
+);
 
 const get = guarded('viewer', {
   method: 'get',
@@ -30,7 +33,7 @@ const RevokeBody = z.object({ reason: z.string().max(500).optional() });
 const revoke = guarded('admin', {
   method: 'post',
   path: '/machines/{id}/revoke',
-  summary: "Revoke a machine: closes its stream at once and rejects its next request",
+  summary: 'Revoke a machine: closes its stream at once and rejects its next request',
   request: { params: MachineIdParam, body: { content: { 'application/json': { schema: RevokeBody } }, required: false } },
   responses: { 200: { description: 'Revoked', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });
@@ -85,7 +88,10 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const ports = c.get('ports');
     const { limit, cursor } = c.req.valid('query');
-    const page = await listMachinePage({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: machinePages.after(cursor), limit } });
+    const page = await listMachinePage({
+      ctx: serviceCtx(ports, c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: machinePages.after(cursor), limit },
+    });
     return c.json(machinePages.page(page), 200);
   });
   app.openapi(get, async (c) => {

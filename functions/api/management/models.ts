@@ -21,7 +21,7 @@ import { decideApproval, recordEvaluation, recordProvenance, verifyVersion } fro
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 import { BenchmarkRunView } from '../../../shared/contracts/benchmark.js';
 import { listBenchmarkRuns } from '../../dataplane/canary-gate.js';
 import { promoteVersion, releaseVersion, rollbackVersion } from '../../services/registry/promotion.js';
@@ -114,7 +114,8 @@ const approval = guarded('admin', {
 const benchmarks = guarded('viewer', {
   method: 'get',
   path: stepPath('benchmarks'),
-  summary: "The version's benchmark gate runs with their evidence (model, version, runtime, hardware, TTFT, inter-token latency, tokens/s, errors), newest first",
+  summary:
+    "The version's benchmark gate runs with their evidence (model, version, runtime, hardware, TTFT, inter-token latency, tokens/s, errors), newest first",
   request: { params: VersionParam },
   responses: { 200: answer('Gate runs', z.object({ items: z.array(BenchmarkRunView) })), ...errorResponses(400, 401, 403, 404) },
 });
@@ -152,37 +153,58 @@ async function settle(c: Context<AppEnv>): Promise<void> {
 export function registerModels(app: OpenAPIHono<AppEnv>) {
   app.openapi(benchmarks, async (c) => {
     const { name, version } = c.req.valid('param');
-    const items = await listBenchmarkRuns({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const items = await listBenchmarkRuns({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json({ items }, 200);
   });
   app.openapi(promotion, async (c) => {
     const { name, version } = c.req.valid('param');
-    const result = await promoteVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const result = await promoteVersion({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     await settle(c);
     return c.json(result, 200);
   });
   app.openapi(release, async (c) => {
     const { name, version } = c.req.valid('param');
-    const view = await releaseVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const view = await releaseVersion({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json(view, 200);
   });
   app.openapi(rollback, async (c) => {
     const { name, version } = c.req.valid('param');
-    const result = await rollbackVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const result = await rollbackVersion({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     await settle(c);
     return c.json(result, 200);
   });
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
-    const page = await listModels({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: modelPages.after(cursor), limit } });
+    const page = await listModels({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: modelPages.after(cursor), limit },
+    });
     return c.json(modelPages.page(page), 200);
   });
   app.openapi(create, async (c) => {
-    const view = await createModel({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId } });
+    const view = await createModel({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId },
+    });
     return c.json(view, 201);
   });
   app.openapi(get, async (c) => {
-    const detail = await getModel({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name } });
+    const detail = await getModel({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name },
+    });
     return c.json(detail, 200);
   });
   app.openapi(register, async (c) => {
@@ -194,12 +216,18 @@ export function registerModels(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(getOne, async (c) => {
     const { name, version } = c.req.valid('param');
-    const view = await getVersion({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const view = await getVersion({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json(view, 200);
   });
   app.openapi(provenance, async (c) => {
     const { name, version } = c.req.valid('param');
-    const view = await recordProvenance({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const view = await recordProvenance({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json(view, 200);
   });
   app.openapi(verify, async (c) => {
@@ -210,12 +238,18 @@ export function registerModels(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(evaluate, async (c) => {
     const { name, version } = c.req.valid('param');
-    const view = await recordEvaluation({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const view = await recordEvaluation({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json(view, 200);
   });
   app.openapi(approval, async (c) => {
     const { name, version } = c.req.valid('param');
-    const view = await decideApproval({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version } });
+    const view = await decideApproval({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId, model: name, version },
+    });
     return c.json(view, 200);
   });
 }

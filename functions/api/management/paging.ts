@@ -20,7 +20,10 @@ export const PageQuery = z.object({
     .pipe(z.number().int().min(1, `limit must be at least 1`).max(PAGE_LIMIT_MAX, `limit must be at most ${PAGE_LIMIT_MAX}`))
     .default(PAGE_LIMIT_DEFAULT)
     .openapi({ type: 'integer', minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, param: { description: 'Items per page' } }),
-  cursor: z.string().optional().openapi({ param: { description: "The previous page's `nextCursor`; omit it for the first page" } }),
+  cursor: z
+    .string()
+    .optional()
+    .openapi({ param: { description: "The previous page's `nextCursor`; omit it for the first page" } }),
 });
 
 const invalidCursor = () => new ApiError('invalid_cursor', 'cursor is not one this list gave out; start again without it');

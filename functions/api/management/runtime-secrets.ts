@@ -4,7 +4,7 @@ import { pageOf } from '../../../shared/contracts/page.js';
 import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../../services/registry/secrets.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 import { keyset, PageQuery } from './paging.js';
 
 const list = guarded('viewer', {
@@ -12,7 +12,10 @@ const list = guarded('viewer', {
   path: '/runtime-secrets',
   summary: 'List runtime secrets, a page at a time by name: names and times only, never a value',
   request: { query: PageQuery },
-  responses: { 200: { description: 'Runtime secrets', content: { 'application/json': { schema: pageOf(RuntimeSecretView) } } }, ...errorResponses(400, 401, 403) },
+  responses: {
+    200: { description: 'Runtime secrets', content: { 'application/json': { schema: pageOf(RuntimeSecretView) } } },
+    ...errorResponses(400, 401, 403),
+  },
 });
 
 const secretPages = keyset(TemplateName, (s: RuntimeSecretView) => s.name);
@@ -30,18 +33,27 @@ const remove = guarded('admin', {
   path: '/runtime-secrets/{name}',
   summary: 'Remove a runtime secret (admin); refused while a live deployment names it',
   request: { params: z.object({ name: TemplateName }) },
-  responses: { 200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } }, ...errorResponses(400, 401, 403, 404, 409) },
+  responses: {
+    200: { description: 'Removed', content: { 'application/json': { schema: z.object({ name: z.string(), deleted: z.literal(true) }) } } },
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
 });
 
 export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
-    const page = await listRuntimeSecrets({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: secretPages.after(cursor), limit } });
+    const page = await listRuntimeSecrets({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: secretPages.after(cursor), limit },
+    });
     return c.json(secretPages.page(page), 200);
   });
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
-    const { view } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value } });
+    const { view } = await putRuntimeSecret({
+      ctx,
+      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value },
+    });
     return c.json(view, 200);
   });
   app.openapi(remove, async (c) => {

@@ -4,7 +4,7 @@ import { USAGE_COLUMNS, UsageReport } from '../../../shared/contracts/usage.js';
 import { usageQuery, usageReport, USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from '../../services/usage.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 
 const CSV_TYPE = 'text/csv; charset=utf-8';
 
@@ -14,10 +14,22 @@ const report = guarded('viewer', {
   summary: "The workspace's inference requests and their prompt and completion tokens, per UTC day, API token and model",
   request: {
     query: z.object({
-      from: z.string().optional().openapi({ param: { description: `First day (YYYY-MM-DD, UTC); ${USAGE_DEFAULT_DAYS} days before \`to\` by default` } }),
-      to: z.string().optional().openapi({ param: { description: `Last day (YYYY-MM-DD, UTC), included; today by default. At most ${USAGE_MAX_DAYS} days from \`from\`` } }),
-      groupBy: z.string().optional().openapi({ param: { description: 'Comma-separated dimensions: `day`, `token`, `model` (all three by default)' } }),
-      format: z.enum(['json', 'csv']).optional().openapi({ param: { description: '`csv` answers CSV with a header row (as does `Accept: text/csv`)' } }),
+      from: z
+        .string()
+        .optional()
+        .openapi({ param: { description: `First day (YYYY-MM-DD, UTC); ${USAGE_DEFAULT_DAYS} days before \`to\` by default` } }),
+      to: z
+        .string()
+        .optional()
+        .openapi({ param: { description: `Last day (YYYY-MM-DD, UTC), included; today by default. At most ${USAGE_MAX_DAYS} days from \`from\`` } }),
+      groupBy: z
+        .string()
+        .optional()
+        .openapi({ param: { description: 'Comma-separated dimensions: `day`, `token`, `model` (all three by default)' } }),
+      format: z
+        .enum(['json', 'csv'])
+        .optional()
+        .openapi({ param: { description: '`csv` answers CSV with a header row (as does `Accept: text/csv`)' } }),
     }),
   },
   responses: {

@@ -4,7 +4,7 @@ import { ApiError } from '../../kernel/errors.js';
 import { getWorkload, recordCancelRequest, sweepIfOrphaned } from '../../services/workloads.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 
 const WorkloadView = z.object({
   id: z.string(),

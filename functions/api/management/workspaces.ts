@@ -9,22 +9,25 @@ import { loadWorkspacePolicy, setWorkspacePolicy } from '../../services/workspac
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
-import { guarded } from './guarded.js';
+import { guarded } from '../http/guarded.js';
 
 const list = guarded('viewer', {
   method: 'get',
   path: '/workspaces',
-  summary: "The workspaces the token may see, a page at a time by id: its own, or every one for an admin of the default workspace",
+  summary: 'The workspaces the token may see, a page at a time by id: its own, or every one for an admin of the default workspace',
   request: { query: PageQuery },
   responses: { 200: { description: 'Workspaces', content: { 'application/json': { schema: pageOf(WorkspaceView) } } }, ...errorResponses(400, 401, 403) },
 });
 
-const workspacePages = keyset(z.string().refine((id) => isId('workspace', id)), (w: WorkspaceView) => w.id);
+const workspacePages = keyset(
+  z.string().refine((id) => isId('workspace', id)),
+  (w: WorkspaceView) => w.id,
+);
 
 const create = guarded('admin', {
   method: 'post',
   path: '/workspaces',
-  summary: "Create a workspace (admins of the default workspace only); the answer holds its first admin token, shown once",
+  summary: 'Create a workspace (admins of the default workspace only); the answer holds its first admin token, shown once',
   request: { body: { content: { 'application/json': { schema: CreateWorkspaceRequest } }, required: true } },
   responses: {
     201: { description: 'Created', content: { 'application/json': { schema: WorkspaceCreated } } },
@@ -41,7 +44,10 @@ const listMembersRoute = guarded('admin', {
   responses: { 200: { description: 'Members', content: { 'application/json': { schema: pageOf(MemberView) } } }, ...errorResponses(400, 401, 403) },
 });
 
-const memberPages = keyset(z.string().refine((id) => isId('member', id)), (m: MemberView) => m.id);
+const memberPages = keyset(
+  z.string().refine((id) => isId('member', id)),
+  (m: MemberView) => m.id,
+);
 
 const addMemberRoute = guarded('admin', {
   method: 'post',
@@ -86,24 +92,39 @@ export function registerWorkspaces(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(list, async (c) => {
     const { limit, cursor } = c.req.valid('query');
-    const page = await listWorkspaces({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { actor: c.get('actor'), after: workspacePages.after(cursor), limit } });
+    const page = await listWorkspaces({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { actor: c.get('actor'), after: workspacePages.after(cursor), limit },
+    });
     return c.json(workspacePages.page(page), 200);
   });
   app.openapi(create, async (c) => {
-    const created = await createWorkspace({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { actor: c.get('actor'), name: c.req.valid('json').name } });
+    const created = await createWorkspace({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { actor: c.get('actor'), name: c.req.valid('json').name },
+    });
     return c.json(created, 201);
   });
   app.openapi(listMembersRoute, async (c) => {
     const { limit, cursor } = c.req.valid('query');
-    const page = await listMembers({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, after: memberPages.after(cursor), limit } });
+    const page = await listMembers({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, after: memberPages.after(cursor), limit },
+    });
     return c.json(memberPages.page(page), 200);
   });
   app.openapi(addMemberRoute, async (c) => {
-    const member = await addMember({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId } });
+    const member = await addMember({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { ...c.req.valid('json'), workspaceId: c.get('actor').workspaceId },
+    });
     return c.json(member, 201);
   });
   app.openapi(removeMemberRoute, async (c) => {
-    const removed = await removeMember({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, memberId: c.req.valid('param').id } });
+    const removed = await removeMember({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, memberId: c.req.valid('param').id },
+    });
     return c.json(removed, 200);
   });
 }

@@ -3,7 +3,7 @@ import { Invoke } from '../../../shared/contracts/relay.js';
 import { ApiError } from '../../kernel/errors.js';
 import type { Ports } from '../../dataplane/ports.js';
 import { framesOffset, receiveFrames, runUplink } from '../../link/uploads.js';
-import { FORWARDED_FAILED_OFFSET, FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../../link/forwarded.js';
+import { FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../../link/forwarded.js';
 import type { PeerAuth } from '../../link/peer-auth.js';
 import { incomingText, writeAll } from '../http/node-io.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
@@ -51,7 +51,8 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
     }
     const frames = FRAMES_PATH.exec(path);
     if (frames && req.method === 'GET') return answer(res, 200, framesOffset(ports, machineId, decodeURIComponent(frames[1]!)));
-    if (frames && req.method === 'POST') return answer(res, 200, await receiveFrames(ports, machineId, decodeURIComponent(frames[1]!), req as AsyncIterable<Uint8Array>));
+    if (frames && req.method === 'POST')
+      return answer(res, 200, await receiveFrames(ports, machineId, decodeURIComponent(frames[1]!), req as AsyncIterable<Uint8Array>));
     throw new ApiError('not_found', 'no such peer route');
   };
 
@@ -68,7 +69,7 @@ export async function startPeerServer(ports: Ports, auth: PeerAuth, opts: { host
     if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
     const holder = ports.dataPlane.holder;
     // Held elsewhere now (or nowhere): the caller retries on another replica, before any byte reached its client.
-    if (!holder.hasLocalStream(machineId)) throw new ApiError('no_stream', 'this instance does not hold the machine\'s link');
+    if (!holder.hasLocalStream(machineId)) throw new ApiError('no_stream', "this instance does not hold the machine's link");
     res.writeHead(200, { 'content-type': FRAMES_TYPE });
     const run = serveForwarded(holder, parsed.data, machineId, {
       write: (chunks) => {

@@ -13,12 +13,18 @@
 export type DeadlineResult = { ok: true; deadline: number } | { ok: false; reason: 'invalid' | 'past' };
 
 /** How far past the maximum a deadline may name before it is refused rather than clamped. */
-export const ABSURD_BEYOND_MAX_MS = 24 * 3_600_000;
+const ABSURD_BEYOND_MAX_MS = 24 * 3_600_000;
 
 const EPOCH_MS = /^\d{1,16}$/;
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
 
-export function resolveDeadline(input: { header: string | undefined; timeoutS: number | undefined; now: number; defaultMs: number; maxMs: number }): DeadlineResult {
+export function resolveDeadline(input: {
+  header: string | undefined;
+  timeoutS: number | undefined;
+  now: number;
+  defaultMs: number;
+  maxMs: number;
+}): DeadlineResult {
   const { header, now, maxMs } = input;
   if (header === undefined) {
     const ms = input.timeoutS !== undefined ? Math.ceil(input.timeoutS * 1000) : input.defaultMs;

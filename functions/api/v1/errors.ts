@@ -12,7 +12,14 @@ import { errorFields } from '../../kernel/telemetry/error-fields.js';
 export class OpenAIError extends Error {
   constructor(
     readonly status: ContentfulStatusCode,
-    readonly type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'rate_limit_error' | 'server_error' | 'timeout_error',
+    readonly type:
+      | 'invalid_request_error'
+      | 'authentication_error'
+      | 'permission_error'
+      | 'not_found_error'
+      | 'rate_limit_error'
+      | 'server_error'
+      | 'timeout_error',
     readonly code: string | null,
     message: string,
     readonly param: string | null = null,
@@ -22,7 +29,7 @@ export class OpenAIError extends Error {
   }
 }
 
-export function openAIErrorBody(error: OpenAIError): OpenAIErrorEnvelope {
+function openAIErrorBody(error: OpenAIError): OpenAIErrorEnvelope {
   return { error: { message: error.message, type: error.type, code: error.code, param: error.param } };
 }
 
@@ -80,7 +87,12 @@ export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
     mapped = new OpenAIError(error.status as ContentfulStatusCode, typeOfStatus(error.status), null, error.message);
   } else if (isDataError(error)) {
     c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId') }, 'a value past its bound reached the store');
-    mapped = new OpenAIError(400, 'invalid_request_error', 'invalid_value', `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`);
+    mapped = new OpenAIError(
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      `a value of the request does not fit where it is stored (SQLSTATE ${sqlState(error)})`,
+    );
   } else if (isStoreUnavailable(error)) {
     c.get('ports')?.logger.warn({ err: errorFields(error), requestId: c.get('requestId') }, 'the store did not answer');
     mapped = new OpenAIError(503, 'server_error', 'service_unavailable', 'the service cannot reach its store; retry later', null, { 'Retry-After': '1' });

@@ -15,7 +15,11 @@ import { inferenceResponse } from './respond.js';
 import { resolveDeadline } from './deadline.js';
 
 async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, maxBytes: number): Promise<z.output<S>> {
-  const text = await bodyText(c, maxBytes, () => new OpenAIError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${maxBytes} bytes`, null, { Connection: 'close' }));
+  const text = await bodyText(
+    c,
+    maxBytes,
+    () => new OpenAIError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${maxBytes} bytes`, null, { Connection: 'close' }),
+  );
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -44,18 +48,27 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
     } catch {
       throw new OpenAIError(401, 'authentication_error', 'missing_api_key', 'You did not provide an API key: send Authorization: Bearer <token>.');
     }
-    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: ports.caches.tokens ?? undefined } }).catch((error: unknown) => {
-      // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
-      if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
-      throw error;
-    });
+    const actor = await authenticateApiToken({ ctx: serviceCtx(ports, 'anonymous'), input: { token, cache: ports.caches.tokens ?? undefined } }).catch(
+      (error: unknown) => {
+        // Only a refused token is the client's fault; a store that cannot answer is ours (500), not a 401.
+        if (error instanceof ApiError) throw new OpenAIError(401, 'authentication_error', 'invalid_api_key', 'Incorrect API key provided.');
+        throw error;
+      },
+    );
     if (actor.rateLimitPerMinute !== null) {
       // On Workers a single statement goes over Neon's HTTP endpoint rather than a connection of the request's own.
       const verdict = await countTokenRequest(ports.store.statements ?? ports.store.db, { tokenId: actor.tokenId, limit: actor.rateLimitPerMinute });
       if (!verdict.ok) {
-        throw new OpenAIError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit of ${actor.rateLimitPerMinute} requests per minute reached for this API key; retry in ${verdict.retryAfterS} s.`, null, {
-          'Retry-After': String(verdict.retryAfterS),
-        });
+        throw new OpenAIError(
+          429,
+          'rate_limit_error',
+          'rate_limit_exceeded',
+          `Rate limit of ${actor.rateLimitPerMinute} requests per minute reached for this API key; retry in ${verdict.retryAfterS} s.`,
+          null,
+          {
+            'Retry-After': String(verdict.retryAfterS),
+          },
+        );
       }
     }
     c.set('actor', actor);
@@ -90,11 +103,23 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
       const startedAt = performance.now();
       const body = (await parseBody(c, schema, maxBodyBytes)) as Record<string, unknown> & { model: string; stream?: boolean; timeout?: number };
       const { maxDeadlineMs } = ports.config;
-      const resolved = resolveDeadline({ header: c.req.header('x-lunanexa-deadline'), timeoutS: body.timeout, now: Date.now(), defaultMs: ports.config.defaultDeadlineMs, maxMs: maxDeadlineMs });
-      if (!resolved.ok && resolved.reason === 'past') throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
+      const resolved = resolveDeadline({
+        header: c.req.header('x-lunanexa-deadline'),
+        timeoutS: body.timeout,
+        now: Date.now(),
+        defaultMs: ports.config.defaultDeadlineMs,
+        maxMs: maxDeadlineMs,
+      });
+      if (!resolved.ok && resolved.reason === 'past')
+        throw new OpenAIError(400, 'invalid_request_error', 'deadline_exceeded', 'the request deadline has already passed');
       if (!resolved.ok) {
         const max = maxDeadlineMs / 1000;
-        throw new OpenAIError(400, 'invalid_request_error', 'invalid_deadline', `X-LunaNexa-Deadline must be an ISO-8601 time or integer epoch milliseconds at most ${max} s ahead (up to a day further is clamped to ${max} s)`);
+        throw new OpenAIError(
+          400,
+          'invalid_request_error',
+          'invalid_deadline',
+          `X-LunaNexa-Deadline must be an ISO-8601 time or integer epoch milliseconds at most ${max} s ahead (up to a day further is clamped to ${max} s)`,
+        );
       }
       const { deadline } = resolved;
       const idempotencyKey = c.req.header('idempotency-key') ?? null;

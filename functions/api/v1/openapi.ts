@@ -1,6 +1,6 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { ROLE_EXTENSION } from '../management/guarded.js';
+import { ROLE_EXTENSION } from '../http/guarded.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ModelList, OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 
 /**
@@ -16,7 +16,7 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
         [401, 'Missing or invalid API key'],
         [404, 'Unknown model, or a model the token may not call'],
         [413, 'Body too large'],
-        [429, 'Over the token\'s rate limit or the deployment\'s queue; see Retry-After'],
+        [429, "Over the token's rate limit or the deployment's queue; see Retry-After"],
         [502, 'The runtime failed or sent an answer that cannot be relayed'],
         [503, 'No replica can take the request before its deadline'],
         [504, 'The deadline passed'],
@@ -47,7 +47,9 @@ export function registerInferencePaths(registry: OpenAPIHono['openAPIRegistry'])
       responses: {
         200: {
           description: streams ? 'The answer; server-sent events when `stream` is true' : 'The answer',
-          content: streams ? { 'application/json': { schema: relayed }, 'text/event-stream': { schema: z.string() } } : { 'application/json': { schema: relayed } },
+          content: streams
+            ? { 'application/json': { schema: relayed }, 'text/event-stream': { schema: z.string() } }
+            : { 'application/json': { schema: relayed } },
         },
         ...errors,
       },

@@ -4,7 +4,6 @@ import { machineStaleAfterMs, type ControlPlaneConfig } from '../../kernel/confi
 
 type LivenessConfig = Pick<ControlPlaneConfig, 'heartbeatIntervalMs' | 'machineLifetimeMs' | 'runtimeTtlMs' | 'runtimeGraceMs'>;
 
-
 /** The controller's tick record, which tells how long the control plane was away. */
 export interface ControllerState {
   lastTickAt: Date | null;
@@ -79,11 +78,7 @@ export function isRoutable(input: {
   now: Date;
 }): boolean {
   return (
-    input.runtime === 'ready' &&
-    input.machine === 'ready' &&
-    input.streamAttached &&
-    input.desiredExpiresAt !== null &&
-    input.desiredExpiresAt > input.now
+    input.runtime === 'ready' && input.machine === 'ready' && input.streamAttached && input.desiredExpiresAt !== null && input.desiredExpiresAt > input.now
   );
 }
 

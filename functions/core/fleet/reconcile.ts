@@ -12,7 +12,7 @@ export interface DesiredDeployment {
   id: string;
   model: string;
   generation: number;
-  /** Digest of the replica template (functions/core/fleet/template.ts): replicas of another template are rolled. */
+  /** Digest of the replica template (functions/core/registry/template.ts): replicas of another template are rolled. */
   templateHash: string;
   replicas: number;
   selector: Record<string, string>;
@@ -226,7 +226,13 @@ export function reconcile(input: {
     const kept = keptByDeployment.get(deployment.id) ?? [];
     if (deployment.hold !== null) {
       for (const assignment of kept) reserve(assignment.machineId, resourcesOf(assignment, deployment), deployment.id, true);
-      actions.push({ type: 'pending', deploymentId: deployment.id, missing: Math.max(0, deployment.replicas - kept.length), reason: deployment.hold, rejected: [] });
+      actions.push({
+        type: 'pending',
+        deploymentId: deployment.id,
+        missing: Math.max(0, deployment.replicas - kept.length),
+        reason: deployment.hold,
+        rejected: [],
+      });
       continue;
     }
     const current: CurrentAssignment[] = [];

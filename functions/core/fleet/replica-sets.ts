@@ -1,6 +1,6 @@
 import type { deployments } from '../../store/schema/index.js';
 import { WorkspacePolicy } from '../../../shared/contracts/placement.js';
-import type { TemplateFields } from './template.js';
+import type { TemplateFields } from '../registry/template.js';
 import { replicaHash, resolveRuntime, type ResolvedRuntime, type RuntimeRegistry, type SecretEnvRefs } from '../registry/resolve.js';
 import { runtimeName } from '../scheduler/policy.js';
 import { policyRules } from '../scheduler/policy.js';
@@ -21,7 +21,7 @@ export interface PlacementInputs {
 const NO_POLICY = WorkspacePolicy.parse({});
 
 /** A replica as it resolves now: what is signed, its secrets, its digest. */
-export interface ReplicaTemplate {
+interface ReplicaTemplate {
   fields: TemplateFields;
   secretEnv: SecretEnvRefs;
   templateHash: string;
@@ -88,7 +88,12 @@ export function replicaSets(row: DeploymentRow, inputs: PlacementInputs): Replic
   const stable = row.source === null ? null : resolveSource(row.workspaceId, row.source, inputs.versions);
   const sets = [set('stable', stable, row.replicas, row.selector)];
   if (row.canary === null || row.deletedAt !== null) return sets;
-  const canary: Resolution = stable === null ? { ok: false, reason: 'a canary needs a source' } : stable.ok ? resolveCanary(stable.version, row.canary.version, inputs.versions) : stable;
+  const canary: Resolution =
+    stable === null
+      ? { ok: false, reason: 'a canary needs a source' }
+      : stable.ok
+        ? resolveCanary(stable.version, row.canary.version, inputs.versions)
+        : stable;
   if (canary.ok && stable?.ok && canary.version.id === stable.version.id) return sets;
   return [...sets, set('canary', canary, row.canary.replicas, { ...row.selector, ...row.canary.selector })];
 }

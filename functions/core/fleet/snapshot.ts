@@ -54,7 +54,7 @@ export interface FleetRows {
 }
 
 /** A replica that failed for good on a machine: the scheduler keeps its deployment off it until an operator clears the mark. */
-export interface FleetReplicaFailure {
+interface FleetReplicaFailure {
   deploymentId: string;
   deploymentName: string;
   assignmentId: string;
@@ -68,7 +68,7 @@ export interface FleetReplicaFailure {
 }
 
 /** A runtime as the control plane believes it now: its assignment (if still desired) joined with its last report. */
-export interface FleetRuntime {
+interface FleetRuntime {
   assignmentId: string;
   deploymentId: string;
   deploymentName: string;

@@ -24,7 +24,10 @@ export interface VersionCatalog {
 export const EMPTY_CATALOG: VersionCatalog = { alias: () => undefined, version: () => undefined };
 
 /** A catalog over rows already read. */
-export function catalogOf(rows: { aliases: ReadonlyArray<{ workspaceId: string; name: string; versionId: string }>; versions: readonly CatalogVersion[] }): VersionCatalog {
+export function catalogOf(rows: {
+  aliases: ReadonlyArray<{ workspaceId: string; name: string; versionId: string }>;
+  versions: readonly CatalogVersion[];
+}): VersionCatalog {
   const key = (...parts: string[]) => parts.join('\u0000');
   const byId = new Map(rows.versions.map((v) => [v.id, v]));
   const byLabel = new Map(rows.versions.map((v) => [key(v.workspaceId, v.model, v.version), v]));

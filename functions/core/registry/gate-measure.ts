@@ -48,7 +48,11 @@ export class TokenStreamReader {
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
-const percentiles = (values: readonly number[]) => ({ p50: round(quantile(values, 0.5) ?? 0), p95: round(quantile(values, 0.95) ?? 0), p99: round(quantile(values, 0.99) ?? 0) });
+const percentiles = (values: readonly number[]) => ({
+  p50: round(quantile(values, 0.5) ?? 0),
+  p95: round(quantile(values, 0.95) ?? 0),
+  p99: round(quantile(values, 0.99) ?? 0),
+});
 
 /**
  * The measurements of a gate run and the thresholds they miss (docs/registry.md, "Benchmark gate"). TTFT is to the
@@ -56,7 +60,11 @@ const percentiles = (values: readonly number[]) => ({ p50: round(quantile(values
  * together count as 0 ms apart: what a client sees); tokens/s is per request over its generation phase and in total
  * over the run. A request that failed, or finished without a token, is an error. Pure.
  */
-export function judgeGate(observations: readonly GateObservation[], profile: WorkloadProfile, durationMs: number): Pick<BenchmarkEvidence, 'requests' | 'errors' | 'ttftMs' | 'interTokenMs' | 'latencyMs' | 'tokensPerSecond' | 'durationMs' | 'failures'> {
+export function judgeGate(
+  observations: readonly GateObservation[],
+  profile: WorkloadProfile,
+  durationMs: number,
+): Pick<BenchmarkEvidence, 'requests' | 'errors' | 'ttftMs' | 'interTokenMs' | 'latencyMs' | 'tokensPerSecond' | 'durationMs' | 'failures'> {
   const served = observations.filter((o) => o.ok && o.tokenAtMs.length > 0);
   const tokensOf = (o: GateObservation) => o.completionTokens ?? o.tokenAtMs.length;
   const gaps = served.flatMap((o) => o.tokenAtMs.slice(1).map((at, i) => at - o.tokenAtMs[i]!));
@@ -74,8 +82,10 @@ export function judgeGate(observations: readonly GateObservation[], profile: Wor
   const errorRate = observations.length > 0 ? errors / observations.length : 1;
   const { thresholds } = profile;
   if (served.length === 0) failures.push('no request was served');
-  if (errorRate > thresholds.errorRateMax) failures.push(`error rate ${(errorRate * 100).toFixed(1)} % is above the ${(thresholds.errorRateMax * 100).toFixed(1)} % allowed`);
-  if (thresholds.ttftP95Ms !== undefined && served.length > 0 && ttft.p95 > thresholds.ttftP95Ms) failures.push(`TTFT p95 ${ttft.p95} ms is above ${thresholds.ttftP95Ms} ms`);
+  if (errorRate > thresholds.errorRateMax)
+    failures.push(`error rate ${(errorRate * 100).toFixed(1)} % is above the ${(thresholds.errorRateMax * 100).toFixed(1)} % allowed`);
+  if (thresholds.ttftP95Ms !== undefined && served.length > 0 && ttft.p95 > thresholds.ttftP95Ms)
+    failures.push(`TTFT p95 ${ttft.p95} ms is above ${thresholds.ttftP95Ms} ms`);
   if (thresholds.tokensPerSecondMin !== undefined && served.length > 0 && tokensPerSecond.perRequestP50 < thresholds.tokensPerSecondMin) {
     failures.push(`${tokensPerSecond.perRequestP50} tokens/s per request (median) is below ${thresholds.tokensPerSecondMin}`);
   }

@@ -49,16 +49,56 @@ interface Rule {
 
 const RULES: Record<LifecycleEventType, Rule> = {
   document: { from: ['candidate'], to: 'documented', early: '', late: 'licence and provenance are already recorded' },
-  verify: { from: ['documented'], to: 'verified', early: "a version's licence and provenance must be recorded before its digests are verified", late: "the version's digests are already verified" },
+  verify: {
+    from: ['documented'],
+    to: 'verified',
+    early: "a version's licence and provenance must be recorded before its digests are verified",
+    late: "the version's digests are already verified",
+  },
   // Each further suite run counts: a failed one rejects an evaluated version too.
-  evaluate: { from: ['verified', 'evaluated'], to: 'evaluated', early: "a version's digests must be verified before it is evaluated", late: 'an approved version is not evaluated again' },
+  evaluate: {
+    from: ['verified', 'evaluated'],
+    to: 'evaluated',
+    early: "a version's digests must be verified before it is evaluated",
+    late: 'an approved version is not evaluated again',
+  },
   approve: { from: ['evaluated'], to: 'approved', early: 'a version must be evaluated before it is approved', late: 'the version is already approved' },
-  reject: { from: ['candidate', 'documented', 'verified', 'evaluated'], to: 'rejected', early: '', late: 'an approved version is not rejected: point its aliases elsewhere, or roll it back once it serves' },
-  start_canary: { from: ['approved'], to: 'canary', early: 'a version must be approved before its canary starts', late: "the version's canary has already started" },
-  gate: { from: ['canary'], to: 'gated', early: "a version must be in canary before its readiness and benchmark gate", late: "the version has already passed its readiness and benchmark gate" },
-  promote: { from: ['gated'], to: 'promoted', early: "a version must pass its canary's readiness and benchmark gate before it is promoted", late: 'the version is already promoted' },
-  release: { from: ['promoted'], to: 'stable', early: 'a version must be promoted and observed before it is released as stable', late: 'the version is already released as stable' },
-  rollback: { from: ['canary', 'gated', 'promoted', 'stable'], to: 'rolled_back', early: 'only a version in canary or further on can be rolled back', late: '' },
+  reject: {
+    from: ['candidate', 'documented', 'verified', 'evaluated'],
+    to: 'rejected',
+    early: '',
+    late: 'an approved version is not rejected: point its aliases elsewhere, or roll it back once it serves',
+  },
+  start_canary: {
+    from: ['approved'],
+    to: 'canary',
+    early: 'a version must be approved before its canary starts',
+    late: "the version's canary has already started",
+  },
+  gate: {
+    from: ['canary'],
+    to: 'gated',
+    early: 'a version must be in canary before its readiness and benchmark gate',
+    late: 'the version has already passed its readiness and benchmark gate',
+  },
+  promote: {
+    from: ['gated'],
+    to: 'promoted',
+    early: "a version must pass its canary's readiness and benchmark gate before it is promoted",
+    late: 'the version is already promoted',
+  },
+  release: {
+    from: ['promoted'],
+    to: 'stable',
+    early: 'a version must be promoted and observed before it is released as stable',
+    late: 'the version is already released as stable',
+  },
+  rollback: {
+    from: ['canary', 'gated', 'promoted', 'stable'],
+    to: 'rolled_back',
+    early: 'only a version in canary or further on can be rolled back',
+    late: '',
+  },
 };
 
 const ENDED: Partial<Record<VersionState, string>> = {

@@ -20,7 +20,7 @@ export interface RenderIssue {
 export type Rendered<T> = { ok: true; value: T } | { ok: false; issues: RenderIssue[] };
 
 /** Longest argv element the signed assignment carries (shared/contracts/desired.ts `TemplateRuntime`). */
-export const MAX_RENDERED_ARG = 4096;
+const MAX_RENDERED_ARG = 4096;
 
 const PLACEHOLDER = /\{([a-z][a-z0-9_]{0,62})\}/g;
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -88,12 +88,15 @@ export function paramValueProblem(param: TemplateParam, value: ParamValue): stri
 }
 
 /** The values every declared parameter takes: given, else the default; unknown and missing ones are issues. */
-export function paramValues(template: RuntimeTemplateSpec, given: Record<string, ParamValue>): Rendered<Record<string, ParamValue>> {
+function paramValues(template: RuntimeTemplateSpec, given: Record<string, ParamValue>): Rendered<Record<string, ParamValue>> {
   const issues: RenderIssue[] = [];
   const declared = Object.keys(template.params).sort();
   for (const name of Object.keys(given).sort()) {
     if (!Object.hasOwn(template.params, name)) {
-      issues.push({ path: `runtime.params.${name}`, message: `unknown param "${name}": the template declares ${declared.length ? declared.join(', ') : 'none'}` });
+      issues.push({
+        path: `runtime.params.${name}`,
+        message: `unknown param "${name}": the template declares ${declared.length ? declared.join(', ') : 'none'}`,
+      });
     }
   }
   const values: Record<string, ParamValue> = {};

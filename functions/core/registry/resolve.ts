@@ -3,7 +3,7 @@ import { canonicalize } from '../../../shared/canonical.js';
 import type { RuntimeSpec } from '../../../shared/contracts/desired.js';
 import type { DeploymentRuntime } from '../../../shared/contracts/deployment.js';
 import type { RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
-import { templateHash, type TemplateFields } from '../fleet/template.js';
+import { templateHash, type TemplateFields } from './template.js';
 import { renderArgs, renderEnv, type RenderIssue } from './render.js';
 
 /** The registered templates and secret versions a deployment's runtime resolves against. */
@@ -44,16 +44,25 @@ export type ResolveFailure = { ok: false; code: 'unknown_template' | 'unknown_se
  * A deployment's runtime as a signed assignment carries it: the template's pinned executable, the argv rendered
  * with the deployment's params, its plain environment, and references to the secrets it names. Pure.
  */
-export function resolveRuntime(input: { workspaceId: string; runtime: DeploymentRuntime; registry: RuntimeRegistry }): { ok: true; value: ResolvedRuntime } | ResolveFailure {
+export function resolveRuntime(input: {
+  workspaceId: string;
+  runtime: DeploymentRuntime;
+  registry: RuntimeRegistry;
+}): { ok: true; value: ResolvedRuntime } | ResolveFailure {
   const { workspaceId, runtime, registry } = input;
   if (runtime.kind === 'simulated') return { ok: true, value: { runtime, secretEnv: {} } };
   if (runtime.kind !== 'template') {
     // `runtime` is stored jsonb, typed but never parsed on read: a kind this build does not know (the removed
     // `process` runtime, whose live deployments migration 0003 retired) is refused by name, never read as a template.
-    return { ok: false, code: 'validation_failed', issues: [{ path: 'runtime.kind', message: `runtime kind ${String((runtime as { kind: unknown }).kind)} is not supported: use a runtime template` }] };
+    return {
+      ok: false,
+      code: 'validation_failed',
+      issues: [{ path: 'runtime.kind', message: `runtime kind ${String((runtime as { kind: unknown }).kind)} is not supported: use a runtime template` }],
+    };
   }
   const template = registry.template(workspaceId, runtime.template);
-  if (!template) return { ok: false, code: 'unknown_template', issues: [{ path: 'runtime.template', message: `runtime template ${runtime.template} is not registered` }] };
+  if (!template)
+    return { ok: false, code: 'unknown_template', issues: [{ path: 'runtime.template', message: `runtime template ${runtime.template} is not registered` }] };
   const args = renderArgs(template, runtime.params);
   const env = renderEnv(template, runtime.env);
   if (!args.ok || !env.ok) return { ok: false, code: 'validation_failed', issues: [...(args.ok ? [] : args.issues), ...(env.ok ? [] : env.issues)] };
@@ -88,5 +97,7 @@ export function resolveRuntime(input: { workspaceId: string; runtime: Deployment
 export function replicaHash(fields: TemplateFields, secretEnv: SecretEnvRefs): string {
   const base = templateHash(fields);
   if (Object.keys(secretEnv).length === 0) return base;
-  return createHash('sha256').update(canonicalize({ template: base, secretEnv })).digest('hex');
+  return createHash('sha256')
+    .update(canonicalize({ template: base, secretEnv }))
+    .digest('hex');
 }

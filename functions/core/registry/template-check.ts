@@ -6,17 +6,40 @@ import { compilePattern, isAgentPlaceholder, paramValueProblem, tokenizeArg, typ
  * shell load code of the caller's choosing, which would turn "a value" back into "a command".
  */
 const FORBIDDEN_ENV = new Set([
-  'IFS', 'ENV', 'BASH_ENV', 'SHELLOPTS', 'PS4', 'GCONV_PATH', 'HOSTALIASES', 'LOCPATH', 'NLSPATH',
-  'PYTHONPATH', 'PYTHONHOME', 'PYTHONSTARTUP', 'PYTHONINSPECT', 'PYTHONUSERBASE', 'PYTHONBREAKPOINT', 'PYTHONEXECUTABLE',
-  'NODE_OPTIONS', 'NODE_PATH', 'PERL5OPT', 'PERL5LIB', 'PERLLIB', 'RUBYOPT', 'RUBYLIB',
-  'JAVA_TOOL_OPTIONS', '_JAVA_OPTIONS', 'JDK_JAVA_OPTIONS',
+  'IFS',
+  'ENV',
+  'BASH_ENV',
+  'SHELLOPTS',
+  'PS4',
+  'GCONV_PATH',
+  'HOSTALIASES',
+  'LOCPATH',
+  'NLSPATH',
+  'PYTHONPATH',
+  'PYTHONHOME',
+  'PYTHONSTARTUP',
+  'PYTHONINSPECT',
+  'PYTHONUSERBASE',
+  'PYTHONBREAKPOINT',
+  'PYTHONEXECUTABLE',
+  'NODE_OPTIONS',
+  'NODE_PATH',
+  'PERL5OPT',
+  'PERL5LIB',
+  'PERLLIB',
+  'RUBYOPT',
+  'RUBYLIB',
+  'JAVA_TOOL_OPTIONS',
+  '_JAVA_OPTIONS',
+  'JDK_JAVA_OPTIONS',
 ]);
 const FORBIDDEN_ENV_PREFIXES = ['LD_', 'DYLD_'];
 
 /** Why a template cannot allow `name`, or null when it can. */
-export function forbiddenEnvName(name: string): string | null {
+function forbiddenEnvName(name: string): string | null {
   if ((AGENT_ENV as readonly string[]).includes(name) || name.startsWith('LUNANEXA_')) return 'the agent sets it for every runtime itself';
-  if (FORBIDDEN_ENV.has(name) || FORBIDDEN_ENV_PREFIXES.some((prefix) => name.startsWith(prefix))) return 'it makes the loader, an interpreter or a shell run other code';
+  if (FORBIDDEN_ENV.has(name) || FORBIDDEN_ENV_PREFIXES.some((prefix) => name.startsWith(prefix)))
+    return 'it makes the loader, an interpreter or a shell run other code';
   return null;
 }
 
@@ -49,7 +72,10 @@ export function checkTemplate(spec: RuntimeTemplateSpec): RenderIssue[] {
           issues.push({ path: `args.${index}`, message: `the flag param {${name}} must be a whole argument on its own` });
         }
       } else if (!isAgentPlaceholder(name)) {
-        issues.push({ path: `args.${index}`, message: `unknown placeholder {${name}}: declare it in params, or use an agent placeholder (port, model_path, served_name, gpu_indices, instance)` });
+        issues.push({
+          path: `args.${index}`,
+          message: `unknown placeholder {${name}}: declare it in params, or use an agent placeholder (port, model_path, served_name, gpu_indices, instance)`,
+        });
       }
     }
   });

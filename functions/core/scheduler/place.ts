@@ -91,7 +91,7 @@ function capacityOf(inventory: Inventory): Capacity {
 }
 
 /** Whether replicas of a set reserve something: only then may several share a machine (their reservations bound them). */
-export const reservesResources = (request: Pick<PlacementRequest, 'gpus' | 'memoryMiB'>) => request.gpus > 0 || request.memoryMiB > 0;
+const reservesResources = (request: Pick<PlacementRequest, 'gpus' | 'memoryMiB'>) => request.gpus > 0 || request.memoryMiB > 0;
 
 const replicasHere = (machine: CandidateMachine, setId: string) => machine.replicaCounts?.get(setId) ?? (machine.deploymentIds.has(setId) ? 1 : 0);
 
@@ -109,7 +109,10 @@ function rejection(machine: CandidateMachine, request: PlacementRequest, capacit
   // A set that reserves nothing has nothing that bounds how many of its replicas one machine would take.
   const perMachine = reservesResources(request) ? (request.replicasPerMachine ?? 1) : 1;
   const here = replicasHere(machine, request.deploymentId);
-  if (here >= perMachine) return perMachine === 1 ? 'already runs a replica of this deployment' : `already runs ${here} replicas of this deployment (replicasPerMachine ${perMachine})`;
+  if (here >= perMachine)
+    return perMachine === 1
+      ? 'already runs a replica of this deployment'
+      : `already runs ${here} replicas of this deployment (replicasPerMachine ${perMachine})`;
   const label = missingLabel(machine.labels, request.selector);
   if (label) return `label ${label} not present`;
   for (const constraint of request.constraints ?? []) {

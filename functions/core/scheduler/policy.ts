@@ -20,7 +20,8 @@ export function policyRules(policy: WorkspacePolicy, set: { dataClass: string | 
   if (set.dataClass !== null) {
     const rule = Object.hasOwn(policy.dataClasses, set.dataClass) ? policy.dataClasses[set.dataClass] : undefined;
     if (!rule) return { constraints, refusal: `data class ${set.dataClass} is not in the workspace's policy` };
-    if (rule.runtimes !== null && !rule.runtimes.includes(set.runtime)) return { constraints, refusal: `data class ${set.dataClass} may not run on runtime ${set.runtime}` };
+    if (rule.runtimes !== null && !rule.runtimes.includes(set.runtime))
+      return { constraints, refusal: `data class ${set.dataClass} may not run on runtime ${set.runtime}` };
     if (Object.keys(rule.machineSelector).length > 0) constraints.push({ rule: `data class ${set.dataClass}`, labels: rule.machineSelector });
   }
   if (set.licence !== null && Object.hasOwn(policy.licences, set.licence)) {

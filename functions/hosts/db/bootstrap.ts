@@ -16,7 +16,10 @@ const USAGE = 'usage: DATABASE_URL=postgres://user:password@host:5432/db npm run
 await runCli(async () => {
   let force: boolean;
   try {
-    const { values } = parseArgs({ args: process.argv.slice(2), options: { force: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } });
+    const { values } = parseArgs({
+      args: process.argv.slice(2),
+      options: { force: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } },
+    });
     if (values.help) {
       console.error(`${USAGE}\n  --force  mint another admin token even though the database has an active one (the existing ones stay valid)`);
       return;

@@ -129,7 +129,12 @@ export async function startSimNode(
       if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
     }
   }
-  return { name, stateDir, logFile, process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }) };
+  return {
+    name,
+    stateDir,
+    logFile,
+    process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }),
+  };
 }
 
 /** Stops agents with SIGTERM (they stop their runtimes), then waits for them. */

@@ -3,12 +3,9 @@
  * store is away during a database outage) never ends the process: `onError` hears of it once per run of
  * failures, and polling goes on. `stop()` ends it early.
  */
-export function watchUntilReady(opts: {
-  check: () => Promise<boolean>;
-  onReady: () => void;
-  onError: (error: unknown) => void;
-  intervalMs: number;
-}): { stop(): void } {
+export function watchUntilReady(opts: { check: () => Promise<boolean>; onReady: () => void; onError: (error: unknown) => void; intervalMs: number }): {
+  stop(): void;
+} {
   let failing = false;
   let busy = false;
   const timer = setInterval(() => {

@@ -6,7 +6,10 @@ import type { GateResult } from '../../../shared/contracts/benchmark.js';
 import type { ManifestFile, PromotionResult, RollbackResult, VersionView } from '../../../shared/contracts/registry.js';
 
 /** Puts a version's files where the control plane's artifact store reads them (a local folder, an S3 bucket). */
-export type StageFiles = (version: { workspaceId: string; model: string; version: string }, files: ReadonlyArray<{ path: string; bytes: Uint8Array }>) => Promise<void>;
+export type StageFiles = (
+  version: { workspaceId: string; model: string; version: string },
+  files: ReadonlyArray<{ path: string; bytes: Uint8Array }>,
+) => Promise<void>;
 
 /** Staging into the local store's layout (docs/artifacts.md): `<dir>/<workspace id>/<model>/<version>/<path>`. */
 export const stageLocally =
@@ -112,20 +115,45 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
       `stage and register ${version}`,
       async () => {
         await opts.stage({ workspaceId: workspace.id, model, version }, files);
-        return await call<VersionView>('POST', `/api/v1/models/${model}/versions`, { version, format: 'safetensors', manifest: { files: manifestOf(files) } }, 201);
+        return await call<VersionView>(
+          'POST',
+          `/api/v1/models/${model}/versions`,
+          { version, format: 'safetensors', manifest: { files: manifestOf(files) } },
+          201,
+        );
       },
       (v) => `${v.state}, ${v.fileCount} files, ${v.totalBytes} bytes`,
     );
   }
   /** Licence, provenance, digests, an evaluation and a person's approval: candidate -> approved. */
   const approve = async (version: string) => {
-    await step(`${version}: licence and provenance`, () => call<VersionView>('POST', versionPath(version, 'provenance'), { licence: 'Apache-2.0', provenance: { source: `walkthrough:${model}`, revision: version } }), (v) => v.state);
-    await step(`${version}: verify every file's digest in the store`, () => call<VersionView>('POST', versionPath(version, 'verify')), (v) => {
-      if (!v.verification?.passed) throw new WalkthroughError(`${version} failed verification: ${JSON.stringify(v.verification?.problems)}`);
-      return `${v.state}, ${v.verification.files} files, ${v.verification.bytes} bytes read`;
-    });
-    await step(`${version}: evaluation suite`, () => call<VersionView>('POST', versionPath(version, 'evaluations'), { suite: 'walkthrough-smoke', passed: true, metrics: { accuracy: 0.71 } }), (v) => v.state);
-    await step(`${version}: approval`, () => call<VersionView>('POST', versionPath(version, 'approval'), { decision: 'approve', reason: 'walkthrough: evaluation passed' }), (v) => v.state);
+    await step(
+      `${version}: licence and provenance`,
+      () =>
+        call<VersionView>('POST', versionPath(version, 'provenance'), {
+          licence: 'Apache-2.0',
+          provenance: { source: `walkthrough:${model}`, revision: version },
+        }),
+      (v) => v.state,
+    );
+    await step(
+      `${version}: verify every file's digest in the store`,
+      () => call<VersionView>('POST', versionPath(version, 'verify')),
+      (v) => {
+        if (!v.verification?.passed) throw new WalkthroughError(`${version} failed verification: ${JSON.stringify(v.verification?.problems)}`);
+        return `${v.state}, ${v.verification.files} files, ${v.verification.bytes} bytes read`;
+      },
+    );
+    await step(
+      `${version}: evaluation suite`,
+      () => call<VersionView>('POST', versionPath(version, 'evaluations'), { suite: 'walkthrough-smoke', passed: true, metrics: { accuracy: 0.71 } }),
+      (v) => v.state,
+    );
+    await step(
+      `${version}: approval`,
+      () => call<VersionView>('POST', versionPath(version, 'approval'), { decision: 'approve', reason: 'walkthrough: evaluation passed' }),
+      (v) => v.state,
+    );
   };
   await approve('v1');
   await step(`alias ${alias} -> v1`, () => call('PUT', `/api/v1/aliases/${alias}`, { model, version: 'v1', reason: 'first release' }));
@@ -146,14 +174,19 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
     rollout: { maxSurge: 2, maxUnavailable: 0 },
   });
   /** Served replicas: every desired one current and serving, nothing left to retire. */
-  const settled = (d: DeploymentDetail) => d.status.rollout.state === 'complete' && d.status.ready === d.status.desired && d.status.replicas.every((r) => r.desired && r.current);
-  await step(`deploy ${deployment} following ${alias}, 2 replicas`, async () => {
-    await call('PUT', `/api/v1/deployments/${deployment}`, spec(null));
-    return await until('the replicas to download v1 and serve', async () => {
-      const d = await detail();
-      return settled(d) ? d : null;
-    });
-  }, (d) => `${d.status.ready} ready on ${[...new Set(d.status.replicas.map((r) => r.machineName))].join(', ')}`);
+  const settled = (d: DeploymentDetail) =>
+    d.status.rollout.state === 'complete' && d.status.ready === d.status.desired && d.status.replicas.every((r) => r.desired && r.current);
+  await step(
+    `deploy ${deployment} following ${alias}, 2 replicas`,
+    async () => {
+      await call('PUT', `/api/v1/deployments/${deployment}`, spec(null));
+      return await until('the replicas to download v1 and serve', async () => {
+        const d = await detail();
+        return settled(d) ? d : null;
+      });
+    },
+    (d) => `${d.status.ready} ready on ${[...new Set(d.status.replicas.map((r) => r.machineName))].join(', ')}`,
+  );
 
   /** Sends `n` chat requests naming the alias; the versions and replica sets that answered, per request. */
   const send = async (n: number) => {
@@ -178,48 +211,95 @@ export async function runWalkthrough(opts: WalkthroughOptions): Promise<Walkthro
   };
 
   await approve('v2');
-  await step('canary v2 on one node, 25 % of requests', async () => {
-    await call('PUT', `/api/v1/deployments/${deployment}`, spec({ version: 'v2', weight: 25, replicas: 1 }));
-    return await until('the canary to serve', async () => {
-      const d = await detail();
-      return d.status.canary && d.status.canary.ready >= 1 && settled(d) ? d : null;
-    });
-  }, (d) => `v2 serving on ${d.status.replicas.filter((r) => r.track === 'canary').map((r) => r.machineName).join(', ')}`);
-  const traffic = await step('send 20 requests naming the alias', () => send(20), (served) => `${served.filter((s) => s.track === 'canary').length} answered by the canary`);
+  await step(
+    'canary v2 on one node, 25 % of requests',
+    async () => {
+      await call('PUT', `/api/v1/deployments/${deployment}`, spec({ version: 'v2', weight: 25, replicas: 1 }));
+      return await until('the canary to serve', async () => {
+        const d = await detail();
+        return d.status.canary && d.status.canary.ready >= 1 && settled(d) ? d : null;
+      });
+    },
+    (d) =>
+      `v2 serving on ${d.status.replicas
+        .filter((r) => r.track === 'canary')
+        .map((r) => r.machineName)
+        .join(', ')}`,
+  );
+  const traffic = await step(
+    'send 20 requests naming the alias',
+    () => send(20),
+    (served) => `${served.filter((s) => s.track === 'canary').length} answered by the canary`,
+  );
   const canaryShare = { canary: traffic.filter((s) => s.track === 'canary').length, total: traffic.length };
-  if (traffic.some((s) => (s.track === 'canary' ? s.versionId !== registered.v2!.id : s.versionId !== registered.v1!.id))) throw new WalkthroughError('a request was answered by the wrong version for its replica set');
+  if (traffic.some((s) => (s.track === 'canary' ? s.versionId !== registered.v2!.id : s.versionId !== registered.v1!.id)))
+    throw new WalkthroughError('a request was answered by the wrong version for its replica set');
 
   const gate = await step(
     'benchmark gate on the canary',
-    () => call<GateResult>('POST', `/api/v1/deployments/${deployment}/canary/gate`, { name: 'walkthrough-smoke', requests: 12, concurrency: 4, maxTokens: 16, thresholds: { ttftP95Ms: 5_000, errorRateMax: 0 } }),
-    (g) => `${g.run.passed ? 'passed' : 'FAILED'}: TTFT p95 ${g.run.evidence.ttftMs.p95} ms, ${g.run.evidence.tokensPerSecond.perRequestP50} tokens/s per request, ${g.run.evidence.errors} errors; v2 is ${g.version.state}`,
+    () =>
+      call<GateResult>('POST', `/api/v1/deployments/${deployment}/canary/gate`, {
+        name: 'walkthrough-smoke',
+        requests: 12,
+        concurrency: 4,
+        maxTokens: 16,
+        thresholds: { ttftP95Ms: 5_000, errorRateMax: 0 },
+      }),
+    (g) =>
+      `${g.run.passed ? 'passed' : 'FAILED'}: TTFT p95 ${g.run.evidence.ttftMs.p95} ms, ${g.run.evidence.tokensPerSecond.perRequestP50} tokens/s per request, ${g.run.evidence.errors} errors; v2 is ${g.version.state}`,
   );
   if (!gate.run.passed) throw new WalkthroughError(`the gate failed: ${gate.run.evidence.failures.join('; ')}`);
 
   const servedBy = async (versionId: string, what: string) =>
-    await step(what, async () => {
-      await until(`every replica to serve ${versionId}`, async () => {
-        const d = await detail();
-        return settled(d) && !d.status.canary ? d : null;
-      });
-      return (await send(4)).map((s) => s.versionId!);
-    }, (ids) => `${ids.filter((id) => id === versionId).length} of ${ids.length} requests answered by ${versionId}`);
-  await step('promote v2 (a person decides)', () => call<PromotionResult>('POST', versionPath('v2', 'promotion'), { alias, reason: 'gate passed, canary healthy' }), (r) => `v2 is ${r.version.state}; canary ended on ${r.endedCanaries.join(', ')}`);
+    await step(
+      what,
+      async () => {
+        await until(`every replica to serve ${versionId}`, async () => {
+          const d = await detail();
+          return settled(d) && !d.status.canary ? d : null;
+        });
+        return (await send(4)).map((s) => s.versionId!);
+      },
+      (ids) => `${ids.filter((id) => id === versionId).length} of ${ids.length} requests answered by ${versionId}`,
+    );
+  await step(
+    'promote v2 (a person decides)',
+    () => call<PromotionResult>('POST', versionPath('v2', 'promotion'), { alias, reason: 'gate passed, canary healthy' }),
+    (r) => `v2 is ${r.version.state}; canary ended on ${r.endedCanaries.join(', ')}`,
+  );
   const servedAfterPromotion = await servedBy(registered.v2!.id, 'the deployment rolls onto v2');
-  await step('roll v2 back', () => call<RollbackResult>('POST', versionPath('v2', 'rollback'), { reason: 'walkthrough: practising a rollback' }), (r) => `v2 is ${r.version.state}; ${r.aliases.join(', ')} moved back`);
+  await step(
+    'roll v2 back',
+    () => call<RollbackResult>('POST', versionPath('v2', 'rollback'), { reason: 'walkthrough: practising a rollback' }),
+    (r) => `v2 is ${r.version.state}; ${r.aliases.join(', ')} moved back`,
+  );
   const servedAfterRollback = await servedBy(registered.v1!.id, 'the deployment rolls back onto v1');
 
-  const drained = await step('drain a node under the deployment', async () => {
-    const before = await detail();
-    const victim = before.status.replicas[0]!;
-    await call('POST', `/api/v1/machines/${victim.machineId}/drain`);
-    const after = await until(`the replicas to leave ${victim.machineName}`, async () => {
-      const d = await detail();
-      return settled(d) && d.status.replicas.every((r) => r.machineId !== victim.machineId) ? d : null;
-    });
-    await call('POST', `/api/v1/machines/${victim.machineId}/uncordon`);
-    return { machine: victim.machineName, movedTo: [...new Set(after.status.replicas.map((r) => r.machineName))] };
-  }, (d) => `replicas left ${d.machine}, now on ${d.movedTo.join(', ')} (${d.machine} uncordoned)`);
+  const drained = await step(
+    'drain a node under the deployment',
+    async () => {
+      const before = await detail();
+      const victim = before.status.replicas[0]!;
+      await call('POST', `/api/v1/machines/${victim.machineId}/drain`);
+      const after = await until(`the replicas to leave ${victim.machineName}`, async () => {
+        const d = await detail();
+        return settled(d) && d.status.replicas.every((r) => r.machineId !== victim.machineId) ? d : null;
+      });
+      await call('POST', `/api/v1/machines/${victim.machineId}/uncordon`);
+      return { machine: victim.machineName, movedTo: [...new Set(after.status.replicas.map((r) => r.machineName))] };
+    },
+    (d) => `replicas left ${d.machine}, now on ${d.movedTo.join(', ')} (${d.machine} uncordoned)`,
+  );
 
-  return { model, alias, deployment, versionIds: { v1: registered.v1!.id, v2: registered.v2!.id }, canaryShare, gate, servedAfterPromotion, servedAfterRollback, drained };
+  return {
+    model,
+    alias,
+    deployment,
+    versionIds: { v1: registered.v1!.id, v2: registered.v2!.id },
+    canaryShare,
+    gate,
+    servedAfterPromotion,
+    servedAfterRollback,
+    drained,
+  };
 }

@@ -56,8 +56,10 @@ export function fileKey(folder: VersionFolder, path: string): string {
 
 /** What a file that was read whole says against its manifest entry: null when size and digest both match. */
 export function compareFile(expected: ManifestFile, actual: { size: number; sha256: string }): FileProblem | null {
-  if (actual.size !== expected.size) return { path: expected.path, problem: 'size_mismatch', expectedSize: expected.size, actualSize: actual.size, actualSha256: actual.sha256 };
-  if (actual.sha256 !== expected.sha256) return { path: expected.path, problem: 'digest_mismatch', expectedSize: expected.size, actualSize: actual.size, actualSha256: actual.sha256 };
+  if (actual.size !== expected.size)
+    return { path: expected.path, problem: 'size_mismatch', expectedSize: expected.size, actualSize: actual.size, actualSha256: actual.sha256 };
+  if (actual.sha256 !== expected.sha256)
+    return { path: expected.path, problem: 'digest_mismatch', expectedSize: expected.size, actualSize: actual.size, actualSha256: actual.sha256 };
   return null;
 }
 

@@ -2,26 +2,23 @@
  * Low-rate signals to the instance holding a machine's stream. Small: ids and reasons only. Invocations and their
  * frames never cross the bus: they go to the link holder directly (docs/design.md section 5).
  */
-export type MachineSignal =
-  | { type: 'desired' }
-  | { type: 'revoked'; reason: string }
-  | { type: 'logs'; requestId: string; assignmentId: string; lines: number };
+type MachineSignal = { type: 'desired' } | { type: 'revoked'; reason: string } | { type: 'logs'; requestId: string; assignmentId: string; lines: number };
 
 /** A runtime's log tail on its way from the agent's upload to the operator request waiting for it. */
-export type LogLines = { type: 'log-lines'; lines: string[] };
+type LogLines = { type: 'log-lines'; lines: string[] };
 
 /** Largest bus message: Postgres NOTIFY payloads must stay under 8,000 bytes. */
 export const MAX_NOTIFY_BYTES = 7_900;
 
 /** Sent to `workload:<id>`: whichever instance runs the workload cancels it. */
-export type WorkloadSignal = { type: 'cancel-workload' };
+type WorkloadSignal = { type: 'cancel-workload' };
 
 /**
  * Sent to `tokens` (`TOKENS_CHANNEL`) once API tokens are revoked: every instance forgets the tokens it remembers
  * for `/v1` (`TokenCache`), so the next request asks the store. No ids: revocations are rare, and which token it
  * was changes nothing about what an instance must do.
  */
-export type TokenSignal = { type: 'tokens-revoked' };
+type TokenSignal = { type: 'tokens-revoked' };
 export const TOKENS_CHANNEL = 'tokens';
 
 export type BusMessage = MachineSignal | LogLines | WorkloadSignal | TokenSignal;

@@ -26,7 +26,13 @@ function frames(stack: string | undefined): string | undefined {
 const FIELDS = ['type', 'message', 'code', 'table', 'column', 'constraint', 'stack'] as const;
 
 function isReduced(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !(value instanceof Error) && typeof (value as { type?: unknown }).type === 'string' && typeof (value as { message?: unknown }).message === 'string';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !(value instanceof Error) &&
+    typeof (value as { type?: unknown }).type === 'string' &&
+    typeof (value as { message?: unknown }).message === 'string'
+  );
 }
 
 /** Only the fields a reduced error has, and only as strings: nothing else of an object rides along. */

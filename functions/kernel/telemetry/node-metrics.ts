@@ -4,7 +4,7 @@ import type { Counter, Gauge } from 'prom-client';
  * The gauges an agent reports in its heartbeats (agent/agent.ts), the only names re-exposed: a machine that
  * invents names cannot grow the control plane's series (and memory) with them. A new agent metric is added here.
  */
-export const NODE_METRIC_NAMES: ReadonlySet<string> = new Set([
+const NODE_METRIC_NAMES: ReadonlySet<string> = new Set([
   'load1',
   'mem_free_mib',
   'invocations_active',

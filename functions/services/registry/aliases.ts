@@ -50,15 +50,22 @@ export async function lockAlias(tx: ServiceCtx, workspaceId: string, name: strin
 }
 
 function refuseUnaliasable(alias: string, what: string, state: VersionState): void {
-  if (!aliasable(state)) throw new ApiError('invalid_transition', `an alias points only at an approved version: ${alias} cannot point at ${what}, which is ${state}`, { state });
+  if (!aliasable(state))
+    throw new ApiError('invalid_transition', `an alias points only at an approved version: ${alias} cannot point at ${what}, which is ${state}`, { state });
 }
 
 /** Points the alias at `toVersionId`, records the move with who and why, and audits it, in the caller's transaction. */
-export async function moveAlias(tx: ServiceCtx, input: { workspaceId: string; alias: string; fromVersionId: string | null; toVersionId: string; reason: string; rollback: boolean }): Promise<AliasView> {
+export async function moveAlias(
+  tx: ServiceCtx,
+  input: { workspaceId: string; alias: string; fromVersionId: string | null; toVersionId: string; reason: string; rollback: boolean },
+): Promise<AliasView> {
   await tx.db
     .insert(modelAliases)
     .values({ workspaceId: input.workspaceId, name: input.alias, versionId: input.toVersionId, updatedBy: tx.actor })
-    .onConflictDoUpdate({ target: [modelAliases.workspaceId, modelAliases.name], set: { versionId: input.toVersionId, updatedBy: tx.actor, updatedAt: sql`now()` } });
+    .onConflictDoUpdate({
+      target: [modelAliases.workspaceId, modelAliases.name],
+      set: { versionId: input.toVersionId, updatedBy: tx.actor, updatedAt: sql`now()` },
+    });
   await tx.db.insert(modelAliasMoves).values({
     id: newId('event'),
     workspaceId: input.workspaceId,
@@ -83,13 +90,26 @@ export async function moveAlias(tx: ServiceCtx, input: { workspaceId: string; al
  * Points an alias at a version of a model, creating it if need be: the version must be approved or further on
  * (409 otherwise). Pointing it where it already points changes and records nothing.
  */
-export async function setAlias({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; alias: string; model: string; version: string; reason: string } }): Promise<AliasView> {
+export async function setAlias({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; alias: string; model: string; version: string; reason: string };
+}): Promise<AliasView> {
   return await withTransaction(ctx, async (tx) => {
     const current = await lockAlias(tx, input.workspaceId, input.alias);
     const target = await findVersion(tx, { workspaceId: input.workspaceId, model: input.model, version: input.version, lock: true });
     refuseUnaliasable(input.alias, `${input.model} ${input.version}`, target.state);
     if (current === target.id) return (await readAliases(tx, aliasWhere(input.workspaceId, input.alias)))[0]!;
-    return await moveAlias(tx, { workspaceId: input.workspaceId, alias: input.alias, fromVersionId: current, toVersionId: target.id, reason: input.reason, rollback: false });
+    return await moveAlias(tx, {
+      workspaceId: input.workspaceId,
+      alias: input.alias,
+      fromVersionId: current,
+      toVersionId: target.id,
+      reason: input.reason,
+      rollback: false,
+    });
   });
 }
 
@@ -117,6 +137,13 @@ export async function rollbackAlias({ ctx, input }: { ctx: ServiceCtx; input: { 
       .where(and(eq(modelVersions.id, back), eq(modelVersions.workspaceId, input.workspaceId)))
       .for('update');
     refuseUnaliasable(input.alias, `${target!.model} ${target!.version}`, target!.state);
-    return await moveAlias(tx, { workspaceId: input.workspaceId, alias: input.alias, fromVersionId: current, toVersionId: back, reason: input.reason, rollback: true });
+    return await moveAlias(tx, {
+      workspaceId: input.workspaceId,
+      alias: input.alias,
+      fromVersionId: current,
+      toVersionId: back,
+      reason: input.reason,
+      rollback: true,
+    });
   });
 }

@@ -27,7 +27,10 @@ export async function withArtifactUrls({
       const { version } = spec;
       if (!version) return spec;
       if (!servesFiles(store)) {
-        throw new ApiError('unavailable', `assignment ${spec.assignmentId} runs ${version.model} ${version.version} from the model registry, but this control plane has no artifact store to serve its files from`);
+        throw new ApiError(
+          'unavailable',
+          `assignment ${spec.assignmentId} runs ${version.model} ${version.version} from the model registry, but this control plane has no artifact store to serve its files from`,
+        );
       }
       const folder = { workspaceId: input.workspaceId, model: version.model, version: version.version };
       const files = await Promise.all(version.files.map(async (file) => ({ ...file, url: await store.fileUrl(folder, file.path, expiresAt) })));

@@ -8,7 +8,7 @@ import { findVersion } from './models.js';
 type DeploymentRow = typeof deployments.$inferSelect;
 
 /** The model a deployment's source names (an alias: the model of the version it points at now); null: no source. */
-export async function sourceModel(ctx: ServiceCtx, workspaceId: string, source: ModelSource | null): Promise<string | null> {
+async function sourceModel(ctx: ServiceCtx, workspaceId: string, source: ModelSource | null): Promise<string | null> {
   if (source === null) return null;
   if (source.kind === 'version') return source.model;
   const [row] = await ctx.db
@@ -44,7 +44,10 @@ export async function canaryVersion(ctx: ServiceCtx, deployment: DeploymentRow, 
  * transaction: each such deployment loses its canary (a new generation, audited with why), so the controller retires
  * the canary replicas. Returns the deployments changed.
  */
-export async function endCanaries(tx: ServiceCtx, input: { workspaceId: string; model: string; version: string; why: 'promoted' | 'rolled_back' }): Promise<string[]> {
+export async function endCanaries(
+  tx: ServiceCtx,
+  input: { workspaceId: string; model: string; version: string; why: 'promoted' | 'rolled_back' },
+): Promise<string[]> {
   const rows = await tx.db
     .select()
     .from(deployments)
@@ -57,7 +60,12 @@ export async function endCanaries(tx: ServiceCtx, input: { workspaceId: string; 
       .update(deployments)
       .set({ canary: null, generation: sql`${deployments.generation} + 1`, updatedAt: sql`now()` })
       .where(eq(deployments.id, row.id));
-    await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.canary_end', target: row.id, details: { name: row.name, version: input.version, why: input.why } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: 'deployment.canary_end',
+      target: row.id,
+      details: { name: row.name, version: input.version, why: input.why },
+    });
     ended.push(row.name);
   }
   return ended;

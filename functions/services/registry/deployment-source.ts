@@ -31,7 +31,6 @@ async function sourceVersion(tx: ServiceCtx, workspaceId: string, source: ModelS
   return found;
 }
 
-
 /**
  * Checks what a deployment serves against the registry and its workspace's policy, in the apply's transaction:
  * its source resolves to a version that may serve (approved or further on, never rolled back), its canary is another
@@ -40,7 +39,15 @@ async function sourceVersion(tx: ServiceCtx, workspaceId: string, source: ModelS
  */
 export async function checkDeploymentSource(
   tx: ServiceCtx,
-  input: { workspaceId: string; name: string; source: ModelSource | null; canary: CanarySpec | null; dataClass: string | null; runtime: DeploymentRuntime; policy: WorkspacePolicy },
+  input: {
+    workspaceId: string;
+    name: string;
+    source: ModelSource | null;
+    canary: CanarySpec | null;
+    dataClass: string | null;
+    runtime: DeploymentRuntime;
+    policy: WorkspacePolicy;
+  },
 ): Promise<void> {
   if (input.dataClass !== null) {
     const rule = Object.hasOwn(input.policy.dataClasses, input.dataClass) ? input.policy.dataClasses[input.dataClass] : undefined;
@@ -51,17 +58,29 @@ export async function checkDeploymentSource(
   if (input.source === null) return;
   const stable = await sourceVersion(tx, input.workspaceId, input.source);
   if (!aliasable(stable.row.state)) {
-    throw new ApiError('invalid_transition', `a deployment serves only an approved version: ${stable.model} ${stable.row.version} is ${stable.row.state}`, { state: stable.row.state });
+    throw new ApiError('invalid_transition', `a deployment serves only an approved version: ${stable.model} ${stable.row.version} is ${stable.row.state}`, {
+      state: stable.row.state,
+    });
   }
   if (input.canary === null) return;
-  const canary = await findVersion(tx, { workspaceId: input.workspaceId, model: stable.model, version: input.canary.version, lock: true }).catch((error: unknown) => {
-    if (error instanceof ApiError && error.code === 'not_found') throw invalid('canary.version', error.message);
-    throw error;
-  });
+  const canary = await findVersion(tx, { workspaceId: input.workspaceId, model: stable.model, version: input.canary.version, lock: true }).catch(
+    (error: unknown) => {
+      if (error instanceof ApiError && error.code === 'not_found') throw invalid('canary.version', error.message);
+      throw error;
+    },
+  );
   if (canary.id === stable.row.id) throw invalid('canary.version', `${stable.model} ${canary.version} is already what the deployment serves`);
   if (canary.state === 'approved') {
-    await moveVersion(tx, { workspaceId: input.workspaceId, model: stable.model, version: canary.version }, canary, { type: 'start_canary', actor: tx.actor }, { details: { deployment: input.name, weight: input.canary.weight } });
+    await moveVersion(
+      tx,
+      { workspaceId: input.workspaceId, model: stable.model, version: canary.version },
+      canary,
+      { type: 'start_canary', actor: tx.actor },
+      { details: { deployment: input.name, weight: input.canary.weight } },
+    );
   } else if (canary.state !== 'canary' && canary.state !== 'gated') {
-    throw new ApiError('invalid_transition', `a canary runs an approved version not yet promoted: ${stable.model} ${canary.version} is ${canary.state}`, { state: canary.state });
+    throw new ApiError('invalid_transition', `a canary runs an approved version not yet promoted: ${stable.model} ${canary.version} is ${canary.state}`, {
+      state: canary.state,
+    });
   }
 }

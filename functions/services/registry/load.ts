@@ -8,8 +8,14 @@ import { registryOf, resolveRuntime, type ResolveFailure, type RuntimeRegistry }
 /** Every registered template and secret version (never a secret's value), for the reconciler. */
 export async function loadRuntimeRegistry(db: Db, scope: { workspaceId?: string } = {}): Promise<RuntimeRegistry> {
   const [templates, secrets] = await Promise.all([
-    db.select({ workspaceId: runtimeTemplates.workspaceId, name: runtimeTemplates.name, spec: runtimeTemplates.spec }).from(runtimeTemplates).where(scope.workspaceId ? eq(runtimeTemplates.workspaceId, scope.workspaceId) : undefined),
-    db.select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version }).from(runtimeSecrets).where(scope.workspaceId ? eq(runtimeSecrets.workspaceId, scope.workspaceId) : undefined),
+    db
+      .select({ workspaceId: runtimeTemplates.workspaceId, name: runtimeTemplates.name, spec: runtimeTemplates.spec })
+      .from(runtimeTemplates)
+      .where(scope.workspaceId ? eq(runtimeTemplates.workspaceId, scope.workspaceId) : undefined),
+    db
+      .select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version })
+      .from(runtimeSecrets)
+      .where(scope.workspaceId ? eq(runtimeSecrets.workspaceId, scope.workspaceId) : undefined),
   ]);
   return registryOf({ templates, secrets });
 }
@@ -25,7 +31,7 @@ export async function liveTemplateDeployments(db: Db, workspaceId: string) {
 }
 
 /** The 400 a runtime that does not resolve is answered with: the first issue in the message, all in `details`. */
-export function resolveError(failure: ResolveFailure): ApiError {
+function resolveError(failure: ResolveFailure): ApiError {
   const first = failure.issues[0]!;
   return new ApiError(failure.code, `${first.message} at ${first.path}`, failure.issues);
 }

@@ -80,7 +80,15 @@ export async function versionView(ctx: ServiceCtx, model: string, row: VersionRo
     manifest: row.manifest,
     verification: row.verification,
     evaluations: evaluations.map(
-      (e): EvaluationView => ({ id: e.id, suite: e.suite, passed: e.passed, metrics: e.metrics, notes: e.notes, recordedBy: e.recordedBy, at: e.at.toISOString() }),
+      (e): EvaluationView => ({
+        id: e.id,
+        suite: e.suite,
+        passed: e.passed,
+        metrics: e.metrics,
+        notes: e.notes,
+        recordedBy: e.recordedBy,
+        at: e.at.toISOString(),
+      }),
     ),
     createdBy: row.createdBy,
   };

@@ -14,12 +14,26 @@ import { moveVersion, type VersionRef } from './version-moves.js';
  * rolls its stable replicas onto it (new ones ready before old ones drain) while the canary replicas retire. All in
  * one transaction.
  */
-export async function promoteVersion({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: VersionRef & { alias: string; reason: string } }): Promise<{ version: VersionView; endedCanaries: string[] }> {
+export async function promoteVersion({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: VersionRef & { alias: string; reason: string };
+}): Promise<{ version: VersionView; endedCanaries: string[] }> {
   const written = await withTransaction(ctx, async (tx) => {
     const current = await lockAlias(tx, input.workspaceId, input.alias);
     const row = await findVersion(tx, { ...input, lock: true });
     const version = await moveVersion(tx, input, row, { type: 'promote', actor: tx.actor }, { details: { alias: input.alias, reason: input.reason } });
-    if (current !== row.id) await moveAlias(tx, { workspaceId: input.workspaceId, alias: input.alias, fromVersionId: current, toVersionId: row.id, reason: input.reason, rollback: false });
+    if (current !== row.id)
+      await moveAlias(tx, {
+        workspaceId: input.workspaceId,
+        alias: input.alias,
+        fromVersionId: current,
+        toVersionId: row.id,
+        reason: input.reason,
+        rollback: false,
+      });
     const endedCanaries = await endCanaries(tx, { workspaceId: input.workspaceId, model: input.model, version: input.version, why: 'promoted' });
     return { version, endedCanaries };
   });
@@ -40,14 +54,24 @@ export async function releaseVersion({ ctx, input }: { ctx: ServiceCtx; input: V
  * back one step (each move audited; an alias with nowhere to go back to refuses the whole rollback, 409, so no alias
  * is left on a rolled-back version), and its canaries end. Deployments following those aliases roll back.
  */
-export async function rollbackVersion({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: VersionRef & { reason: string } }): Promise<{ version: VersionView; aliases: string[]; endedCanaries: string[] }> {
+export async function rollbackVersion({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: VersionRef & { reason: string };
+}): Promise<{ version: VersionView; aliases: string[]; endedCanaries: string[] }> {
   const written = await withTransaction(ctx, async (tx) => {
     const row = await findVersion(tx, { ...input, lock: true });
     const version = await moveVersion(tx, input, row, { type: 'rollback', actor: tx.actor }, { details: { reason: input.reason } });
-    const pointing = await tx.db.select({ name: modelAliases.name }).from(modelAliases).where(and(eq(modelAliases.workspaceId, input.workspaceId), eq(modelAliases.versionId, row.id)));
+    const pointing = await tx.db
+      .select({ name: modelAliases.name })
+      .from(modelAliases)
+      .where(and(eq(modelAliases.workspaceId, input.workspaceId), eq(modelAliases.versionId, row.id)));
     for (const { name } of pointing) {
       await rollbackAlias({ ctx: tx, input: { workspaceId: input.workspaceId, alias: name, reason: input.reason } }).catch((error: unknown) => {
-        if (error instanceof ApiError && error.code === 'conflict') throw new ApiError('conflict', `${error.message}: point ${name} at another approved version first, then roll ${input.model} ${input.version} back`);
+        if (error instanceof ApiError && error.code === 'conflict')
+          throw new ApiError('conflict', `${error.message}: point ${name} at another approved version first, then roll ${input.model} ${input.version} back`);
         throw error;
       });
     }

@@ -19,7 +19,13 @@ export type StoredAssignment = Assignment & { secretEnv?: SecretEnvRefs };
  * not decrypt (another key is configured) fails the signing, naming both keys: running without it is not an
  * option the control plane may take for the runtime.
  */
-export async function revealSecretEnv({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config'>; input: { workspaceId: string; specs: readonly StoredAssignment[] } }): Promise<Assignment[]> {
+export async function revealSecretEnv({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; specs: readonly StoredAssignment[] };
+}): Promise<Assignment[]> {
   const names = [...new Set(input.specs.flatMap((spec) => Object.values(spec.secretEnv ?? {}).map((ref) => ref.secret)))];
   const strip = ({ secretEnv: _refs, ...spec }: StoredAssignment): Assignment => spec;
   if (names.length === 0) return input.specs.map(strip);
@@ -32,7 +38,10 @@ export async function revealSecretEnv({ ctx, input }: { ctx: ServiceCtx & Pick<S
   for (const row of rows) {
     const value = box.open(row.sealed, secretAssociatedData(input.workspaceId, row.name));
     if (value === null) {
-      throw new ApiError('unavailable', `runtime secret ${row.name} does not decrypt: it was sealed under key ${row.keyId}, this instance holds key ${box.keyId}`);
+      throw new ApiError(
+        'unavailable',
+        `runtime secret ${row.name} does not decrypt: it was sealed under key ${row.keyId}, this instance holds key ${box.keyId}`,
+      );
     }
     values.set(row.name, value);
   }

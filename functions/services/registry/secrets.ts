@@ -23,7 +23,13 @@ export function requireSecretBox(config: Pick<ControlPlaneConfig, 'secretKey'>):
 }
 
 /** One page of the runtime secrets of a workspace, by name (unique in a workspace: the key). */
-export async function listRuntimeSecrets({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & PageRequest<string> }): Promise<RowPage<RuntimeSecretView>> {
+export async function listRuntimeSecrets({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string } & PageRequest<string>;
+}): Promise<RowPage<RuntimeSecretView>> {
   const rows = await ctx.db
     .select({ name: runtimeSecrets.name, createdAt: runtimeSecrets.createdAt, updatedAt: runtimeSecrets.updatedAt })
     .from(runtimeSecrets)
@@ -38,9 +44,16 @@ export async function listRuntimeSecrets({ ctx, input }: { ctx: ServiceCtx; inpu
  * Writes a runtime secret (admins only, at the route), sealed under the secret key. A new value gets a new
  * version, which rolls the replicas that use it; writing the value it already has changes nothing.
  */
-export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>; input: { workspaceId: string; name: string; value: string } }): Promise<{ view: RuntimeSecretView; changed: boolean }> {
+export async function putRuntimeSecret({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>;
+  input: { workspaceId: string; name: string; value: string };
+}): Promise<{ view: RuntimeSecretView; changed: boolean }> {
   const box = requireSecretBox(ctx.config);
-  if (input.value.includes('\0')) throw new ApiError('validation_failed', 'a runtime secret must not contain NUL at value', [{ path: 'value', message: 'must not contain NUL' }]);
+  if (input.value.includes('\0'))
+    throw new ApiError('validation_failed', 'a runtime secret must not contain NUL at value', [{ path: 'value', message: 'must not contain NUL' }]);
   const aad = secretAssociatedData(input.workspaceId, input.name);
   const written = await withTransaction(ctx, async (tx) => {
     const where = and(eq(runtimeSecrets.workspaceId, input.workspaceId), eq(runtimeSecrets.name, input.name));
@@ -48,10 +61,22 @@ export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<
     if (existing && box.open(existing.sealed, aad) === input.value) return { view: secretView(existing), changed: false };
     const values = { sealed: box.seal(input.value, aad), keyId: box.keyId, version: randomUUID() };
     const [row] = existing
-      ? await tx.db.update(runtimeSecrets).set({ ...values, updatedAt: sql`now()` }).where(where).returning()
-      : await tx.db.insert(runtimeSecrets).values({ workspaceId: input.workspaceId, name: input.name, ...values }).returning();
+      ? await tx.db
+          .update(runtimeSecrets)
+          .set({ ...values, updatedAt: sql`now()` })
+          .where(where)
+          .returning()
+      : await tx.db
+          .insert(runtimeSecrets)
+          .values({ workspaceId: input.workspaceId, name: input.name, ...values })
+          .returning();
     // The name and which key sealed it; never the value, its length or its ciphertext.
-    await audit(tx, { workspaceId: input.workspaceId, action: existing ? 'runtime_secret.rotate' : 'runtime_secret.create', target: input.name, details: { keyId: box.keyId } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: existing ? 'runtime_secret.rotate' : 'runtime_secret.create',
+      target: input.name,
+      details: { keyId: box.keyId },
+    });
     return { view: secretView(row!), changed: true };
   });
   if (written.changed) await reconcileAfterWrite(ctx);
@@ -60,7 +85,9 @@ export async function putRuntimeSecret({ ctx, input }: { ctx: ServiceCtx & Pick<
 
 /** The live deployments whose environment takes `name`. */
 async function deploymentsUsingSecret(ctx: ServiceCtx, workspaceId: string, name: string): Promise<string[]> {
-  return (await liveTemplateDeployments(ctx.db, workspaceId)).filter((d) => Object.values(d.runtime.env).some((v) => 'secret' in v && v.secret === name)).map((d) => d.name);
+  return (await liveTemplateDeployments(ctx.db, workspaceId))
+    .filter((d) => Object.values(d.runtime.env).some((v) => 'secret' in v && v.secret === name))
+    .map((d) => d.name);
 }
 
 /** Removes a runtime secret; 409 while a live deployment's environment names it, 404 when there is none. */

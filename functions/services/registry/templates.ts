@@ -16,7 +16,13 @@ function templateView(row: TemplateRow): RuntimeTemplateView {
 }
 
 /** One page of the runtime templates of a workspace, by name (unique in a workspace: the key). */
-export async function listRuntimeTemplates({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & PageRequest<string> }): Promise<RowPage<RuntimeTemplateView>> {
+export async function listRuntimeTemplates({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string } & PageRequest<string>;
+}): Promise<RowPage<RuntimeTemplateView>> {
   const rows = await ctx.db
     .select()
     .from(runtimeTemplates)
@@ -43,7 +49,13 @@ export async function getRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx; inpu
  * with it: that deployment must change first. Re-registering the same spec changes nothing; a changed one rolls
  * the deployments that use it once the controller resolves them again (their template digest changes).
  */
-export async function putRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>; input: { workspaceId: string; name: string; spec: RuntimeTemplateSpec } }): Promise<{ view: RuntimeTemplateView; changed: boolean }> {
+export async function putRuntimeTemplate({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: { workspaceId: string; name: string; spec: RuntimeTemplateSpec };
+}): Promise<{ view: RuntimeTemplateView; changed: boolean }> {
   const issues = checkTemplate(input.spec);
   if (issues.length) throw new ApiError('validation_failed', `${issues[0]!.message} at ${issues[0]!.path}`, issues);
   const written = await withTransaction(ctx, async (tx) => {
@@ -60,7 +72,11 @@ export async function putRuntimeTemplate({ ctx, input }: { ctx: ServiceCtx & Pic
       });
     if (broken.length) {
       const first = broken[0]!;
-      throw new ApiError('conflict', `deployment ${first.deployment} would no longer render with this template: ${first.issues[0]!.message}; change it first`, broken);
+      throw new ApiError(
+        'conflict',
+        `deployment ${first.deployment} would no longer render with this template: ${first.issues[0]!.message}; change it first`,
+        broken,
+      );
     }
     const [row] = existing
       ? await tx.db.update(runtimeTemplates).set({ spec: input.spec, updatedAt: sql`now()` }).where(where).returning()

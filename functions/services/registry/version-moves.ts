@@ -55,10 +55,22 @@ export async function moveVersion(
 }
 
 /** Records a version's licence and provenance: candidate -> documented. */
-export async function recordProvenance({ ctx, input }: { ctx: ServiceCtx; input: VersionRef & { licence: string; provenance: Provenance } }): Promise<VersionView> {
+export async function recordProvenance({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: VersionRef & { licence: string; provenance: Provenance };
+}): Promise<VersionView> {
   return await withTransaction(ctx, async (tx) => {
     const row = await findVersion(tx, { ...input, lock: true });
-    return await moveVersion(tx, input, row, { type: 'document', actor: ctx.actor }, { set: { licence: input.licence, provenance: input.provenance }, details: { licence: input.licence, source: input.provenance.source } });
+    return await moveVersion(
+      tx,
+      input,
+      row,
+      { type: 'document', actor: ctx.actor },
+      { set: { licence: input.licence, provenance: input.provenance }, details: { licence: input.licence, source: input.provenance.source } },
+    );
   });
 }
 
@@ -70,7 +82,8 @@ export async function recordProvenance({ ctx, input }: { ctx: ServiceCtx; input:
  */
 export async function verifyVersion({ ctx, input }: { ctx: ServiceCtx & { artifacts?: ArtifactStore }; input: VersionRef }): Promise<VersionView> {
   const before = await findVersion(ctx, input);
-  if (!ctx.artifacts) throw new ApiError('no_artifact_store', 'this control plane has no local artifact store to verify against (on Workers there is none yet)');
+  if (!ctx.artifacts)
+    throw new ApiError('no_artifact_store', 'this control plane has no local artifact store to verify against (on Workers there is none yet)');
   // Refused before a byte is read when the lifecycle would refuse it anyway.
   decide(before, { type: 'verify', passed: true, actor: ctx.actor });
   const report = await ctx.artifacts.verify(input, before.manifest.files);
@@ -90,7 +103,10 @@ export async function verifyVersion({ ctx, input }: { ctx: ServiceCtx & { artifa
       input,
       row,
       { type: 'verify', passed: verification.passed, actor: ctx.actor },
-      { set: { verification }, details: { passed: verification.passed, files: verification.files, bytes: verification.bytes, problems: verification.problemCount } },
+      {
+        set: { verification },
+        details: { passed: verification.passed, files: verification.files, bytes: verification.bytes, problems: verification.problemCount },
+      },
     );
   });
 }
@@ -102,8 +118,16 @@ export async function recordEvaluation({ ctx, input }: { ctx: ServiceCtx; input:
     // Decided before the run is stored, so that a refused move leaves no evaluation behind.
     decide(row, { type: 'evaluate', passed: input.passed, actor: ctx.actor });
     const id = newId('run');
-    await tx.db.insert(modelEvaluations).values({ id, versionId: row.id, suite: input.suite, passed: input.passed, metrics: input.metrics, notes: input.notes ?? null, recordedBy: ctx.actor });
-    return await moveVersion(tx, input, row, { type: 'evaluate', passed: input.passed, actor: ctx.actor }, { details: { evaluation: id, suite: input.suite, passed: input.passed } });
+    await tx.db
+      .insert(modelEvaluations)
+      .values({ id, versionId: row.id, suite: input.suite, passed: input.passed, metrics: input.metrics, notes: input.notes ?? null, recordedBy: ctx.actor });
+    return await moveVersion(
+      tx,
+      input,
+      row,
+      { type: 'evaluate', passed: input.passed, actor: ctx.actor },
+      { details: { evaluation: id, suite: input.suite, passed: input.passed } },
+    );
   });
 }
 

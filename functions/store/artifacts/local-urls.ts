@@ -55,7 +55,13 @@ export function parseFilePath(raw: string): ParsedFile {
 }
 
 /** Whether `exp` and `sig` of a request authorise reading `file` at `nowS` (epoch seconds). */
-export function checkSignature(input: { key: string; file: string; exp: string | undefined; sig: string | undefined; nowS: number }): 'ok' | 'expired' | 'bad_signature' {
+export function checkSignature(input: {
+  key: string;
+  file: string;
+  exp: string | undefined;
+  sig: string | undefined;
+  nowS: number;
+}): 'ok' | 'expired' | 'bad_signature' {
   const { exp, sig } = input;
   if (exp === undefined || sig === undefined || !EXP.test(exp) || !SIG.test(sig)) return 'bad_signature';
   const expected = Buffer.from(signFile(input.key, input.file, Number(exp)), 'hex');

@@ -2,7 +2,17 @@ import { open, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ManifestFile } from '../../../shared/contracts/registry.js';
-import { compareFile, digestOf, unreadFile, verifyEach, type ArtifactStore, type FileCheck, type FolderReport, type OpenedFile, type VersionFolder } from '../../kernel/ports/artifact-store.js';
+import {
+  compareFile,
+  digestOf,
+  unreadFile,
+  verifyEach,
+  type ArtifactStore,
+  type FileCheck,
+  type FolderReport,
+  type OpenedFile,
+  type VersionFolder,
+} from '../../kernel/ports/artifact-store.js';
 import { localFileUrl } from './local-urls.js';
 
 const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;

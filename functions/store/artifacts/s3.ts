@@ -3,7 +3,16 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { ManifestFile } from '../../../shared/contracts/registry.js';
 import type { ArtifactsS3Config } from '../../kernel/config.js';
 import { ApiError } from '../../kernel/errors.js';
-import { compareFile, digestOf, fileKey, unreadFile, verifyEach, type ArtifactStore, type FileCheck, type VersionFolder } from '../../kernel/ports/artifact-store.js';
+import {
+  compareFile,
+  digestOf,
+  fileKey,
+  unreadFile,
+  verifyEach,
+  type ArtifactStore,
+  type FileCheck,
+  type VersionFolder,
+} from '../../kernel/ports/artifact-store.js';
 
 /** The longest a SigV4 presigned URL may live (S3 refuses more): 7 days. */
 const PRESIGN_MAX_S = 7 * 24 * 3600;
@@ -63,7 +72,10 @@ export function s3ArtifactStore(config: ArtifactsS3Config): ArtifactStore {
       actual = await digestOf(body);
     } catch (error) {
       // The connection broke mid-object: nothing is known of the file.
-      throw new ApiError('unavailable', `the S3 artifact store stopped sending ${file.path} (${error instanceof Error ? error.message : String(error)}); retry later`);
+      throw new ApiError(
+        'unavailable',
+        `the S3 artifact store stopped sending ${file.path} (${error instanceof Error ? error.message : String(error)}); retry later`,
+      );
     }
     return { problem: compareFile(file, actual), bytes: actual.size };
   }
@@ -75,7 +87,10 @@ export function s3ArtifactStore(config: ArtifactsS3Config): ArtifactStore {
       // Signed so that it expires at `expiresAt` exactly, even one already past (SigV4 wants a lifetime of 1 s or more).
       const signedAt = Math.min(Math.floor(Date.now() / 1000), expiresAt - 1);
       const expiresIn = Math.min(PRESIGN_MAX_S, expiresAt - signedAt);
-      return await getSignedUrl(client, new GetObjectCommand({ Bucket: config.bucket, Key: keyOf(folder, path) }), { expiresIn, signingDate: new Date(signedAt * 1000) });
+      return await getSignedUrl(client, new GetObjectCommand({ Bucket: config.bucket, Key: keyOf(folder, path) }), {
+        expiresIn,
+        signingDate: new Date(signedAt * 1000),
+      });
     },
   };
 }

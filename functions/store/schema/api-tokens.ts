@@ -4,7 +4,9 @@ import { workspaceMembers } from './workspace-members.js';
 
 export const apiTokens = pgTable('api_tokens', {
   id: text('id').primaryKey(),
-  workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+  workspaceId: text('workspace_id')
+    .notNull()
+    .references(() => workspaces.id),
   name: text('name').notNull(),
   role: text('role', { enum: ['viewer', 'operator', 'admin', 'inference'] }).notNull(),
   /** SHA-256 of the secret; the secret itself is shown once and never stored. */

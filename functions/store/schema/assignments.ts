@@ -8,8 +8,12 @@ export const assignments = pgTable(
   'assignments',
   {
     id: text('id').primaryKey(),
-    machineId: text('machine_id').notNull().references(() => machines.id),
-    deploymentId: text('deployment_id').notNull().references(() => deployments.id),
+    machineId: text('machine_id')
+      .notNull()
+      .references(() => machines.id),
+    deploymentId: text('deployment_id')
+      .notNull()
+      .references(() => deployments.id),
     spec: jsonb('spec').$type<Assignment>().notNull(),
     /**
      * The machine's desired generation that first carried this spec: a runtime report under an older one

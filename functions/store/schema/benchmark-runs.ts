@@ -12,9 +12,15 @@ export const benchmarkRuns = pgTable(
   'benchmark_runs',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
-    versionId: text('version_id').notNull().references(() => modelVersions.id),
-    deploymentId: text('deployment_id').notNull().references(() => deployments.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
+    versionId: text('version_id')
+      .notNull()
+      .references(() => modelVersions.id),
+    deploymentId: text('deployment_id')
+      .notNull()
+      .references(() => deployments.id),
     profile: text('profile').notNull(),
     evidenceVersion: integer('evidence_version').notNull(),
     evidence: jsonb('evidence').$type<BenchmarkEvidence>().notNull(),

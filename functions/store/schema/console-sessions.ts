@@ -8,7 +8,9 @@ import { apiTokens } from './api-tokens.js';
 export const consoleSessions = pgTable('console_sessions', {
   id: text('id').primaryKey(),
   secretHash: text('secret_hash').notNull().unique(),
-  tokenId: text('token_id').notNull().references(() => apiTokens.id),
+  tokenId: text('token_id')
+    .notNull()
+    .references(() => apiTokens.id),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   endedAt: timestamp('ended_at', { withTimezone: true }),

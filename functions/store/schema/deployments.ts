@@ -8,7 +8,9 @@ export const deployments = pgTable(
   'deployments',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
     model: text('model').notNull(),
     /** The template and its params as the operator gave them; the controller resolves them into each assignment. */

@@ -3,7 +3,9 @@ import { workspaces } from './workspaces.js';
 
 export const enrollmentTokens = pgTable('enrollment_tokens', {
   id: text('id').primaryKey(),
-  workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+  workspaceId: text('workspace_id')
+    .notNull()
+    .references(() => workspaces.id),
   tokenHash: text('token_hash').notNull().unique(),
   boundName: text('bound_name'),
   labels: jsonb('labels').$type<Record<string, string>>().notNull().default({}),

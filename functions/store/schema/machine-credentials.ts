@@ -7,7 +7,9 @@ export const machineCredentials = pgTable(
   'machine_credentials',
   {
     id: text('id').primaryKey(),
-    machineId: text('machine_id').notNull().references(() => machines.id),
+    machineId: text('machine_id')
+      .notNull()
+      .references(() => machines.id),
     publicKey: jsonb('public_key').$type<Ed25519PublicJwk>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),

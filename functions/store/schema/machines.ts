@@ -7,7 +7,9 @@ export const machines = pgTable(
   'machines',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
     labels: jsonb('labels').$type<Record<string, string>>().notNull().default({}),
     inventory: jsonb('inventory').$type<Inventory>().notNull(),

@@ -13,7 +13,9 @@ export const modelAliasMoves = pgTable(
     alias: text('alias').notNull(),
     /** Null for the move that created the alias. */
     fromVersionId: text('from_version_id').references(() => modelVersions.id),
-    toVersionId: text('to_version_id').notNull().references(() => modelVersions.id),
+    toVersionId: text('to_version_id')
+      .notNull()
+      .references(() => modelVersions.id),
     rollback: boolean('rollback').notNull().default(false),
     by: text('by').notNull(),
     reason: text('reason').notNull(),

@@ -6,9 +6,13 @@ import { workspaces } from './workspaces.js';
 export const modelAliases = pgTable(
   'model_aliases',
   {
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
-    versionId: text('version_id').notNull().references(() => modelVersions.id),
+    versionId: text('version_id')
+      .notNull()
+      .references(() => modelVersions.id),
     updatedBy: text('updated_by').notNull(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },

@@ -6,7 +6,9 @@ export const modelEvaluations = pgTable(
   'model_evaluations',
   {
     id: text('id').primaryKey(),
-    versionId: text('version_id').notNull().references(() => modelVersions.id),
+    versionId: text('version_id')
+      .notNull()
+      .references(() => modelVersions.id),
     suite: text('suite').notNull(),
     passed: boolean('passed').notNull(),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull(),

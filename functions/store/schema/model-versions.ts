@@ -11,8 +11,12 @@ export const modelVersions = pgTable(
   'model_versions',
   {
     id: text('id').primaryKey(),
-    modelId: text('model_id').notNull().references(() => models.id),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    modelId: text('model_id')
+      .notNull()
+      .references(() => models.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     version: text('version').notNull(),
     format: text('format').$type<ModelFormat>().notNull(),
     licence: text('licence'),

@@ -7,7 +7,9 @@ export const models = pgTable(
   'models',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
     description: text('description'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

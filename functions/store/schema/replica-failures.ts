@@ -10,8 +10,12 @@ export const replicaFailures = pgTable(
   'replica_failures',
   {
     id: text('id').primaryKey(),
-    deploymentId: text('deployment_id').notNull().references(() => deployments.id),
-    machineId: text('machine_id').notNull().references(() => machines.id),
+    deploymentId: text('deployment_id')
+      .notNull()
+      .references(() => deployments.id),
+    machineId: text('machine_id')
+      .notNull()
+      .references(() => machines.id),
     assignmentId: text('assignment_id').notNull(),
     reason: text('reason').notNull(),
     failedAt: timestamp('failed_at', { withTimezone: true }).notNull().defaultNow(),

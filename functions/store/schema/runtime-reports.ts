@@ -6,7 +6,9 @@ import { machines } from './machines.js';
 export const runtimeReports = pgTable(
   'runtime_reports',
   {
-    machineId: text('machine_id').notNull().references(() => machines.id),
+    machineId: text('machine_id')
+      .notNull()
+      .references(() => machines.id),
     assignmentId: text('assignment_id').notNull(),
     deploymentId: text('deployment_id').notNull(),
     state: text('state').notNull(),

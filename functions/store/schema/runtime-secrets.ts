@@ -8,7 +8,9 @@ import { workspaces } from './workspaces.js';
 export const runtimeSecrets = pgTable(
   'runtime_secrets',
   {
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
     /** `v1.<iv>.<tag>.<ciphertext>`, bound to workspace and name. */
     sealed: text('sealed').notNull(),

@@ -6,7 +6,9 @@ import { workspaces } from './workspaces.js';
 export const runtimeTemplates = pgTable(
   'runtime_templates',
   {
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     name: text('name').notNull(),
     spec: jsonb('spec').$type<RuntimeTemplateSpec>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

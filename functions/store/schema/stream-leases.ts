@@ -3,7 +3,9 @@ import { machines } from './machines.js';
 
 /** Which control-plane instance holds a machine's stream; valid while `expiresAt` is in the future. */
 export const streamLeases = pgTable('stream_leases', {
-  machineId: text('machine_id').primaryKey().references(() => machines.id),
+  machineId: text('machine_id')
+    .primaryKey()
+    .references(() => machines.id),
   instanceId: text('instance_id').notNull(),
   connectionId: text('connection_id').notNull(),
   attachedAt: timestamp('attached_at', { withTimezone: true }).notNull().defaultNow(),

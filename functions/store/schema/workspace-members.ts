@@ -10,7 +10,9 @@ export const workspaceMembers = pgTable(
   'workspace_members',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     /** How operators name them: an e-mail address or a team name. */
     name: text('name').notNull(),
     role: text('role', { enum: ['viewer', 'operator', 'admin', 'inference'] }).notNull(),

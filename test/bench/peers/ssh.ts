@@ -69,9 +69,32 @@ export async function startSshTunnel(root: string, runtimePorts: number[]): Prom
     urls.set(port, `http://127.0.0.1:${listen}`);
     forwards.push('-R', `127.0.0.1:${listen}:127.0.0.1:${port}`);
   }
-  const options = ['BatchMode=yes', 'IdentitiesOnly=yes', 'StrictHostKeyChecking=yes', `UserKnownHostsFile=${join(dir, 'known_hosts')}`, 'ExitOnForwardFailure=yes', 'ServerAliveInterval=15'];
+  const options = [
+    'BatchMode=yes',
+    'IdentitiesOnly=yes',
+    'StrictHostKeyChecking=yes',
+    `UserKnownHostsFile=${join(dir, 'known_hosts')}`,
+    'ExitOnForwardFailure=yes',
+    'ServerAliveInterval=15',
+  ];
   const connect = () =>
-    spawnLogged(SSH, ['-N', '-F', '/dev/null', '-i', join(dir, 'client_key'), '-p', String(sshPort), ...options.flatMap((o) => ['-o', o]), ...forwards, `${userInfo().username}@127.0.0.1`], {}, join(dir, 'ssh.log'));
+    spawnLogged(
+      SSH,
+      [
+        '-N',
+        '-F',
+        '/dev/null',
+        '-i',
+        join(dir, 'client_key'),
+        '-p',
+        String(sshPort),
+        ...options.flatMap((o) => ['-o', o]),
+        ...forwards,
+        `${userInfo().username}@127.0.0.1`,
+      ],
+      {},
+      join(dir, 'ssh.log'),
+    );
   // sshd may not listen yet when the first client starts; ssh then exits and is started again.
   let ssh = connect();
   for (const url of urls.values()) {

@@ -38,8 +38,12 @@ export const clockSkew: Scenario = {
   expectedS: 60,
   async run(ctx) {
     if (!existsSync(LIBFAKETIME)) throw new Error(`${LIBFAKETIME} is missing: apt-get install faketime`);
-    const probe = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(Date.now()))'], { env: { ...process.env, ...fakeClock('+600s') }, encoding: 'utf8' });
-    if (Math.abs(Number(probe.stdout) - Date.now() - 600_000) > 10_000) throw new Error(`libfaketime does not move Node's clock here (a child read ${probe.stdout || probe.stderr})`);
+    const probe = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(Date.now()))'], {
+      env: { ...process.env, ...fakeClock('+600s') },
+      encoding: 'utf8',
+    });
+    if (Math.abs(Number(probe.stdout) - Date.now() - 600_000) > 10_000)
+      throw new Error(`libfaketime does not move Node's clock here (a child read ${probe.stdout || probe.stderr})`);
 
     const cluster = await privateDatabase(ctx.scope);
     const plane = await controlPlane(ctx.scope, { name: 'a', databaseUrl: cluster.url, dir: ctx.dir });
@@ -57,10 +61,13 @@ export const clockSkew: Scenario = {
       env: (name) => (SKEWS[name as NodeName] ? fakeClock(SKEWS[name as NodeName]!) : undefined),
     });
     const enrolledS = secondsSince(startedAt);
-    const allServingS = await secondsUntil(async () => (await api.machines()).filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable)).length === names.length, {
-      timeoutMs: 120_000,
-      fromMs: startedAt,
-    });
+    const allServingS = await secondsUntil(
+      async () => (await api.machines()).filter((m) => m.state === 'ready' && m.runtimes.some((r) => r.routable)).length === names.length,
+      {
+        timeoutMs: 120_000,
+        fromMs: startedAt,
+      },
+    );
     // One more poll after the check that saw all three, so that the watch has seen each of them too.
     await sleep(1_000);
     const polls = await watch.stop();
@@ -88,10 +95,13 @@ export const clockSkew: Scenario = {
       const warnings = await skewWarnings(node.logFile);
       const refusals = (log.match(/"code":"clock_skew"/g) ?? []).length;
       metrics[`${name}: start -> ready and serving (s)`] = readyS;
-      metrics[`${name}: clock warnings logged`] = warnings.length ? `${warnings.length}, offset ${(warnings[0]!.offsetMs / 1000).toFixed(1)} s: "${warnings[0]!.warning}"` : 0;
+      metrics[`${name}: clock warnings logged`] = warnings.length
+        ? `${warnings.length}, offset ${(warnings[0]!.offsetMs / 1000).toFixed(1)} s: "${warnings[0]!.warning}"`
+        : 0;
       metrics[`${name}: requests refused for clock skew`] = refusals;
       if (readyS === null) missed.push(`${name} not ready and serving within 120 s`);
-      else if (reference !== null && readyS - reference > READY_LAG_TARGET_S) missed.push(`${name} ready ${readyS - reference} s after the agent with the right time, target ${READY_LAG_TARGET_S} s`);
+      else if (reference !== null && readyS - reference > READY_LAG_TARGET_S)
+        missed.push(`${name} ready ${readyS - reference} s after the agent with the right time, target ${READY_LAG_TARGET_S} s`);
       if (SKEWS[name] && !warnings.some((w) => Math.abs(Math.abs(w.offsetMs) - 600_000) < 5_000)) missed.push(`${name}'s log does not name its 600 s offset`);
       if (!SKEWS[name] && warnings.length) missed.push(`${name} (right time) logged a clock warning`);
       if (refusals) missed.push(`${name} was refused ${refusals} times for clock skew`);
@@ -102,7 +112,13 @@ export const clockSkew: Scenario = {
       setup: '1 control plane (private PostgreSQL, default timings), 3 agents: faketime +600 s, -600 s, none; 3 replicas',
       detectS: null,
       healS: allServingS,
-      requests: { sent: answers.length, failed: answers.filter((s) => s !== 200).length, p50Ms: roundMs(percentile(latencies, 50)), p99Ms: roundMs(percentile(latencies, 99)), maxMs: roundMs(latencies.length ? Math.max(...latencies) : null) },
+      requests: {
+        sent: answers.length,
+        failed: answers.filter((s) => s !== 200).length,
+        p50Ms: roundMs(percentile(latencies, 50)),
+        p99Ms: roundMs(percentile(latencies, 99)),
+        maxMs: roundMs(latencies.length ? Math.max(...latencies) : null),
+      },
       lost: 'nothing',
       restartNeeded: nodes.some((n) => n.process.exitCode !== null),
       missed,

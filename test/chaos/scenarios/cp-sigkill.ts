@@ -68,7 +68,9 @@ export const cpSigkill: Scenario = {
         return { key, workloadId: response.headers.get('x-lunanexa-workload-id')!, ended };
       }),
     );
-    const active = await secondsUntil(async () => (await Promise.all(nodes.map(simStats))).reduce((sum, s) => sum + s.active, 0) >= STREAMS, { timeoutMs: 15_000 });
+    const active = await secondsUntil(async () => (await Promise.all(nodes.map(simStats))).reduce((sum, s) => sum + s.active, 0) >= STREAMS, {
+      timeoutMs: 15_000,
+    });
     if (active === null) throw new Error(`${STREAMS} generations are not all running on the nodes`);
 
     ctx.log(`SIGKILL control plane A with ${STREAMS} generations in flight`);
@@ -82,7 +84,9 @@ export const cpSigkill: Scenario = {
         async () => {
           const now = await leases.holders();
           const machines = await b.api.machines();
-          return NODE_NAMES.every((name) => now.has(name) && now.get(name) !== instanceOfA && machines.find((m) => m.name === name)?.runtimes.some((r) => r.routable));
+          return NODE_NAMES.every(
+            (name) => now.has(name) && now.get(name) !== instanceOfA && machines.find((m) => m.name === name)?.runtimes.some((r) => r.routable),
+          );
         },
         { timeoutMs: 60_000, fromMs: killedAt },
       ),
@@ -93,10 +97,13 @@ export const cpSigkill: Scenario = {
         },
         { timeoutMs: 60_000, fromMs: killedAt },
       ),
-      secondsUntil(async () => (await Promise.all(streams.map((s) => b.api.workload(s.workloadId)))).every((w) => w.state === 'failed' && w.errorCode === 'holder_lost'), {
-        timeoutMs: 60_000,
-        fromMs: killedAt,
-      }),
+      secondsUntil(
+        async () => (await Promise.all(streams.map((s) => b.api.workload(s.workloadId)))).every((w) => w.state === 'failed' && w.errorCode === 'holder_lost'),
+        {
+          timeoutMs: 60_000,
+          fromMs: killedAt,
+        },
+      ),
     ]);
     ctx.log(`ghost detached ${ghostDetachedS} s, nodes reattached via B ${reattachedS} s, generations aborted ${abortedS} s, holder_lost ${holderLostS} s`);
 
@@ -111,9 +118,11 @@ export const cpSigkill: Scenario = {
     const aborted = finalStats.reduce((sum, s) => sum + s.aborted, 0) - abortedBefore;
 
     const missed: string[] = [];
-    if (ghostDetachedS === null || ghostDetachedS > 15) missed.push(`a machine attached only through A detached after ${ghostDetachedS ?? 'never (60 s)'} s, target 15 s`);
+    if (ghostDetachedS === null || ghostDetachedS > 15)
+      missed.push(`a machine attached only through A detached after ${ghostDetachedS ?? 'never (60 s)'} s, target 15 s`);
     if (abortedS === null) missed.push(`orphaned generations not all aborted on the nodes within 60 s (${aborted} of ${STREAMS})`);
-    if (holderLostS === null) missed.push(`workloads not all recorded holder_lost within 60 s (${workloads.map((w) => `${w.state}/${w.errorCode}`).join(', ')})`);
+    if (holderLostS === null)
+      missed.push(`workloads not all recorded holder_lost within 60 s (${workloads.map((w) => `${w.state}/${w.errorCode}`).join(', ')})`);
     if (retry.status !== 200) missed.push(`retry with the same Idempotency-Key answered ${retry.status}: ${retryBody.slice(0, 120)}`);
     if (reattachedS === null) missed.push('the nodes were not all reattached and routable through B within 60 s');
     return {

@@ -72,14 +72,21 @@ export const dbOutage: Scenario = {
       };
     }
 
-    const readyzS = secondsUntil(async () => (await fetch(`${plane.url}/readyz`, { signal: AbortSignal.timeout(5_000) })).status === 200, { timeoutMs: 60_000, fromMs: returnedAt });
+    const readyzS = secondsUntil(async () => (await fetch(`${plane.url}/readyz`, { signal: AbortSignal.timeout(5_000) })).status === 200, {
+      timeoutMs: 60_000,
+      fromMs: returnedAt,
+    });
     const inferenceS = secondsUntil(async () => firstOkAfter(probe.samples, returnedAt) !== null, { timeoutMs: 120_000, intervalMs: 100 }).then((took) =>
       took === null ? null : secondsSince(returnedAt, firstOkAfter(probe.samples, returnedAt)!),
     );
     const machinesS = secondsUntil(() => machinesReady(api, nodes.length), { timeoutMs: 120_000, fromMs: returnedAt, intervalMs: 500 });
     // A change made once the API takes writes again: it reaches the nodes only over a bus that listens again.
     const bus = (async () => {
-      const acceptedS = await secondsUntil(async () => Boolean(await api.putDeployment(MODEL, simulatedDeployment(MODEL, 4))), { timeoutMs: 60_000, fromMs: returnedAt, intervalMs: 500 });
+      const acceptedS = await secondsUntil(async () => Boolean(await api.putDeployment(MODEL, simulatedDeployment(MODEL, 4))), {
+        timeoutMs: 60_000,
+        fromMs: returnedAt,
+        intervalMs: 500,
+      });
       if (acceptedS === null) return { acceptedS, servingS: null };
       return { acceptedS, servingS: await secondsUntil(() => replicasServing(api, MODEL, 4), { timeoutMs: 120_000, fromMs: returnedAt, intervalMs: 500 }) };
     })();
@@ -99,7 +106,8 @@ export const dbOutage: Scenario = {
     const busReconnects = await api.metric('lunanexa_bus_reconnects_total').catch(() => null);
 
     const missed: string[] = [];
-    if (inference === null || inference > INFERENCE_TARGET_S) missed.push(`inference back after ${inference ?? 'never (120 s)'} s, target ${INFERENCE_TARGET_S} s`);
+    if (inference === null || inference > INFERENCE_TARGET_S)
+      missed.push(`inference back after ${inference ?? 'never (120 s)'} s, target ${INFERENCE_TARGET_S} s`);
     if (scaled.servingS === null) missed.push('a deployment change made after the return did not reach the nodes within 120 s (bus not healed)');
     if (machines === null) missed.push('4 machines not ready within 120 s of the return');
     if (shownDown.size) missed.push(`${shownDown.size} machines shown down (${[...shownDown].join(', ')})`);
@@ -134,7 +142,7 @@ export const dbOutage: Scenario = {
         'runtimes relaunched (pid changed)': `${relaunched} of ${pidsBefore.size}`,
         'client load failures by status': countFailures(report.failures.map((f) => f.status)),
         'probe failures by status': countFailures(samples.map((s) => s.status)),
-        'lunanexa_bus_reconnects_total': busReconnects,
+        lunanexa_bus_reconnects_total: busReconnects,
       },
     };
   },

@@ -66,7 +66,10 @@ export const frozenUnderLoad: Scenario = {
     const missed: string[] = [];
     if (report.failures.length) missed.push(`${report.failures.length} requests failed (${countFailures(report.failures.map((f) => f.status))})`);
     if (waitedOld) missed.push(`${waitedOld} requests of the load took 10 s or more`);
-    if (heldThrough.length) missed.push(`${heldThrough.length} requests running on the node when it froze were held until it thawed (${heldThrough.map((r) => (r.ms / 1000).toFixed(1)).join(', ')} s; frozen ${FREEZE_S} s)`);
+    if (heldThrough.length)
+      missed.push(
+        `${heldThrough.length} requests running on the node when it froze were held until it thawed (${heldThrough.map((r) => (r.ms / 1000).toFixed(1)).join(', ')} s; frozen ${FREEZE_S} s)`,
+      );
     if (long.some((r) => r.status !== 200)) missed.push(`requests running on the node when it froze answered ${long.map((r) => r.status).join(', ')}`);
     if (unroutableS === null) missed.push(`still routable after ${FREEZE_S} s frozen`);
     if (routableS === null) missed.push('not routable within 60 s of SIGCONT');
@@ -75,7 +78,10 @@ export const frozenUnderLoad: Scenario = {
       detectS: unroutableS,
       healS: routableS,
       requests: t,
-      lost: report.failures.length || long.some((r) => r.status !== 200) ? `${report.failures.length + long.filter((r) => r.status !== 200).length} requests` : 'nothing',
+      lost:
+        report.failures.length || long.some((r) => r.status !== 200)
+          ? `${report.failures.length + long.filter((r) => r.status !== 200).length} requests`
+          : 'nothing',
       restartNeeded: frozen.process.exitCode !== null || routableS === null,
       missed,
       metrics: {
@@ -84,7 +90,9 @@ export const frozenUnderLoad: Scenario = {
         'their latencies (s)': movedOn.map((ms) => (ms / 1000).toFixed(1)).join(', ') || '-',
         'max latency (ms)': t.maxMs,
         'requests >= 10 s': waitedOld,
-        [`${LONG_REQUESTS} 2 s requests sent just before the freeze (${before.active} running on the frozen node): latencies (s)`]: long.map((r) => `${(r.ms / 1000).toFixed(1)}${r.status === 200 ? '' : ` (${r.status})`}`).join(', '),
+        [`${LONG_REQUESTS} 2 s requests sent just before the freeze (${before.active} running on the frozen node): latencies (s)`]: long
+          .map((r) => `${(r.ms / 1000).toFixed(1)}${r.status === 200 ? '' : ` (${r.status})`}`)
+          .join(', '),
         'frozen node runtime, freeze -> routable again: requests started / aborted': `${after.requests - before.requests} / ${after.aborted - before.aborted}`,
         'SIGCONT -> routable (s)': routableS,
       },

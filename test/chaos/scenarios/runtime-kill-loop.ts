@@ -105,7 +105,8 @@ export const runtimeKillLoop: Scenario = {
     if (replacedS === null) missed.push('not replaced and serving on another machine within 180 s');
     if (!degraded.length) missed.push('the deployment never said degraded');
     if (unexplained) missed.push(`${unexplained} degraded statuses without a reason`);
-    if (kills.length !== MAX_RESTARTS + 1) missed.push(`${kills.length} launches killed, expected ${MAX_RESTARTS + 1} (the first and ${MAX_RESTARTS} restarts)`);
+    if (kills.length !== MAX_RESTARTS + 1)
+      missed.push(`${kills.length} launches killed, expected ${MAX_RESTARTS + 1} (the first and ${MAX_RESTARTS} restarts)`);
     if (!marked) missed.push(`${victim.name} not marked for the operator`);
     if (report.failures.length) missed.push(`${report.failures.length} requests failed (${countFailures(report.failures.map((f) => f.status))})`);
     return {
@@ -119,7 +120,8 @@ export const runtimeKillLoop: Scenario = {
       metrics: {
         'launches killed': kills.length,
         'first kill -> last kill (restart limit used up) (s)': lastKill === undefined ? null : secondsSince(kills[0]!, lastKill),
-        'last kill -> replica serving on another machine (s)': replacedS === null || lastKill === undefined ? null : secondsSince(lastKill, startedAt + replacedS * 1000),
+        'last kill -> replica serving on another machine (s)':
+          replacedS === null || lastKill === undefined ? null : secondsSince(lastKill, startedAt + replacedS * 1000),
         'first kill -> replaced and serving (s)': replacedS,
         'replaced on': replacedOn,
         'statuses read while short of replicas': short.length,

@@ -70,7 +70,8 @@ export function sigstop(seconds: 30 | 90): Scenario {
       const dueDown = heartbeatAgeAtFreeze !== null && seconds > DOWN_AFTER_HEARTBEAT_S - heartbeatAgeAtFreeze + SCHEDULE_TOLERANCE_S;
 
       const missed: string[] = [];
-      if (unroutableS === null || unroutableS > UNROUTABLE_TARGET_S) missed.push(`unroutable after ${unroutableS ?? 'never while frozen'} s, target ${UNROUTABLE_TARGET_S} s`);
+      if (unroutableS === null || unroutableS > UNROUTABLE_TARGET_S)
+        missed.push(`unroutable after ${unroutableS ?? 'never while frozen'} s, target ${UNROUTABLE_TARGET_S} s`);
       if (report.failures.length) missed.push(`${report.failures.length} requests failed (${countFailures(report.failures.map((f) => f.status))})`);
       if (pidAfter !== pidBefore) missed.push(`runtime relaunched (pid ${pidBefore} -> ${pidAfter})`);
       if (routableS === null) missed.push('not routable within 90 s of SIGCONT');
@@ -88,7 +89,12 @@ export function sigstop(seconds: 30 | 90): Scenario {
         detectS: unroutableS,
         healS: routableS,
         requests: tally(report),
-        lost: report.failures.length || pidAfter !== pidBefore ? [report.failures.length ? `${report.failures.length} requests` : '', pidAfter !== pidBefore ? 'the runtime (relaunched)' : ''].filter(Boolean).join('; ') : 'nothing',
+        lost:
+          report.failures.length || pidAfter !== pidBefore
+            ? [report.failures.length ? `${report.failures.length} requests` : '', pidAfter !== pidBefore ? 'the runtime (relaunched)' : '']
+                .filter(Boolean)
+                .join('; ')
+            : 'nothing',
         restartNeeded: frozen.process.exitCode !== null || routableS === null,
         missed,
         metrics: {

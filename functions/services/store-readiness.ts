@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
-import journal from './migrations/meta/_journal.json' with { type: 'json' };
-import type { Db } from './db.js';
-import { queryRows } from './rows.js';
+import journal from '../store/migrations/meta/_journal.json' with { type: 'json' };
+import type { Db } from '../store/db.js';
+import { queryRows } from '../store/rows.js';
 
 /** Number of migrations this build ships. */
-export const SHIPPED_MIGRATIONS = journal.entries.length;
+const SHIPPED_MIGRATIONS = journal.entries.length;
 
 /**
  * Whether the store answers and has every shipped migration applied. An unreachable store is told apart from

@@ -14,5 +14,7 @@ export type TemplateFields = Pick<Assignment, 'model' | 'runtime' | 'artifact' |
  */
 export function templateHash(fields: TemplateFields): string {
   const { model, runtime, artifact, resources, version } = fields;
-  return createHash('sha256').update(canonicalize({ model, runtime, artifact, resources, versionId: version?.versionId })).digest('hex');
+  return createHash('sha256')
+    .update(canonicalize({ model, runtime, artifact, resources, versionId: version?.versionId }))
+    .digest('hex');
 }

@@ -1,6 +1,6 @@
 import { createRoute, type RouteConfig } from '@hono/zod-openapi';
 import type { Role } from '../../../shared/contracts/common.js';
-import { requireRole } from '../http/api-auth.js';
+import { requireRole } from './api-auth.js';
 
 /** The OpenAPI extension on each management operation naming the least role that may call it. */
 export const ROLE_EXTENSION = 'x-lunanexa-role';
