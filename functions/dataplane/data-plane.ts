@@ -1,5 +1,6 @@
 import { Admission } from './admission.js';
 import { LinkHolder, type RemoteHolders } from '../link/holder.js';
+import { StreamPings } from '../link/stream-pings.js';
 import { loadRoutes, RoutingTable } from './routing.js';
 import { errorFields } from '../kernel/telemetry/error-fields.js';
 import { batchedWrites, type BatchedWriteDeps } from '../store/batched-writes.js';
@@ -21,12 +22,10 @@ export interface DataPlane {
   routing: RoutingTable;
   admission: Admission;
   live: Map<string, LiveWorkload>;
-  /** When the agent of each stream held here last answered a ping through this instance (`Date.now()`), by connection. */
-  pingAnswers: Map<string, number>;
+  /** When the agent of each stream held here last answered a ping. */
+  pings: StreamPings;
   /** Workload records, written behind the requests (`config.writeBehindMs`). */
   workloads: WriteBehind<WorkloadRow>;
-  /** Pings answered over the uplinks of streams held here, recorded on their leases for the other instances. */
-  pongs: WriteBehind<{ machineId: string; connectionId: string }>;
 }
 
 /** The data plane of the instance whose store, config and logger `deps()` gives (read lazily: the instance's ports hold it). */
@@ -46,8 +45,7 @@ export function createDataPlane(input: { deps: () => BatchedWriteDeps; remote?: 
     ),
     admission: new Admission(),
     live: new Map(),
-    pingAnswers: new Map(),
     workloads: writeBehind('workload records', (db, rows) => writeWorkloads(db, rows)),
-    pongs: writeBehind('ping answers', (db, rows) => writePongs(db, rows)),
+    pings: new StreamPings(writeBehind('ping answers', (db, rows) => writePongs(db, rows))),
   };
 }

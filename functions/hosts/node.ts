@@ -5,7 +5,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { ControlPlaneConfig } from '../kernel/config.js';
 import { NodeEnv, configFromEnv } from './node-env.js';
 import { newApp } from '../api/app.js';
-import { createMemoryBus } from '../kernel/ports/bus.js';
+import { createMemoryBus } from '../kernel/memory-bus.js';
 import { createPgBus } from '../store/pg-bus.js';
 import { afterBusReconnect } from '../dataplane/resync.js';
 import { createDataPlane } from '../dataplane/data-plane.js';

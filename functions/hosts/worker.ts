@@ -136,7 +136,7 @@ async function withInvocation<T>(state: IsolateState, ctx: WorkerExecutionContex
   const { dataPlane, caches, logger } = state.ports;
   const finish = () =>
     invocations
-      .run(invocation, () => Promise.all([dataPlane.workloads.flush(), caches.machineAuth.flush(), dataPlane.pongs.flush()]))
+      .run(invocation, () => Promise.all([dataPlane.workloads.flush(), caches.machineAuth.flush(), dataPlane.pings.flush()]))
       .then(() => invocation.store.close())
       .catch((error: unknown) => logger.warn({ err: error instanceof Error ? error.message : String(error) }, "finishing the request's store failed"));
   try {

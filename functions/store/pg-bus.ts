@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { createSubscriberRegistry, MAX_NOTIFY_BYTES, type Bus, type BusMessage } from '../kernel/ports/bus.js';
+import { MAX_NOTIFY_BYTES, type Bus, type BusMessage } from '../kernel/ports/bus.js';
+import { createSubscriberRegistry } from '../kernel/memory-bus.js';
 
 const CHANNEL = 'lunanexa_bus';
 /** Messages per NOTIFY statement, at most (each under 8,000 bytes). */

@@ -10,7 +10,7 @@ import { InstanceLease } from '../../functions/services/instances.js';
 import { createDataPlane } from '../../functions/dataplane/data-plane.js';
 import { createServiceCaches } from '../../functions/services/caches.js';
 import { reconcileAfterWrites } from '../../functions/controller/driver.js';
-import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
+import { createMemoryBus } from '../../functions/kernel/memory-bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
 import { createIdentityLoader } from '../../functions/services/identity.js';
 import { createApiToken, ensureWorkspace } from '../../functions/services/api-tokens.js';

@@ -4,7 +4,7 @@ import { assignments, auditEvents, deployments, machines, models, modelAliases, 
 import { openPgStore } from '../../functions/store/pg.js';
 import type { Store } from '../../functions/store/db.js';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
-import { createMemoryBus } from '../../functions/kernel/ports/bus.js';
+import { createMemoryBus } from '../../functions/kernel/memory-bus.js';
 import { createMetrics } from '../../functions/kernel/telemetry/metrics.js';
 import { controllerTick, reconcileAfterWrites, reconcileOnce } from '../../functions/controller/driver.js';
 import { OvercommitError, recheckReservations } from '../../functions/controller/recheck.js';

@@ -319,7 +319,7 @@ describe('every route refuses whoever may not call it', () => {
     const text = await readFile(new URL('../../docs/operations.md', import.meta.url), 'utf8');
     const section = text.slice(text.indexOf('## Routes and roles'));
     const table = section.slice(0, section.indexOf('\n## ') > 0 ? section.indexOf('\n## ') : undefined);
-    const documented = [...table.matchAll(/^\| `([A-Z]+) ([^`]+)` \| (\w+) \|/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]}`).sort();
+    const documented = [...table.matchAll(/^\| `([A-Z]+) ([^`]+)` +\| (\w+) +\|/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]}`).sort();
     const declared = servedRoutes()
       .map((route) => `${route} ${roleOf(route)}`)
       .sort();

@@ -16,7 +16,7 @@ export function registerPong(app: Hono<AppEnv>) {
     const ports = c.get('ports');
     const answered = await answerPing({ ctx: serviceCtx(ports, machineId), input: { machineId, connectionId: answer.connectionId } });
     // The stream, if held here, hears it at once; one held elsewhere reads the lease row.
-    if (answered && ports.dataPlane.pingAnswers.has(answer.connectionId)) ports.dataPlane.pingAnswers.set(answer.connectionId, Date.now());
+    if (answered) ports.dataPlane.pings.answered(answer.connectionId);
     return c.json({ answered });
   });
 }

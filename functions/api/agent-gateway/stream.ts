@@ -7,9 +7,8 @@ import { errorFields } from '../../kernel/telemetry/error-fields.js';
 import { machineAuth } from '../http/machine-auth.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import type { BusMessage } from '../../kernel/ports/bus.js';
-import type { StreamSink } from '../../link/holder.js';
+import { holdLocalStream } from '../../link/local-stream.js';
 import { openSse } from '../http/sse-out.js';
-import type { Invoke } from '../../../shared/contracts/relay.js';
 
 const LAST_EVENT_ID = /^desired-\d{1,12}$/;
 
@@ -63,10 +62,8 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
       if (closed) return;
       closed = true;
       clearInterval(keepAlive);
-      clearInterval(ping);
-      ports.dataPlane.pingAnswers.delete(connectionId);
+      link.release();
       unsubscribe();
-      detachRelay();
       out.close();
       ports.metrics.streamsAttached.dec();
       void detachStream({ ctx, input: { machineId, connectionId } })
@@ -79,18 +76,20 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
         .finally(() => ports.dataPlane.routing.invalidate());
     };
     const out = openSse(c, {}, close);
-    // DataPlane events are queued at once, never behind a renewal: the hot path does not wait on the store.
-    const sink: StreamSink = {
-      invoke: (invoke: Invoke) => out.event('invoke', JSON.stringify(invoke)),
-      cancel: (invocationId, reason) => out.event('cancel', JSON.stringify({ invocationId, reason })),
-      ack: (offsets) => out.event('ack', JSON.stringify({ offsets: Object.fromEntries(offsets) })),
-      confirmUplink: (uplinkId) => out.event('uplink', JSON.stringify({ uplinkId })),
-      pong: () => {
-        ports.dataPlane.pingAnswers.set(connectionId, Date.now());
-        ports.dataPlane.pongs.put(connectionId, { machineId, connectionId });
+    const link = holdLocalStream({
+      holder: ports.dataPlane.holder,
+      pings: ports.dataPlane.pings,
+      machineId,
+      connectionId,
+      out,
+      timing: { pingMs: ports.config.streamPingMs, pingTimeoutMs: ports.config.streamPingTimeoutMs },
+      answeredElsewhere: () => pingAnswered({ ctx, input: { machineId, connectionId } }),
+      silent: () => {
+        ports.logger.warn({ machineId }, 'the agent stopped answering pings: closing its stream');
+        close();
       },
-    };
-    const detachRelay = ports.dataPlane.holder.attachStream(machineId, sink);
+      checkFailed: (error) => ports.logger.warn({ err: errorFields(error), machineId }, 'checking ping answers failed'),
+    });
     ports.dataPlane.routing.invalidate();
     const unsubscribe = ports.bus.subscribe(`machine:${machineId}`, (signal: BusMessage) => {
       if (signal.type === 'desired') void enqueue(() => sendDesired());
@@ -112,29 +111,6 @@ export function registerStream(app: Hono<AppEnv>, auth: MiddlewareHandler<AppEnv
         out.comment('keep-alive');
       });
     }, ports.config.streamKeepAliveMs);
-    // Queued at once like relay events: a ping held behind a slow renewal would prove nothing. An agent that stops
-    // answering (frozen) loses its stream: the invocations sent through it fail at once and are retried elsewhere
-    // before their first byte, instead of waiting for the node to thaw.
-    let pingSeq = 0;
-    let checking = false;
-    ports.dataPlane.pingAnswers.set(connectionId, Date.now());
-    const ping = setInterval(() => {
-      out.event('ping', `{"seq":${++pingSeq}}`);
-      const heardAt = ports.dataPlane.pingAnswers.get(connectionId) ?? 0;
-      if (checking || Date.now() - heardAt <= ports.config.streamPingTimeoutMs) return;
-      // Not heard here: the answer may have reached another instance, which wrote it to the lease.
-      checking = true;
-      void pingAnswered({ ctx, input: { machineId, connectionId } })
-        .then((fresh) => {
-          if (fresh) ports.dataPlane.pingAnswers.set(connectionId, Date.now());
-          else {
-            ports.logger.warn({ machineId }, 'the agent stopped answering pings: closing its stream');
-            close();
-          }
-        })
-        .catch((error: unknown) => ports.logger.warn({ err: errorFields(error), machineId }, 'checking ping answers failed'))
-        .finally(() => (checking = false));
-    }, ports.config.streamPingMs);
 
     out.event('hello', JSON.stringify({ protocol: STREAM_PROTOCOL_VERSION, machineId, connectionId, keepAliveMs: ports.config.streamKeepAliveMs }));
     void enqueue(() => sendDesired(first));
