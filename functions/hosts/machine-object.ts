@@ -4,7 +4,7 @@ import { requestId } from 'hono/request-id';
 import { Invoke } from '../../shared/contracts/relay.js';
 import { ApiError } from '../kernel/errors.js';
 import { handleError, notFound } from '../api/http/errors.js';
-import { type BusMessage } from '../kernel/ports/bus.js';
+import type { BusMessage } from '../kernel/ports/bus.js';
 import { createMemoryBus } from '../kernel/memory-bus.js';
 import { FORWARDED_FAILED_OFFSET, FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../link/forwarded.js';
 import { encodeFrame } from '../../shared/frame-codec.js';

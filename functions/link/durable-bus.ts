@@ -1,4 +1,4 @@
-import { type Bus, type BusMessage } from '../kernel/ports/bus.js';
+import type { Bus, BusMessage } from '../kernel/ports/bus.js';
 import { createSubscriberRegistry } from '../kernel/memory-bus.js';
 import { MACHINE_HEADER } from './forwarded.js';
 import { LINK_ORIGIN, linkStub, type DurableHolders, type LinkNamespace } from './durable-holders.js';

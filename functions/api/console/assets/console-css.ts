@@ -2,7 +2,7 @@
  * The console's one stylesheet, served as a file (`/console/assets/console.css`): the CSP allows styles from this
  * origin only, never inline. No framework: a laptop gets tables, a phone gets each row as a card.
  */
-export const CONSOLE_CSS = String.raw`
+export const CONSOLE_CSS = `
 :root {
   --bg: #f6f7f9; --surface: #ffffff; --text: #1b1f24; --muted: #57606a; --border: #d0d7de;
   --accent: #0b57d0; --accent-text: #ffffff; --ok: #1a7f37; --warn: #8a5a00; --bad: #c1121f; --idle: #6e7781;

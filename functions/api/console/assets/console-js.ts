@@ -3,7 +3,7 @@
  * work without it (plain links and forms); with it a page subscribes to `GET /console/events?view=…` and swaps in
  * the HTML fragments the server renders with the same functions as the page (`shared/contracts/console.ts`).
  */
-export const CONSOLE_JS = String.raw`'use strict';
+export const CONSOLE_JS = `'use strict';
 (function () {
   var VERSION = 1;
   function ready(fn) { if (document.readyState !== 'loading') fn(); else document.addEventListener('DOMContentLoaded', fn); }
