@@ -14,7 +14,7 @@ import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
 import { loadFleetSnapshot } from '../services/fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import type { RuntimeRegistry } from '../core/registry/resolve.js';
-import type { StoredAssignment } from '../services/registry/secret-env.js';
+import type { StoredAssignment } from '../services/secret-env.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
 import { replicaSets, type ReplicaSet } from '../core/fleet/replica-sets.js';
 import { replicaSetOf } from '../core/fleet/tracks.js';

@@ -10,9 +10,9 @@ import { loadFleetSnapshot } from '../services/fleet-load.js';
 import type { Actor } from '../core/principals.js';
 import { withTransaction, type ServiceCtx } from '../services/service-context.js';
 import { judgeGate, TokenStreamReader, type GateObservation } from '../core/registry/gate-measure.js';
-import { findVersion } from '../services/registry/models.js';
-import { canaryVersion, liveDeployment } from '../services/registry/canary.js';
-import { decide, moveVersion } from '../services/registry/version-moves.js';
+import { findVersion } from '../services/models.js';
+import { canaryVersion, liveDeployment } from '../services/canary.js';
+import { decide, moveVersion } from '../services/version-moves.js';
 
 /** Each gate request's own deadline: a canary that cannot answer within it counts an error, not a hung gate. */
 const REQUEST_DEADLINE_MS = 60_000;

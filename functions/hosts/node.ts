@@ -17,7 +17,7 @@ import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
 import { createServiceCaches } from '../services/caches.js';
 import { openPgStore } from '../store/pg.js';
-import { loadSecretKeyFile } from '../services/registry/secret-key.js';
+import { loadSecretKeyFile } from '../services/secret-key.js';
 import { localArtifactStore } from '../store/artifacts/local.js';
 import { artifactUrlKey } from '../services/store-secrets.js';
 import { newId } from '../../shared/ids.js';

@@ -23,11 +23,11 @@ import { loadPlacementInputs } from './placement-load.js';
 import { EMPTY_CATALOG, type VersionCatalog } from '../core/fleet/versions.js';
 import type { Track } from '../core/fleet/tracks.js';
 import { listDeploymentEvents } from './deployment-events.js';
-import { requireResolvableRuntime } from './registry/load.js';
+import { requireResolvableRuntime } from './runtime-registry.js';
 import type { RuntimeRegistry } from '../core/registry/resolve.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
-import { checkDeploymentSource } from './registry/deployment-source.js';
+import { checkDeploymentSource } from './deployment-source.js';
 import { loadWorkspacePolicy } from './workspace-policy.js';
 
 export interface DeploymentInput {

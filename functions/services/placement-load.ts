@@ -2,7 +2,7 @@ import { and, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import { type deployments, modelAliases, models, modelVersions, workspaces } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
-import { loadRuntimeRegistry } from './registry/load.js';
+import { loadRuntimeRegistry } from './runtime-registry.js';
 import { EMPTY_REGISTRY } from '../core/registry/resolve.js';
 import { catalogOf, EMPTY_CATALOG, type CatalogVersion, type VersionCatalog } from '../core/fleet/versions.js';
 import type { PlacementInputs } from '../core/fleet/replica-sets.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditPage } from '../../shared/contracts/audit.js';
 import type { AliasView, Manifest, ModelDetail, VersionView } from '../../shared/contracts/registry.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
-import { verifyVersion } from '../../functions/services/registry/version-moves.js';
+import { verifyVersion } from '../../functions/services/version-moves.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
 

@@ -3,7 +3,7 @@ import { newId } from '../../shared/ids.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { checkSignature, localFileUrl, parseFilePath, signFile, LOCAL_FILES_PREFIX } from '../../functions/store/artifacts/local-urls.js';
 import { byteRange } from '../../functions/api/http/byte-range.js';
-import { withArtifactUrls } from '../../functions/services/registry/artifact-urls.js';
+import { withArtifactUrls } from '../../functions/services/artifact-urls.js';
 import { fileKey, servesFiles, type ArtifactStore } from '../../functions/kernel/ports/artifact-store.js';
 import { ControlPlaneConfig } from '../../functions/kernel/config.js';
 import { configFromEnv, NodeEnv } from '../../functions/hosts/node-env.js';

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import type { AppEnv } from '../../dataplane/ports.js';
-import { openSignedArtifactFile } from '../../services/registry/artifact-files.js';
+import { openSignedArtifactFile } from '../../services/artifact-files.js';
 import { byteRange } from './byte-range.js';
 
 /**

@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AliasName, AliasRollbackRequest, AliasView, SetAliasRequest } from '../../../shared/contracts/registry.js';
 import { pageOf } from '../../../shared/contracts/page.js';
-import { listAliases, rollbackAlias, setAlias } from '../../services/registry/aliases.js';
+import { listAliases, rollbackAlias, setAlias } from '../../services/aliases.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';

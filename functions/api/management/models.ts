@@ -16,15 +16,15 @@ import {
   VersionView,
 } from '../../../shared/contracts/registry.js';
 import { pageOf } from '../../../shared/contracts/page.js';
-import { createModel, getModel, getVersion, listModels, registerVersion } from '../../services/registry/models.js';
-import { decideApproval, recordEvaluation, recordProvenance, verifyVersion } from '../../services/registry/version-moves.js';
+import { createModel, getModel, getVersion, listModels, registerVersion } from '../../services/models.js';
+import { decideApproval, recordEvaluation, recordProvenance, verifyVersion } from '../../services/version-moves.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { keyset, PageQuery } from './paging.js';
 import { guarded } from '../http/guarded.js';
 import { BenchmarkRunView } from '../../../shared/contracts/benchmark.js';
 import { listBenchmarkRuns } from '../../dataplane/canary-gate.js';
-import { promoteVersion, releaseVersion, rollbackVersion } from '../../services/registry/promotion.js';
+import { promoteVersion, releaseVersion, rollbackVersion } from '../../services/promotion.js';
 import type { Context } from 'hono';
 
 const ModelParam = z.object({ name: ModelName });

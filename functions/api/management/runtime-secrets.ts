@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeSecretPut, RuntimeSecretView, TemplateName } from '../../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../../shared/contracts/page.js';
-import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../../services/registry/secrets.js';
+import { deleteRuntimeSecret, listRuntimeSecrets, putRuntimeSecret } from '../../services/runtime-secrets.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';

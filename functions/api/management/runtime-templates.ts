@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { RuntimeTemplateSpec, RuntimeTemplateView, TemplateName } from '../../../shared/contracts/runtime-template.js';
 import { pageOf } from '../../../shared/contracts/page.js';
-import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../../services/registry/templates.js';
+import { deleteRuntimeTemplate, getRuntimeTemplate, listRuntimeTemplates, putRuntimeTemplate } from '../../services/runtime-templates.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';

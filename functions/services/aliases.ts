@@ -1,12 +1,12 @@
 import { and, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
-import { modelAliases, modelAliasMoves, models, modelVersions } from '../../store/schema/index.js';
-import { newId } from '../../../shared/ids.js';
-import type { AliasView, VersionState } from '../../../shared/contracts/registry.js';
-import { ApiError } from '../../kernel/errors.js';
-import { audit, withTransaction, type ServiceCtx } from '../service-context.js';
-import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
-import { aliasable } from '../../core/registry/lifecycle.js';
-import { rollbackTarget } from '../../core/registry/alias-history.js';
+import { modelAliases, modelAliasMoves, models, modelVersions } from '../store/schema/index.js';
+import { newId } from '../../shared/ids.js';
+import type { AliasView, VersionState } from '../../shared/contracts/registry.js';
+import { ApiError } from '../kernel/errors.js';
+import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
+import { aliasable } from '../core/registry/lifecycle.js';
+import { rollbackTarget } from '../core/registry/alias-history.js';
 import { findVersion } from './models.js';
 
 /** How far back a rollback reads an alias's history: every rollback step undoes one move, so this is plenty. */

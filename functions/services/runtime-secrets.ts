@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, gt, sql } from 'drizzle-orm';
-import { runtimeSecrets } from '../../store/schema/index.js';
-import type { RuntimeSecretView } from '../../../shared/contracts/runtime-template.js';
-import type { ControlPlaneConfig } from '../../kernel/config.js';
-import { ApiError } from '../../kernel/errors.js';
-import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
-import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
-import { liveTemplateDeployments } from './load.js';
-import { secretAssociatedData, secretBox, type SecretBox } from '../../core/registry/secret-box.js';
+import { runtimeSecrets } from '../store/schema/index.js';
+import type { RuntimeSecretView } from '../../shared/contracts/runtime-template.js';
+import type { ControlPlaneConfig } from '../kernel/config.js';
+import { ApiError } from '../kernel/errors.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
+import { liveTemplateDeployments } from './runtime-registry.js';
+import { secretAssociatedData, secretBox, type SecretBox } from '../core/registry/secret-box.js';
 
 type SecretRow = typeof runtimeSecrets.$inferSelect;
 

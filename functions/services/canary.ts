@@ -1,8 +1,8 @@
 import { and, eq, isNull, isNotNull, sql } from 'drizzle-orm';
-import { deployments, modelAliases, models, modelVersions } from '../../store/schema/index.js';
-import type { ModelSource } from '../../../shared/contracts/deployment.js';
-import { ApiError } from '../../kernel/errors.js';
-import { audit, type ServiceCtx } from '../service-context.js';
+import { deployments, modelAliases, models, modelVersions } from '../store/schema/index.js';
+import type { ModelSource } from '../../shared/contracts/deployment.js';
+import { ApiError } from '../kernel/errors.js';
+import { audit, type ServiceCtx } from './service-context.js';
 import { findVersion } from './models.js';
 
 type DeploymentRow = typeof deployments.$inferSelect;

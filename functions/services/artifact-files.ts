@@ -1,8 +1,8 @@
-import { ApiError } from '../../kernel/errors.js';
-import type { ArtifactStore, OpenedFile } from '../../kernel/ports/artifact-store.js';
-import type { Db } from '../../store/db.js';
-import { checkSignature, LOCAL_FILES_PREFIX, parseFilePath } from '../../store/artifacts/local-urls.js';
-import { artifactUrlKey } from '../store-secrets.js';
+import { ApiError } from '../kernel/errors.js';
+import type { ArtifactStore, OpenedFile } from '../kernel/ports/artifact-store.js';
+import type { Db } from '../store/db.js';
+import { checkSignature, LOCAL_FILES_PREFIX, parseFilePath } from '../store/artifacts/local-urls.js';
+import { artifactUrlKey } from './store-secrets.js';
 
 /**
  * Opens the file a local artifact store's signed URL names (docs/artifacts.md): the signature is the authorisation,

@@ -1,9 +1,9 @@
 import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
-import type { Db } from '../../store/db.js';
-import { deployments, runtimeSecrets, runtimeTemplates } from '../../store/schema/index.js';
-import type { DeploymentRuntime } from '../../../shared/contracts/deployment.js';
-import { ApiError } from '../../kernel/errors.js';
-import { registryOf, resolveRuntime, type ResolveFailure, type RuntimeRegistry } from '../../core/registry/resolve.js';
+import type { Db } from '../store/db.js';
+import { deployments, runtimeSecrets, runtimeTemplates } from '../store/schema/index.js';
+import type { DeploymentRuntime } from '../../shared/contracts/deployment.js';
+import { ApiError } from '../kernel/errors.js';
+import { registryOf, resolveRuntime, type ResolveFailure, type RuntimeRegistry } from '../core/registry/resolve.js';
 
 /** Every registered template and secret version (never a secret's value), for the reconciler. */
 export async function loadRuntimeRegistry(db: Db, scope: { workspaceId?: string } = {}): Promise<RuntimeRegistry> {

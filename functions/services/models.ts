@@ -1,10 +1,10 @@
 import { and, desc, eq, gt, isNull } from 'drizzle-orm';
-import { modelEvaluations, models, modelVersions } from '../../store/schema/index.js';
-import { newId } from '../../../shared/ids.js';
-import type { EvaluationView, Manifest, ModelDetail, ModelFormat, ModelView, VersionSummary, VersionView } from '../../../shared/contracts/registry.js';
-import { ApiError } from '../../kernel/errors.js';
-import { audit, withTransaction, type ServiceCtx } from '../service-context.js';
-import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
+import { modelEvaluations, models, modelVersions } from '../store/schema/index.js';
+import { newId } from '../../shared/ids.js';
+import type { EvaluationView, Manifest, ModelDetail, ModelFormat, ModelView, VersionSummary, VersionView } from '../../shared/contracts/registry.js';
+import { ApiError } from '../kernel/errors.js';
+import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 
 type ModelRow = typeof models.$inferSelect;
 type VersionRow = typeof modelVersions.$inferSelect;

@@ -1,7 +1,7 @@
-import type { Assignment } from '../../../shared/contracts/desired.js';
-import type { ControlPlaneConfig } from '../../kernel/config.js';
-import { ApiError } from '../../kernel/errors.js';
-import { servesFiles, type ArtifactStore } from '../../kernel/ports/artifact-store.js';
+import type { Assignment } from '../../shared/contracts/desired.js';
+import type { ControlPlaneConfig } from '../kernel/config.js';
+import { ApiError } from '../kernel/errors.js';
+import { servesFiles, type ArtifactStore } from '../kernel/ports/artifact-store.js';
 
 /**
  * The assignments as the machine receives them: every file of a registry version gets a short-lived GET URL from

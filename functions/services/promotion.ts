@@ -1,8 +1,8 @@
 import { and, eq } from 'drizzle-orm';
-import { modelAliases } from '../../store/schema/index.js';
-import type { VersionView } from '../../../shared/contracts/registry.js';
-import { ApiError } from '../../kernel/errors.js';
-import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
+import { modelAliases } from '../store/schema/index.js';
+import type { VersionView } from '../../shared/contracts/registry.js';
+import { ApiError } from '../kernel/errors.js';
+import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { lockAlias, moveAlias, rollbackAlias } from './aliases.js';
 import { endCanaries } from './canary.js';
 import { findVersion } from './models.js';

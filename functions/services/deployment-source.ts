@@ -1,13 +1,13 @@
 import { and, eq } from 'drizzle-orm';
-import { modelAliases, models, modelVersions } from '../../store/schema/index.js';
-import type { CanarySpec, DeploymentRuntime, ModelSource } from '../../../shared/contracts/deployment.js';
-import type { WorkspacePolicy } from '../../../shared/contracts/placement.js';
-import { ApiError } from '../../kernel/errors.js';
-import type { ServiceCtx } from '../service-context.js';
-import { aliasable } from '../../core/registry/lifecycle.js';
+import { modelAliases, models, modelVersions } from '../store/schema/index.js';
+import type { CanarySpec, DeploymentRuntime, ModelSource } from '../../shared/contracts/deployment.js';
+import type { WorkspacePolicy } from '../../shared/contracts/placement.js';
+import { ApiError } from '../kernel/errors.js';
+import type { ServiceCtx } from './service-context.js';
+import { aliasable } from '../core/registry/lifecycle.js';
 import { findVersion } from './models.js';
 import { moveVersion, type VersionRow } from './version-moves.js';
-import { runtimeName } from '../../core/scheduler/policy.js';
+import { runtimeName } from '../core/scheduler/policy.js';
 
 const invalid = (path: string, message: string) => new ApiError('validation_failed', `${message} (at ${path})`, { issues: [{ path, message }] });
 

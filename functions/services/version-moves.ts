@@ -1,13 +1,13 @@
 import { eq, sql } from 'drizzle-orm';
-import { modelEvaluations, modelVersions } from '../../store/schema/index.js';
-import { newId } from '../../../shared/ids.js';
-import type { ApprovalRequest, Provenance, RecordEvaluationRequest, Verification, VersionView } from '../../../shared/contracts/registry.js';
-import { ApiError } from '../../kernel/errors.js';
-import { dbNow } from '../../store/rows.js';
-import { audit, withTransaction, type ServiceCtx } from '../service-context.js';
-import { transition, type LifecycleEvent } from '../../core/registry/lifecycle.js';
+import { modelEvaluations, modelVersions } from '../store/schema/index.js';
+import { newId } from '../../shared/ids.js';
+import type { ApprovalRequest, Provenance, RecordEvaluationRequest, Verification, VersionView } from '../../shared/contracts/registry.js';
+import { ApiError } from '../kernel/errors.js';
+import { dbNow } from '../store/rows.js';
+import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { transition, type LifecycleEvent } from '../core/registry/lifecycle.js';
 import { findVersion, versionView } from './models.js';
-import type { ArtifactStore } from '../../kernel/ports/artifact-store.js';
+import type { ArtifactStore } from '../kernel/ports/artifact-store.js';
 
 /** Which version: a workspace's model and its label. */
 export interface VersionRef {

@@ -1,13 +1,13 @@
 import { and, eq, gt, sql } from 'drizzle-orm';
-import { runtimeTemplates } from '../../store/schema/index.js';
-import { canonicalize } from '../../../shared/canonical.js';
-import type { RuntimeTemplateSpec, RuntimeTemplateView } from '../../../shared/contracts/runtime-template.js';
-import { ApiError } from '../../kernel/errors.js';
-import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from '../service-context.js';
-import { cutPage, type PageRequest, type RowPage } from '../../core/paging.js';
-import { checkTemplate } from '../../core/registry/template-check.js';
-import { renderArgs, renderEnv } from '../../core/registry/render.js';
-import { liveTemplateDeployments } from './load.js';
+import { runtimeTemplates } from '../store/schema/index.js';
+import { canonicalize } from '../../shared/canonical.js';
+import type { RuntimeTemplateSpec, RuntimeTemplateView } from '../../shared/contracts/runtime-template.js';
+import { ApiError } from '../kernel/errors.js';
+import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
+import { checkTemplate } from '../core/registry/template-check.js';
+import { renderArgs, renderEnv } from '../core/registry/render.js';
+import { liveTemplateDeployments } from './runtime-registry.js';
 
 type TemplateRow = typeof runtimeTemplates.$inferSelect;
 

@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { newSecretKey, parseSecretKey } from '../../core/registry/secret-box.js';
+import { newSecretKey, parseSecretKey } from '../core/registry/secret-box.js';
 
 /**
  * The Node control plane's runtime-secret key when LUNANEXA_SECRET_KEY does not give one: `<data dir>/secret.key`

@@ -1,11 +1,11 @@
 import { and, eq, inArray } from 'drizzle-orm';
-import { runtimeSecrets } from '../../store/schema/index.js';
-import type { Assignment } from '../../../shared/contracts/desired.js';
-import { ApiError } from '../../kernel/errors.js';
-import type { ServiceCtx, ServicePorts } from '../service-context.js';
-import type { SecretEnvRefs } from '../../core/registry/resolve.js';
-import { secretAssociatedData } from '../../core/registry/secret-box.js';
-import { requireSecretBox } from './secrets.js';
+import { runtimeSecrets } from '../store/schema/index.js';
+import type { Assignment } from '../../shared/contracts/desired.js';
+import { ApiError } from '../kernel/errors.js';
+import type { ServiceCtx, ServicePorts } from './service-context.js';
+import type { SecretEnvRefs } from '../core/registry/resolve.js';
+import { secretAssociatedData } from '../core/registry/secret-box.js';
+import { requireSecretBox } from './runtime-secrets.js';
 
 /** An assignment as stored: the signed spec, plus the secrets its runtime's environment takes (by reference). */
 export type StoredAssignment = Assignment & { secretEnv?: SecretEnvRefs };
