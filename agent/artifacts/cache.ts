@@ -115,6 +115,7 @@ export class ArtifactCache {
       await saveIndex(this.layout.index, index);
       return result;
     });
+    // A failed change must not block the ones queued after it; its own caller gets the error through `next`.
     this.serial = next.catch(() => {});
     return next;
   }

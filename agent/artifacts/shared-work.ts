@@ -40,6 +40,7 @@ export class SharedWork<T> {
     const controller = new AbortController();
     const before = this.abandoned.get(key) ?? Promise.resolve();
     const promise = before
+      // The abandoned run's failure was its own callers'; this run only waits for it to let go.
       .catch(() => {})
       .then(() => {
         controller.signal.throwIfAborted();

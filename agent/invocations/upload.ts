@@ -57,6 +57,7 @@ export function createFramesUpload(opts: FramesUploadOptions) {
 
   /** Asks where the control plane stopped and resends the frames from there; up to three times. */
   async function resume(path: string, sent: Array<{ o: number; bytes: Uint8Array }>): Promise<void> {
+    // A failed ask or resend is tried again; after the third the upload fails with the error thrown below.
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const at = await request(new URL(path, opts.baseUrl), { headers: await opts.signedHeaders('GET', path, ''), dispatcher: opts.dispatcher })
         .then((r) => readResult(fromRequest(r), FramesAccepted))

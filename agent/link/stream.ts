@@ -94,6 +94,7 @@ export function openStreamLink(opts: StreamLinkOptions) {
       if (response.statusCode === 401 || response.statusCode === 403) opts.onFatal(response.statusCode);
       const type = response.headers['content-type'];
       if (response.statusCode !== 200 || !String(type).startsWith('text/event-stream')) {
+        // The refusal below says what went wrong; a body that breaks off while drained adds nothing to it.
         await response.body.dump().catch(() => {});
         throw new Error(`HTTP ${response.statusCode}`);
       }

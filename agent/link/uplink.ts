@@ -45,8 +45,10 @@ class Connection {
         body: this.body,
         dispatcher: opts.dispatcher,
       });
+      // The status is the answer: a body that breaks off while drained changes nothing about it.
       await response.body.dump().catch(() => {});
       return response.statusCode;
+      // Status 0: the uplink broke without an answer, which its owner handles as such (reconnects, resends).
     })().catch(() => 0);
   }
 
