@@ -164,6 +164,9 @@ describePg('placement on PostgreSQL', () => {
   it('registry versions and canaries reach the stored spec and the read model; an idle deployment goes to sleep on the tick', async () => {
     const ws = await workspace('registry', {});
     const lab = await machine(ws, 'lab-1', { site: 'lab' });
+    // Both machines fit the stable set equally and placement breaks ties by id: a later millisecond gives the
+    // second machine the later id (ids of one millisecond are random among themselves).
+    await new Promise((resolve) => setTimeout(resolve, 2));
     const h100 = await machine(ws, 'lab-h100', { site: 'lab', gpu: 'h100' });
     const modelId = newId('model');
     await stores[0]!.db.insert(models).values({ id: modelId, workspaceId: ws, name: 'llama' });
