@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Assignment } from '../shared/contracts/desired.js';
 import { EnvName, TemplateName } from '../shared/contracts/runtime-template.js';
 import { versionProblem } from './artifacts/layout.js';
+import { codeLoadingEnvReason } from '../shared/env-deny.js';
 
 /**
  * Variables the agent sets for every runtime itself: a policy cannot let an assignment set them, so that no
@@ -127,10 +128,14 @@ export function policyRefusal(policy: AgentPolicy, assignment: Assignment): stri
     if (allowed.sha256 !== undefined && allowed.sha256 !== runtime.executableSha256) {
       return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${allowed.sha256} of the local policy`;
     }
-    const refused = Object.keys(runtime.env)
-      .sort()
-      .find((name) => !allowed.env.includes(name));
+    const names = Object.keys(runtime.env).sort();
+    const refused = names.find((name) => !allowed.env.includes(name));
     if (refused !== undefined) return `template "${runtime.template}" may not set environment variable ${refused}`;
+    // Listed by the policy, and still never passed on: the control plane refuses these too.
+    for (const name of names) {
+      const reason = name.startsWith('LUNANEXA_') ? 'the agent sets its own variables itself' : codeLoadingEnvReason(name);
+      if (reason !== null) return `template "${runtime.template}" may not set environment variable ${name}: ${reason}`;
+    }
   }
   const artifact = assignment.artifact;
   if (artifact) {

@@ -33,7 +33,8 @@ const NEXT_KEY_FILE = 'machine-key.next.jwk';
 export async function writeFileAtomic(path: string, text: string | Uint8Array, mode = 0o600): Promise<void> {
   const temp = `${path}.${process.pid}.${randomUUID()}.tmp`;
   try {
-    await writeFile(temp, text, { mode });
+    // 'wx': a new file, never one that a link or an earlier file at that name leads to.
+    await writeFile(temp, text, { mode, flag: 'wx' });
     await rename(temp, path);
   } catch (error) {
     // A full disk or a vanished directory must not leave temporaries behind; the caller gets the cause.

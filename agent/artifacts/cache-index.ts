@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../state.js';
@@ -28,9 +29,16 @@ export type CacheIndex = z.infer<typeof CacheIndex>;
 export async function loadIndex(path: string, onUnreadable: (reason: string) => void): Promise<CacheIndex> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // Never read through a link: the agent (root) would read any file of the node, and tell of it in its log.
+    text = await readFile(path, { encoding: 'utf8', flag: constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { versions: {}, blobs: {} };
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { versions: {}, blobs: {} };
+    if (code === 'ELOOP') {
+      // Saving the index replaces the link itself.
+      onUnreadable(`${path} is a symbolic link`);
+      return { versions: {}, blobs: {} };
+    }
     throw error;
   }
   let json: unknown = null;

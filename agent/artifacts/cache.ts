@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { chmod, copyFile, link, lstat, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { link, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type { Dispatcher } from 'undici';
 import type { VersionArtifact } from '../../shared/contracts/artifacts.js';
+import { assertCacheFile, cacheDirProblem, openCacheFile } from './cache-guard.js';
 import { cachedVersionIds, loadIndex, saveIndex, type CacheIndex } from './cache-index.js';
 import { fetchBlob } from './download.js';
 import { planEviction } from './evict.js';
@@ -124,7 +127,7 @@ export class ArtifactCache {
     const id = version.versionId;
     const folder = this.layout.version(id);
     const blobs = versionBlobs(version);
-    for (const dir of [this.layout.dir, this.layout.blobs, this.layout.partials, this.layout.versions]) await mkdir(dir, { recursive: true, mode: 0o755 });
+    await this.secureDir();
     const index = await this.loaded();
     if (index.versions[id]?.complete && (await this.intact(version))) {
       await this.update((i) => this.used(i, version, true));
@@ -147,6 +150,19 @@ export class ArtifactCache {
     }
   }
 
+  /**
+   * Creates the cache's folders (0755), refusing a cache dir that anyone but the agent can write, or that lies
+   * where others could swap it, before and after: the agent (root) follows no link there and trusts what it finds.
+   */
+  private async secureDir(): Promise<void> {
+    const folders = [this.layout.blobs, this.layout.partials, this.layout.versions];
+    const before = await cacheDirProblem(this.layout.dir, folders);
+    if (before !== null) throw new Error(before);
+    for (const dir of [this.layout.dir, ...folders]) await mkdir(dir, { recursive: true, mode: 0o755 });
+    const after = await cacheDirProblem(this.layout.dir, folders);
+    if (after !== null) throw new Error(after);
+  }
+
   /** Records a use of the version (and of its blobs) now; `complete` once its folder is laid out. */
   private used(index: CacheIndex, version: VersionArtifact, complete: boolean): void {
     const now = Date.now();
@@ -154,10 +170,13 @@ export class ArtifactCache {
     for (const file of version.files) index.blobs[file.sha256] = { lastUsedAt: now };
   }
 
-  /** Size of the verified blob on disk; null when there is none. */
+  /** Size of the verified blob on disk; null when there is none. Refuses one the agent did not write (a link). */
   private async blobSize(sha256: string): Promise<number | null> {
+    const path = this.layout.blob(sha256);
     try {
-      return (await stat(this.layout.blob(sha256))).size;
+      const info = await lstat(path);
+      assertCacheFile(path, info, false);
+      return info.size;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw error;
@@ -167,6 +186,9 @@ export class ArtifactCache {
   /** Every file of the folder a regular file of its manifest's size, and every blob there with it. */
   private async intact(version: VersionArtifact): Promise<boolean> {
     const folder = this.layout.version(version.versionId);
+    // A link in place of the folder is no folder the agent laid out: it is laid out again (the link replaced).
+    const laidOut = await lstat(folder).catch(() => null);
+    if (!laidOut?.isDirectory()) return false;
     for (const file of version.files) {
       try {
         const linked = await lstat(join(folder, file.path));
@@ -211,13 +233,16 @@ export class ArtifactCache {
     for (const sha of plan.partials) await rm(this.layout.partial(sha), { force: true });
   }
 
-  /** The files of a cache folder named by digest, with their sizes (anything else there is not the cache's). */
+  /**
+   * The files of a cache folder named by digest, with their sizes (anything else there, links included, is not the
+   * cache's: never followed).
+   */
   private async sizes(dir: string): Promise<Map<string, number>> {
     const sizes = new Map<string, number>();
     for (const name of await readdir(dir)) {
       if (!HEX.test(name)) continue;
-      const size = await stat(join(dir, name)).then(
-        (info) => info.size,
+      const size = await lstat(join(dir, name)).then(
+        (info) => (info.isFile() ? info.size : null),
         () => null,
       );
       if (size !== null) sizes.set(name, size);
@@ -308,11 +333,11 @@ export class ArtifactCache {
         const target = join(temp, file.path);
         await mkdir(dirname(target), { recursive: true, mode: 0o755 });
         try {
+          // link(2) links a symbolic link itself, never what it points to.
           await link(this.layout.blob(file.sha256), target);
         } catch {
           // Another file system, or one without hard links: a copy, read-only like the blob.
-          await copyFile(this.layout.blob(file.sha256), target);
-          await chmod(target, 0o444);
+          await this.copyBlob(file.sha256, target);
         }
       }
       await rm(folder, { recursive: true, force: true });
@@ -320,6 +345,23 @@ export class ArtifactCache {
     } catch (error) {
       await rm(temp, { recursive: true, force: true });
       throw error;
+    }
+  }
+
+  /** Copies a blob to a new file of the version's folder, following no link on either side. */
+  private async copyBlob(sha256: string, target: string): Promise<void> {
+    const from = await openCacheFile(this.layout.blob(sha256), constants.O_RDONLY, false);
+    if (!from) throw new Error(`the model cache's blob ${sha256} vanished before it was laid out`);
+    try {
+      const to = (await openCacheFile(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, true, 0o444))!;
+      try {
+        await pipeline(from.createReadStream({ autoClose: false }), to.createWriteStream({ autoClose: false }));
+        await to.chmod(0o444);
+      } finally {
+        await to.close();
+      }
+    } finally {
+      await from.close();
     }
   }
 }

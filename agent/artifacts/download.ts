@@ -1,8 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { chmod, open, rename, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
+import { openCacheFile } from './cache-guard.js';
 
 /** One file of a version to fetch into the cache. */
 export interface BlobFetch {
@@ -85,7 +86,15 @@ export async function fetchBlob(blob: BlobFetch, opts: FetchOptions): Promise<vo
     await rm(blob.partialPath, { force: true });
     throw new Error(`${blob.label} ${problem}; the download was deleted`);
   }
-  await chmod(blob.partialPath, 0o444);
+  // Made read-only through a handle on the very file that was verified (never a link to another), then renamed:
+  // a rename moves the name, whatever it names, and follows nothing.
+  const verified = await openCacheFile(blob.partialPath, constants.O_RDONLY, true);
+  if (!verified) throw new Error(`${blob.label}: the download ${blob.partialPath} vanished before it was kept`);
+  try {
+    await verified.chmod(0o444);
+  } finally {
+    await verified.close();
+  }
   await rename(blob.partialPath, blob.blobPath);
 }
 
@@ -119,9 +128,12 @@ async function attemptFetch(blob: BlobFetch, opts: FetchOptions): Promise<Partia
   try {
     const start = startOf(blob, response, had.bytes, opts.now ?? Date.now);
     const partial = start === 0 ? { hash: createHash('sha256'), bytes: 0 } : had;
-    const file = await open(blob.partialPath, start === 0 ? 'w' : 'a', 0o600);
+    // Not followed through a link, and checked before a byte is written: truncated through the handle (O_TRUNC would
+    // act before the check), appended to otherwise.
+    const file = (await openCacheFile(blob.partialPath, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND, true))!;
     let tooLong = false;
     try {
+      if (start === 0) await file.truncate(0);
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         armStall();
         if (partial.bytes + chunk.length > blob.size) {
@@ -173,21 +185,24 @@ function startOf(blob: BlobFetch, response: Dispatcher.ResponseData, had: number
   throw new Error(`${blob.label}: HTTP ${status} from ${redactUrl(blob.url)}`);
 }
 
-/** The SHA-256 state and length of what a partial download holds; one longer than the file is started again. */
+/**
+ * The SHA-256 state and length of what a partial download holds; one longer than the file is started again. A
+ * partial that is not a file the agent wrote (a link, another owner's) is refused, never read through.
+ */
 async function hashPartial(blob: BlobFetch): Promise<PartialDownload> {
   const hash = createHash('sha256');
-  let bytes = 0;
+  const file = await openCacheFile(blob.partialPath, constants.O_RDONLY, true);
+  if (!file) return { hash, bytes: 0 };
   try {
-    bytes = (await stat(blob.partialPath)).size;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { hash, bytes: 0 };
-    throw error;
+    const bytes = (await file.stat()).size;
+    if (bytes > blob.size) {
+      await rm(blob.partialPath, { force: true });
+      return { hash, bytes: 0 };
+    }
+    if (bytes === 0) return { hash, bytes };
+    for await (const chunk of file.createReadStream({ start: 0, end: bytes - 1, autoClose: false }) as AsyncIterable<Buffer>) hash.update(chunk);
+    return { hash, bytes };
+  } finally {
+    await file.close();
   }
-  if (bytes > blob.size) {
-    await rm(blob.partialPath, { force: true });
-    return { hash, bytes: 0 };
-  }
-  if (bytes === 0) return { hash, bytes };
-  for await (const chunk of createReadStream(blob.partialPath, { end: bytes - 1 }) as AsyncIterable<Buffer>) hash.update(chunk);
-  return { hash, bytes };
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { CliError } from '../client.js';
 import { connect } from '../context.js';
+import { printableLine } from '../table.js';
 import { findMachine } from './machines.js';
 
 const LogLines = z.object({ lines: z.array(z.string()) });
@@ -27,7 +28,8 @@ export function registerLogs(program: Command): void {
     .option('-n, --lines <n>', 'lines to show', '100')
     .option('-f, --follow', 'keep printing new lines')
     .option('--interval <seconds>', 'how often --follow asks', '2')
-    .action(async (machine: string, runtime: string, opts: { lines: string; follow?: boolean; interval: string }) => {
+    .option('--raw', 'the lines as the runtime wrote them, control characters included (only when the output is not a terminal)')
+    .action(async (machine: string, runtime: string, opts: { lines: string; follow?: boolean; interval: string; raw?: boolean }) => {
       const lines = Number(opts.lines);
       if (!Number.isInteger(lines) || lines < 1 || lines > 1000) throw new CliError('--lines must be 1-1000', 2);
       const api = await connect(program);
@@ -39,10 +41,13 @@ export function registerLogs(program: Command): void {
           1,
         );
       const params = { path: { id: m.id, assignmentId: replica.assignmentId }, query: { lines } };
+      // A runtime's control characters are shown visibly (`printableLine`); a terminal never gets them, --raw or
+      // not: only a pipe or a file does, when asked.
+      const show = opts.raw && !process.stdout.isTTY ? (line: string) => line : printableLine;
       let printed: string[] = [];
       for (;;) {
         const { lines: tail } = await api.answer(api.http.GET('/machines/{id}/runtimes/{assignmentId}/logs', { params }), LogLines);
-        for (const line of unseenLines(printed, tail)) console.log(line);
+        for (const line of unseenLines(printed, tail)) console.log(show(line));
         printed = tail;
         if (!opts.follow) return;
         await new Promise((resolve) => setTimeout(resolve, Math.max(0.5, Number(opts.interval) || 2) * 1000));

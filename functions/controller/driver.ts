@@ -8,6 +8,7 @@ import { audit, withTransaction, type AfterWrite, type ServiceCtx, type ServiceP
 import { loadControllerState, saveControllerState } from '../services/controller-state.js';
 import { sweepJtis } from '../services/machine-auth.js';
 import { sweepRateWindows } from '../services/rate-limit.js';
+import { summarizeAccessDenials } from '../services/access-denials.js';
 import { nextResumedAt } from '../core/fleet/liveness.js';
 import type { ReconcileAction } from '../core/fleet/reconcile.js';
 import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
@@ -191,8 +192,8 @@ async function reconcilePass(
 /**
  * The controller tick: records the tick (detecting a control-plane interruption), puts idle deployments that
  * scale to zero to sleep and reconciles (one pass), sweeps the
- * replay fence, the rate-limit windows past use and the workloads of dead instances, and refreshes the machine
- * gauges.
+ * replay fence, records the count of the refused requests of each minute that ended (`access.denied`), sweeps the
+ * rate-limit windows past use and the workloads of dead instances, and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -201,6 +202,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   await saveControllerState(ctx.db, { lastTickAt: now, resumedAt });
   const { snapshot } = await reconcilePass(ctx, true, true);
   await sweepJtis({ ctx });
+  await summarizeAccessDenials({ ctx });
   await sweepRateWindows(ctx.db);
   const orphans = await sweepOrphanedWorkloads({ ctx });
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);

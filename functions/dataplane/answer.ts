@@ -4,6 +4,7 @@ import type { Ports } from './ports.js';
 import type { WorkloadRow, WorkloadState } from '../services/workloads.js';
 import type { DeploymentRoute } from './routing.js';
 import type { Started } from './attempt.js';
+import { CLIENT_TOO_SLOW } from '../link/frame-queue.js';
 import type { InferenceRequest } from './request.js';
 import type { InferenceError, InferenceResult, StreamTarget } from './result.js';
 
@@ -41,6 +42,8 @@ export interface AnswerInput {
   finish: Finish;
 }
 
+/** Why an answer that is not streamed was refused: it would pass the bound on what is held whole. */
+const ANSWER_TOO_LARGE = 'answer_too_large';
 const CANCELLED: InferenceError = { kind: 'cancelled', code: 'cancelled', message: 'the request was cancelled' };
 const LATE: InferenceError = { kind: 'deadline', code: 'deadline_exceeded', message: 'the deadline passed during generation' };
 
@@ -53,7 +56,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const { dataPlane, metrics } = ports;
   const { replica, invocationId, head } = started;
   const { until } = input;
-  const labels = { model: route.model, deployment: route.name, node: replica.machineName };
+  const labels = { workspace: route.workspaceId, model: route.model, deployment: route.name, node: replica.machineName };
   const queueMs = input.heldMs + started.queueMs;
   let firstDataAt = 0;
   /** The answer's record: its first byte once it came, its tokens once it ended. */
@@ -63,6 +66,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const release = () => {
     if (released) return;
     released = true;
+    started.queue.close();
     dataPlane.admission.release(replica.assignmentId);
     dataPlane.holder.release(invocationId);
   };
@@ -99,13 +103,27 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   };
 
   if (!request.stream) {
-    return (async (): Promise<InferenceResult> => {
-      const parts: Uint8Array[] = [];
+    const parts: Uint8Array[] = [];
+    /** The answer's bytes so far, counted in the instance's budget until the answer is over. */
+    let holding = 0;
+    const tooLarge = (): InferenceResult => {
+      dataPlane.holder.cancel(invocationId, replica.machineId, ANSWER_TOO_LARGE);
+      cancelled.signal.removeEventListener('abort', onCancel);
+      release();
+      finish('failed', 502, ANSWER_TOO_LARGE, answered);
+      return {
+        ok: false,
+        error: { kind: 'bad_gateway', code: ANSWER_TOO_LARGE, message: 'the answer is larger than an answer that is not streamed may be: ask for it streamed' },
+      };
+    };
+    const collect = async (): Promise<InferenceResult> => {
       let pending = started.rest;
       for (;;) {
         for (const frame of pending) {
           if (frame.t === 'data') {
             noteData();
+            if (!dataPlane.budget.take('plain', holding, frame.d.length)) return tooLarge();
+            holding += frame.d.length;
             parts.push(frame.d);
           } else if (frame.t === 'end') {
             release();
@@ -128,7 +146,8 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
         if (item.kind === 'failed') return failed(item.code, item.message);
         pending = item.frames;
       }
-    })();
+    };
+    return collect().finally(() => dataPlane.budget.give(holding));
   }
 
   // Streamed: each batch of the runtime's bytes is written as it comes, under the socket's backpressure.
@@ -148,6 +167,12 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
     return item.frames;
   };
   const pump = async (target: StreamTarget) => {
+    // A client that stays behind past the relay's bound is cut now: its write may wait for a drain that never
+    // comes, and the runtime call stops rather than fill memory nobody reads.
+    started.queue.onOverflow = () => {
+      dataPlane.holder.cancel(invocationId, replica.machineId, CLIENT_TOO_SLOW);
+      target.abandon(CLIENT_TOO_SLOW, 'the client read the answer slower than the runtime wrote it');
+    };
     let pending: Frame[] | null = started.rest;
     for (;;) {
       const frames = pending ?? (await nextFrames());
@@ -169,9 +194,12 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
           if (frame.told === true) target.end(chunks);
           else target.fail(chunks, frame.code, frame.message);
           release();
-          // A cancellation is counted as one (onCancel), not as a failure of the runtime.
-          if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
-          finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code, answered);
+          // A cancellation is counted as one (onCancel), and a client cut for reading too slowly as one of those,
+          // not as a failure of the runtime.
+          if (frame.code === CLIENT_TOO_SLOW) metrics.slowClientsCut.inc(labels);
+          else if (!cancelled.signal.aborted) metrics.runtimeFailures.inc(labels);
+          if (frame.code === CLIENT_TOO_SLOW) finish('failed', head.status, CLIENT_TOO_SLOW, answered);
+          else finish(cancelled.signal.aborted ? 'cancelled' : 'failed', head.status, gone ? 'client_disconnected' : frame.code, answered);
           return;
         }
       }

@@ -60,7 +60,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   input.tried.add(replica.assignmentId);
   input.onPicked();
   const node = replica.machineName;
-  const labels = { model: route.model, deployment: route.name, node };
+  const labels = { workspace: route.workspaceId, model: route.model, deployment: route.name, node };
 
   let queueMs: number;
   try {
@@ -71,9 +71,10 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   }
   metrics.queueTime.observe(labels, queueMs / 1000);
   const invocationId = newId('invocation');
-  const queue = new FrameQueue();
+  const queue = new FrameQueue(dataPlane.budget);
   const dispatchedAt = performance.now();
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
+    queue.close();
     dataPlane.admission.release(replica.assignmentId);
     // Best effort: the node may be gone, and the invocation dies with its deadline there anyway.
     dataPlane.holder.cancel(invocationId, replica.machineId, reason);
@@ -129,7 +130,8 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   if (head.status >= 500) return giveUp({ kind: 'runtime_status', status: head.status }, 'runtime_error');
   // The answer goes out under the API's origin: a runtime serving anything but JSON or SSE (a page, a script)
   // failed, like one answering 5xx, before a byte of it reached the client.
-  if (!relayableContentType(head.contentType)) {
+  const contentType = relayableContentType(head.contentType);
+  if (contentType === null) {
     return giveUp(
       { kind: 'error', code: 'unsupported_content_type', message: 'the runtime answered with a content type the API does not relay' },
       'unsupported_content_type',
@@ -138,7 +140,8 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   // Broken before its first body byte: nothing reached the client either.
   const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);
   if (first?.t === 'error') return giveUp({ kind: 'error', code: first.code, message: first.message }, first.code);
-  return { ok: true, head, rest: frames.slice(headIndex + 1), queue, replica, invocationId, queueMs, dispatchedAt };
+  // Relayed rebuilt from what was parsed, never as the runtime wrote it.
+  return { ok: true, head: { ...head, contentType }, rest: frames.slice(headIndex + 1), queue, replica, invocationId, queueMs, dispatchedAt };
 }
 
 /** The attempt holds until the first bytes of the body (or the end, or an error): then the answer can start. */

@@ -61,6 +61,8 @@ async function observe(ports: Ports, actor: Actor, deployment: string, profile: 
         read(chunks);
         resolve({ ok: false, tokenAtMs: reader.tokenAtMs, completionTokens: null, endMs: since() });
       },
+      // The gate reads every byte at once: it never stays behind, but a cut would be a failed request.
+      abandon: () => resolve({ ok: false, tokenAtMs: reader.tokenAtMs, completionTokens: null, endMs: since() }),
     });
   });
 }

@@ -1,6 +1,7 @@
 import { Admission } from './admission.js';
 import { LinkHolder, type RemoteHolders } from '../link/holder.js';
 import { StreamPings } from '../link/stream-pings.js';
+import { RelayBudget } from '../link/relay-budget.js';
 import { loadRoutes, RoutingTable } from './routing.js';
 import { errorFields } from '../kernel/telemetry/error-fields.js';
 import { batchedWrites, type BatchedWriteDeps } from '../store/batched-writes.js';
@@ -22,6 +23,8 @@ export interface DataPlane {
   routing: RoutingTable;
   admission: Admission;
   live: Map<string, LiveWorkload>;
+  /** The answer bytes this instance holds between nodes and clients, and their bounds. */
+  budget: RelayBudget;
   /** When the agent of each stream held here last answered a ping. */
   pings: StreamPings;
   /** Workload records, written behind the requests (`config.writeBehindMs`). */
@@ -44,6 +47,10 @@ export function createDataPlane(input: { deps: () => BatchedWriteDeps; remote?: 
       input.requestScoped,
     ),
     admission: new Admission(),
+    budget: new RelayBudget(() => {
+      const { relayBufferMaxBytes, plainAnswerMaxBytes, relayBuffersMaxBytes } = deps().config;
+      return { streamed: relayBufferMaxBytes, plain: plainAnswerMaxBytes, instance: relayBuffersMaxBytes };
+    }),
     live: new Map(),
     workloads: writeBehind('workload records', (db, rows) => writeWorkloads(db, rows)),
     pings: new StreamPings(writeBehind('ping answers', (db, rows) => writePongs(db, rows))),

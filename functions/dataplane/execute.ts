@@ -52,7 +52,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   const deploymentId = route.id;
   const track = request.track ?? (canaryTurn(dataPlane.routing.turn(deploymentId), route.canaryWeight) ? 'canary' : 'stable');
   const pinned = request.track !== undefined;
-  const labels = { model: route.model, deployment: route.name };
+  const labels = { workspace: route.workspaceId, model: route.model, deployment: route.name };
 
   // A request held for a replica counts here too: a flood while replicas start gets 429, not an unbounded wait.
   if (!dataPlane.admission.enter(deploymentId, route.queueCapacity)) {
@@ -105,7 +105,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
       if (!fresh)
         retaken = await retakeOrphanedWorkload({
           ctx,
-          input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey, deadline: row.deadline },
+          input: { tokenId: request.actor.tokenId, idempotencyKey: request.idempotencyKey, deadline: row.deadline },
         });
     } catch (error) {
       dataPlane.admission.leave(deploymentId);
@@ -114,7 +114,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     if (retaken) row.id = workloadId = retaken;
     else if (!fresh) {
       dataPlane.admission.leave(deploymentId);
-      const previous = await workloadByKey({ ctx, input: { workspaceId: request.actor.workspaceId, idempotencyKey: request.idempotencyKey } });
+      const previous = await workloadByKey({ ctx, input: { tokenId: request.actor.tokenId, idempotencyKey: request.idempotencyKey } });
       return {
         ok: false,
         error: {

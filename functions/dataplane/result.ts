@@ -43,6 +43,11 @@ export interface StreamTarget {
   end(chunks: readonly Uint8Array[]): void;
   /** Writes the last bytes, then an explicit error event, and ends the answer: never a silently truncated stream. */
   fail(chunks: readonly Uint8Array[], code: string, message: string): void;
+  /**
+   * The client stayed behind past the relay's bound: ends the answer now with an explicit error event, and drops
+   * the connection if the client does not take even that. Later writes are ignored.
+   */
+  abandon(code: string, message: string): void;
 }
 
 export type InferenceResult =

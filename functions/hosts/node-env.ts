@@ -43,6 +43,10 @@ export const NodeEnv = z.object({
   LUNANEXA_ARTIFACT_URL_TTL_MS: ms,
   /** The control plane's URL as agents reach it, when not the one it listens on (a proxy, a bind to 0.0.0.0). */
   LUNANEXA_PUBLIC_URL: ControlPlaneConfig.shape.publicUrl,
+  /** The installation's scrape credential for /metrics (docs/operations.md, "Metrics"); unset: none. */
+  LUNANEXA_METRICS_TOKEN: ControlPlaneConfig.shape.metricsToken,
+  /** Management requests per token and minute (default 3,000; 0 counts nothing). */
+  LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   /** Simulated nodes `npm start` launches (0 = none). */
   LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
   /** Overrides of the protocol's timings, for demos and tests. */
@@ -58,6 +62,10 @@ export const NodeEnv = z.object({
   LUNANEXA_INVOKE_ACK_TIMEOUT_MS: ms,
   /** See `replacementPauseFraction` in functions/kernel/config.ts. */
   LUNANEXA_REPLACEMENT_PAUSE_FRACTION: z.coerce.number().min(0).max(1).optional(),
+  /** See `relayBufferMaxBytes`, `plainAnswerMaxBytes` and `relayBuffersMaxBytes` in functions/kernel/config.ts. */
+  LUNANEXA_RELAY_BUFFER_MAX_BYTES: z.coerce.number().int().positive().optional(),
+  LUNANEXA_PLAIN_ANSWER_MAX_BYTES: z.coerce.number().int().positive().optional(),
+  LUNANEXA_RELAY_BUFFERS_MAX_BYTES: z.coerce.number().int().positive().optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -75,11 +83,16 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     streamPingTimeoutMs: env.LUNANEXA_STREAM_PING_TIMEOUT_MS,
     invokeAckTimeoutMs: env.LUNANEXA_INVOKE_ACK_TIMEOUT_MS,
     replacementPauseFraction: env.LUNANEXA_REPLACEMENT_PAUSE_FRACTION,
+    relayBufferMaxBytes: env.LUNANEXA_RELAY_BUFFER_MAX_BYTES,
+    plainAnswerMaxBytes: env.LUNANEXA_PLAIN_ANSWER_MAX_BYTES,
+    relayBuffersMaxBytes: env.LUNANEXA_RELAY_BUFFERS_MAX_BYTES,
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
     artifactsS3: artifactsS3FromEnv(env),
     artifactUrlTtlMs: env.LUNANEXA_ARTIFACT_URL_TTL_MS,
     publicUrl: env.LUNANEXA_PUBLIC_URL,
+    metricsToken: env.LUNANEXA_METRICS_TOKEN,
+    managementRateLimitPerMinute: env.LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE,
   });
 }
 

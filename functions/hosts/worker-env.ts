@@ -23,6 +23,9 @@ export const WorkerEnv = z.object({
     LUNANEXA_RECONCILE_INTERVAL_MS: true,
     // Runtime secrets' key (`wrangler secret put LUNANEXA_SECRET_KEY`); without it they cannot be used.
     LUNANEXA_SECRET_KEY: true,
+    // The scrape credential of /metrics (`wrangler secret put LUNANEXA_METRICS_TOKEN`) and the management rate limit.
+    LUNANEXA_METRICS_TOKEN: true,
+    LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: true,
   }).shape,
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;

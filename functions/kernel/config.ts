@@ -152,8 +152,43 @@ export const ControlPlaneConfig = z
       .int()
       .positive()
       .default(1024 * 1024),
-    /** Serve /metrics without a token (`npm start` does); otherwise it needs an API token of role viewer or above. */
+    /**
+     * Bytes of one streamed answer this instance holds for a client that reads slower than the runtime writes
+     * (docs/relay.md, "Memory"): past them the client is cut with `client_too_slow` and the runtime call cancelled.
+     */
+    relayBufferMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(8 * 1024 * 1024),
+    /** Largest answer that is not streamed (it is held whole, then sent): past it, 502 `answer_too_large`. */
+    plainAnswerMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024 * 1024),
+    /** Every answer's bytes this instance holds at once, summed: the invocation that would pass it is cut. */
+    relayBuffersMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(512 * 1024 * 1024),
+    /**
+     * Serve the whole of /metrics without a token (`npm start` does). Otherwise an API token of role viewer or above
+     * scrapes its own workspace's series, and the whole set is for an admin of the default workspace or `metricsToken`.
+     */
     metricsPublic: z.boolean().default(false),
+    /**
+     * The installation's scrape credential (LUNANEXA_METRICS_TOKEN): `Authorization: Bearer <it>` scrapes the whole of
+     * /metrics, every workspace's series and the installation's, and nothing else. At least 32 characters; never logged.
+     */
+    metricsToken: z.string().min(32).max(512).regex(/^\S+$/, 'no whitespace').optional(),
+    /**
+     * Management requests (`/api/v1`, `/metrics`) an API token may make per minute, across every instance
+     * (LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE); an inference token's own lower `rateLimitPerMinute` applies instead.
+     * Past it: 429 `rate_limit_exceeded` with `Retry-After`. 0 counts nothing.
+     */
+    managementRateLimitPerMinute: z.number().int().min(0).max(1_000_000).default(3_000),
     /**
      * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
      * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.

@@ -24,6 +24,7 @@ const ERROR_STATUS = {
   body_digest_mismatch: 401,
   invalid_enrollment_token: 401,
   enrollment_token_expired: 401,
+  enrollment_token_revoked: 401,
   forbidden: 403,
   forbidden_machine: 403,
   enrollment_name_mismatch: 403,
@@ -44,6 +45,8 @@ const ERROR_STATUS = {
   payload_too_large: 413,
   uri_too_long: 414,
   unsupported_media_type: 415,
+  /** A token past its management requests per minute; `details.retryAfterS` is the `Retry-After` header's. */
+  rate_limit_exceeded: 429,
   internal: 500,
   unavailable: 503,
   /** The store is away (an outage): the request may be retried. */

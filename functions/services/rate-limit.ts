@@ -21,12 +21,14 @@ export function rateVerdict(input: { count: number; limit: number; nowMs: number
 /**
  * Counts one request of a rate-limited token and judges it. One statement, exact across instances: the upsert
  * serialises on the (token, window) row, and the window and the time are the database's, never an instance's.
- * A refused request counts too, so a client that keeps hammering stays refused until the window ends.
+ * A refused request counts too, so a client that keeps hammering stays refused until the window ends. `/v1` and
+ * the management API (`api`) count apart: the key of the latter is `api:<token id>`.
  */
-export async function countTokenRequest(db: Db, input: { tokenId: string; limit: number }): Promise<RateVerdict> {
+export async function countTokenRequest(db: Db, input: { tokenId: string; limit: number; surface?: 'v1' | 'api' }): Promise<RateVerdict> {
+  const key = input.surface === 'api' ? `api:${input.tokenId}` : input.tokenId;
   const [row] = await db
     .insert(tokenRateWindows)
-    .values({ tokenId: input.tokenId, windowStart: sql`date_trunc('minute', now())`, count: 1 })
+    .values({ tokenId: key, windowStart: sql`date_trunc('minute', now())`, count: 1 })
     .onConflictDoUpdate({ target: [tokenRateWindows.tokenId, tokenRateWindows.windowStart], set: { count: sql`${tokenRateWindows.count} + 1` } })
     .returning({ count: tokenRateWindows.count, nowMs: sql<string | number>`(extract(epoch from now()) * 1000)::float8` });
   return rateVerdict({ count: row!.count, limit: input.limit, nowMs: Number(row!.nowMs) });

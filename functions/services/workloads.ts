@@ -8,20 +8,22 @@ import { instanceAlive } from './instances.js';
 export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
 /**
- * Records a workload. With an Idempotency-Key the insert is the guard: false when the key was used before in
- * this workspace (by any instance, before or after a restart), so the request must not execute again.
+ * Records a workload. With an Idempotency-Key the insert is the guard: false when the same token used the key
+ * before (on any instance, before or after a restart), so the request must not execute again. A key is scoped to
+ * the token and the key (docs/design.md section 5): another token's use of it is another request, and learns
+ * nothing of this one.
  */
 export async function recordWorkload({ ctx, input }: { ctx: ServiceCtx; input: WorkloadRow }): Promise<boolean> {
   const inserted = await ctx.db.insert(workloads).values(input).onConflictDoNothing().returning({ id: workloads.id });
   return inserted.length === 1;
 }
 
-/** The workload an Idempotency-Key already names. */
-export async function workloadByKey({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; idempotencyKey: string } }) {
+/** The workload a token's Idempotency-Key already names. */
+export async function workloadByKey({ ctx, input }: { ctx: ServiceCtx; input: { tokenId: string; idempotencyKey: string } }) {
   const [row] = await ctx.db
     .select()
     .from(workloads)
-    .where(and(eq(workloads.workspaceId, input.workspaceId), eq(workloads.idempotencyKey, input.idempotencyKey)));
+    .where(and(eq(workloads.tokenId, input.tokenId), eq(workloads.idempotencyKey, input.idempotencyKey)));
   return row;
 }
 
@@ -105,8 +107,8 @@ export async function sweepIfOrphaned({ ctx, input }: { ctx: ServiceCtx; input: 
 }
 
 /**
- * An Idempotency-Key whose workload is known not to have finished (its holder died) may run again, once: the
- * row is taken over atomically by the retrying request, which gets its id. Null when the key's workload
+ * A token's Idempotency-Key whose workload is known not to have finished (its holder died) may run again, once:
+ * the row is taken over atomically by the same token's retrying request, which gets its id. Null when the key's workload
  * finished, or runs on a live instance, or another retry took it first: then it must not execute again.
  */
 export async function retakeOrphanedWorkload({
@@ -114,14 +116,14 @@ export async function retakeOrphanedWorkload({
   input,
 }: {
   ctx: ServiceCtx & Pick<ServicePorts, 'instanceId'>;
-  input: { workspaceId: string; idempotencyKey: string; deadline: Date };
+  input: { tokenId: string; idempotencyKey: string; deadline: Date };
 }): Promise<string | null> {
   const [row] = await ctx.db
     .update(workloads)
     .set({ state: 'running', instanceId: ctx.instanceId, errorCode: null, statusCode: null, finishedAt: null, attempts: 0, deadline: input.deadline })
     .where(
       and(
-        eq(workloads.workspaceId, input.workspaceId),
+        eq(workloads.tokenId, input.tokenId),
         eq(workloads.idempotencyKey, input.idempotencyKey),
         sql`((${workloads.state} = 'failed' and ${workloads.errorCode} = 'holder_lost') or (${orphaned}))`,
       ),

@@ -20,6 +20,11 @@ async function isRootAdmin(ctx: ServiceCtx, actor: Pick<Actor, 'workspaceId' | '
   return row?.name === ROOT_WORKSPACE;
 }
 
+/** Whether `actor` is an admin of the root workspace: `/metrics` answers it every workspace's series. */
+export async function checkRootAdmin({ ctx, input }: { ctx: ServiceCtx; input: { actor: Pick<Actor, 'workspaceId' | 'role'> } }): Promise<boolean> {
+  return await isRootAdmin(ctx, input.actor);
+}
+
 /**
  * Creates a workspace and its first admin token (issued to no member; the secret is in the answer once). Only an
  * admin of the root workspace may (403 otherwise); a name already taken: 409.

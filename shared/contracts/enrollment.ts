@@ -26,6 +26,29 @@ export const EnrollmentTokenCreated = z.object({
 });
 export type EnrollmentTokenCreated = z.infer<typeof EnrollmentTokenCreated>;
 
+/** Revoked wins over used, used over expired; each by the database's clock. */
+export const EnrollmentTokenState = z.enum(['active', 'used', 'expired', 'revoked']);
+export type EnrollmentTokenState = z.infer<typeof EnrollmentTokenState>;
+
+/** An enrollment token as the API lists it: never its secret, never its hash. */
+export const EnrollmentTokenView = z.object({
+  id: z.string(),
+  /** The only machine name it enrolls, or null for any. */
+  name: z.string().nullable(),
+  /** The labels the machine it enrolls gets. */
+  labels: Labels,
+  /** The token that created it, or `system`. */
+  createdBy: z.string(),
+  createdAt: z.string(),
+  expiresAt: z.string(),
+  usedAt: z.string().nullable(),
+  /** The machine it enrolled. */
+  machineId: z.string().nullable(),
+  revokedAt: z.string().nullable(),
+  state: EnrollmentTokenState,
+});
+export type EnrollmentTokenView = z.infer<typeof EnrollmentTokenView>;
+
 export const Ed25519PublicJwk = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(/^[A-Za-z0-9_-]{43}$/) }).strip();
 export type Ed25519PublicJwk = z.infer<typeof Ed25519PublicJwk>;
 

@@ -12,10 +12,30 @@ export type OpenAIErrorEnvelope = z.infer<typeof OpenAIErrorEnvelope>;
  */
 const RELAYED_MEDIA_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/event-stream']);
 
-/** True when a runtime's Content-Type (parameters such as `charset` allowed) may be relayed as is. */
-export function relayableContentType(contentType: string): boolean {
-  const semicolon = contentType.indexOf(';');
-  return RELAYED_MEDIA_TYPES.has((semicolon < 0 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase());
+/**
+ * The Content-Type a runtime's answer is relayed with, or null when it may not be relayed. The whole value is read
+ * (RFC 9110 `type "/" subtype *( OWS ";" OWS [ parameter ] )`), not only what precedes the first `;`: a list of
+ * types (`application/json, text/html`, of which browsers take the last), any parameter but a UTF-8 `charset`, a
+ * malformed or repeated one, or a control character refuses it. What is relayed is rebuilt from the parsed media
+ * type and charset, never the runtime's bytes, so that nothing else it wrote reaches a client.
+ */
+export function relayableContentType(contentType: string): string | null {
+  const [essence = '', ...parameters] = contentType.split(';');
+  const mediaType = essence.trim().toLowerCase();
+  if (!RELAYED_MEDIA_TYPES.has(mediaType)) return null;
+  let charset = false;
+  for (const parameter of parameters) {
+    const text = parameter.trim();
+    if (text === '') continue;
+    const equals = text.indexOf('=');
+    if (equals < 0) return null;
+    const name = text.slice(0, equals).toLowerCase();
+    const raw = text.slice(equals + 1);
+    const value = (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"') ? raw.slice(1, -1) : raw).toLowerCase();
+    if (name !== 'charset' || charset || value !== 'utf-8') return null;
+    charset = true;
+  }
+  return charset ? `${mediaType}; charset=utf-8` : mediaType;
 }
 
 /** Control characters (NUL included) are in no deployment name: refused as a value, never echoed in a 404. */

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { buildCli, CLI_BIN, runCli } from '../helpers/cli.js';
+import { TEST_INVENTORY } from '../helpers/machine.js';
+import { generateMachineKey } from '../../agent/state.js';
 
 let cli: string;
 
@@ -124,6 +126,36 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     expect(created.code).toBe(0);
     expect(JSON.parse(created.stdout)).toMatchObject({ name: 'cli-c', labels: { sim: 'true' }, token: expect.any(String) });
     expect((await lunanexa(['enroll-tokens', 'create', '--label', 'nolabel'], env)).code).toBe(2);
+  });
+
+  it('lists enrollment tokens without their secrets and revokes one, which then enrolls nothing', async () => {
+    const created = JSON.parse((await lunanexa(['enroll-tokens', 'create', '--name', 'cli-leaked', '--label', 'sim=true', '--json'], env)).stdout) as {
+      id: string;
+      token: string;
+    };
+    const listed = await lunanexa(['enroll-tokens', 'ls'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+LABELS\s+STATE\s+EXPIRES\s+MACHINE/);
+    expect(listed.stdout).toMatch(new RegExp(`${created.id}\\s+cli-leaked\\s+sim=true\\s+active`));
+    expect(listed.stdout).not.toContain(created.token);
+    const json = await lunanexa(['enroll-tokens', 'ls', '--json'], env);
+    expect(json.stdout).not.toContain(created.token);
+
+    const revoked = await lunanexa(['enroll-tokens', 'revoke', created.id], env);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toContain(`${created.id} (cli-leaked): revoked at`);
+    expect((await lunanexa(['enroll-tokens', 'ls'], env)).stdout).toMatch(new RegExp(`${created.id}\\s+cli-leaked\\s+sim=true\\s+revoked`));
+    const again = await lunanexa(['enroll-tokens', 'revoke', created.id], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('already revoked');
+    const key = await generateMachineKey();
+    const enroll = await fetch(`${plane.url}/agent/v1/enroll`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: created.token, name: 'cli-leaked', publicKey: key.publicJwk, inventory: TEST_INVENTORY }),
+    });
+    expect(enroll.status).toBe(401);
+    expect(((await enroll.json()) as { error: { code: string } }).error.code).toBe('enrollment_token_revoked');
   });
 
   it('creates an inference token limited to one model, lists it without its secret, and revokes it', async () => {

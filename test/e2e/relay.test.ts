@@ -291,7 +291,8 @@ describePg.each(CROSS_INSTANCE)(
       const before = await runtimeStats([node]);
       const first = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
       expect(first.status).toBe(200);
-      const again = await chat(planeB.url, { token: planeB.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
+      // The same client through the other instance (a key is scoped to its token): refused, never run again.
+      const again = await chat(planeB.url, { token: planeA.adminToken, stream: false, maxTokens: 2, headers: { 'idempotency-key': key } });
       expect(again.status).toBe(409);
       const after = await runtimeStats([node]);
       expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);

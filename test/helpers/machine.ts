@@ -32,9 +32,17 @@ export interface TestMachine {
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response>;
 }
 
-/** Mints an enrollment token for `name` and enrolls a fresh key pair through POST /agent/v1/enroll. */
-export async function enrollTestMachine(plane: TestPlane, name: string, labels: Record<string, string> = {}): Promise<TestMachine> {
-  const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name, labels, ttlSeconds: 300 } });
+/**
+ * Mints an enrollment token for `name` and enrolls a fresh key pair through POST /agent/v1/enroll, into the plane's
+ * workspace unless `workspaceId` names another.
+ */
+export async function enrollTestMachine(
+  plane: TestPlane,
+  name: string,
+  labels: Record<string, string> = {},
+  workspaceId = plane.workspaceId,
+): Promise<TestMachine> {
+  const token = await createEnrollmentToken({ ctx: plane.systemCtx, input: { workspaceId, name, labels, ttlSeconds: 300 } });
   const key = await generateMachineKey();
   const response = await fetch(`${plane.url}/agent/v1/enroll`, {
     method: 'POST',

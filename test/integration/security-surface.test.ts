@@ -159,7 +159,28 @@ describe('the surface of the control plane', () => {
       expect(await stream.text()).toBe('data: {"x":1}\n\ndata: [DONE]\n\n');
     });
 
-    for (const contentType of ['text/html', 'text/html; charset=utf-8', 'text/plain', 'application/javascript', 'image/svg+xml', 'application/json-seq', '']) {
+    it('relays the parsed media type and charset only, in canonical form (second security review, L7)', async () => {
+      served = { status: 200, contentType: 'Application/JSON;Charset="UTF-8"', body: '{"object":"chat.completion"}' };
+      const json = await chat();
+      expect(json.status).toBe(200);
+      expect(json.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await json.text()).toBe('{"object":"chat.completion"}');
+    });
+
+    for (const contentType of [
+      'text/html',
+      'text/html; charset=utf-8',
+      'text/plain',
+      'application/javascript',
+      'image/svg+xml',
+      'application/json-seq',
+      '',
+      // The whole value is read, not only what precedes the first `;` (second security review, L7).
+      'application/json; charset=utf-8, text/html',
+      'text/event-stream, text/html',
+      'application/json; charset=iso-8859-1',
+      'application/json; boundary=x',
+    ]) {
       it(`turns a runtime answering ${JSON.stringify(contentType)} into a 502 envelope, streamed or not`, async () => {
         served = { status: 200, contentType, body: '<html><script>alert(1)</script></html>' };
         for (const stream of [false, true]) {
@@ -231,9 +252,13 @@ describe('the surface of the control plane', () => {
       const consumer = await fetch(`${plane.url}/metrics`, { headers: { authorization: `Bearer ${inference}` } });
       expect(consumer.status).toBe(403);
       expect((await fetch(`${plane.url}/metrics`, { headers: { authorization: 'Bearer lnx_not-a-token' } })).status).toBe(401);
+      // A viewer scrapes its own workspace's series; the installation's are for an admin of the default workspace.
       const ok = await fetch(`${plane.url}/metrics`, { headers: { authorization: `Bearer ${viewer}` } });
       expect(ok.status).toBe(200);
-      expect(await ok.text()).toContain('lunanexa_heartbeats_total');
+      const own = await ok.text();
+      expect(own).toContain('# TYPE lunanexa_node_metric gauge');
+      expect(own).not.toContain('lunanexa_heartbeats_total');
+      expect(await (await plane.admin('/metrics')).text()).toContain('lunanexa_heartbeats_total');
     });
 
     it('is open with metricsPublic (what npm start uses)', async () => {

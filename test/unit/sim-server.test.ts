@@ -169,7 +169,7 @@ describe('sim-server chat and completions', () => {
     expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 5, total_tokens: 11 });
   });
 
-  it('defaults to 16 tokens ending in "stop", honours max_completion_tokens, and caps at 4096', async () => {
+  it('defaults to 16 tokens ending in "stop", honours max_completion_tokens, and caps at 262,144 (a long-context answer)', async () => {
     const server = await start();
     const dflt = (await (await post(server, '/v1/chat/completions', chatBody())).json()) as Record<string, any>;
     expect(dflt.usage.completion_tokens).toBe(16);
@@ -179,8 +179,8 @@ describe('sim-server chat and completions', () => {
     const mct = (await (await post(server, '/v1/chat/completions', chatBody({ max_completion_tokens: 3 }))).json()) as Record<string, any>;
     expect(mct.choices[0].message.content).toBe('tok0 tok1 tok2 ');
 
-    const capped = (await (await post(server, '/v1/chat/completions', chatBody({ max_tokens: 100_000 }))).json()) as Record<string, any>;
-    expect(capped.usage.completion_tokens).toBe(4096);
+    const capped = (await (await post(server, '/v1/chat/completions', chatBody({ max_tokens: 1_000_000 }))).json()) as Record<string, any>;
+    expect(capped.usage.completion_tokens).toBe(262_144);
   });
 
   it('streams chat chunks in order, then finish_reason, usage and [DONE]', async () => {

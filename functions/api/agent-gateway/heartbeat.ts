@@ -22,7 +22,7 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
     // A runtime became ready, or stopped being, or left the node: the verb has reconciled, and routing follows at once.
     if (result.runtimesChanged) ports.dataPlane.routing.invalidate();
     // Allow-listed names only: a machine cannot grow the control plane's series by inventing names.
-    ports.metrics.nodeMetrics.report(machine.machineId, heartbeat.metrics);
+    ports.metrics.nodeMetrics.report(machine.machineId, machine.workspaceId, heartbeat.metrics);
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
     return c.json(body);
   });

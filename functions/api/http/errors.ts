@@ -21,6 +21,8 @@ export function handleError(error: Error, c: Context<AppEnv>) {
   // The rest of an oversized body is never read: the connection cannot be reused, so say so.
   if ((error instanceof ApiError && error.code === 'payload_too_large') || (error instanceof HTTPException && error.status === 413))
     c.header('Connection', 'close');
+  if (error instanceof ApiError && error.code === 'rate_limit_exceeded')
+    c.header('Retry-After', String((error.details as { retryAfterS: number }).retryAfterS));
   if (error instanceof ApiError) return envelope(c, error.code, error.message, error.details);
   if (error instanceof HTTPException) {
     const status = error.status;

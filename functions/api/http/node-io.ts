@@ -96,7 +96,15 @@ export interface StreamSink {
   write(chunks: readonly Chunk[]): Promise<void>;
   /** Writes the last bytes and ends the answer. */
   end(chunks: readonly Chunk[]): void;
+  /**
+   * Ends the answer now with `chunks` (an error event) for a client that stopped reading, and drops the connection
+   * if it has not taken them within ABANDON_GRACE_MS; a write waiting for a drain returns. Later calls are ignored.
+   */
+  abandon(chunks: readonly Chunk[]): void;
 }
+
+/** How long a client that stopped reading has to take the error event that ends its answer before it is cut. */
+const ABANDON_GRACE_MS = 1_000;
 
 /** The header every answer carries: the requestId middleware sets it on Hono's own responses, not on these. */
 const REQUEST_ID = 'x-request-id';
@@ -119,7 +127,7 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
       // @hono/node-server leaves a response carrying this header alone: it is already being written.
       response: new Response(null, { headers: { 'x-hono-already-sent': 'true' } }),
       async write(chunks) {
-        if (outgoing.destroyed || writeAll(outgoing, chunks)) return;
+        if (outgoing.destroyed || outgoing.writableEnded || writeAll(outgoing, chunks)) return;
         await new Promise<void>((resolve) => {
           const done = () => {
             outgoing.off('drain', done);
@@ -131,9 +139,17 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
         });
       },
       end(chunks) {
-        if (outgoing.destroyed) return;
+        if (outgoing.destroyed || outgoing.writableEnded) return;
         writeAll(outgoing, chunks);
         outgoing.end();
+      },
+      abandon(chunks) {
+        if (outgoing.destroyed || outgoing.writableEnded) return;
+        writeAll(outgoing, chunks);
+        outgoing.end();
+        const cut = setTimeout(() => outgoing.destroy(), ABANDON_GRACE_MS);
+        cut.unref();
+        outgoing.once('close', () => clearTimeout(cut));
       },
     };
   }
@@ -176,6 +192,14 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
       controller.close();
       // Over: a disconnect from now on is no client leaving early.
       gone = true;
+    },
+    abandon(chunks) {
+      if (gone) return;
+      for (const chunk of chunks) controller.enqueue(bytes(chunk));
+      controller.close();
+      gone = true;
+      // A write waiting for the client to pull returns: nothing more goes into this body.
+      wake();
     },
   };
 }

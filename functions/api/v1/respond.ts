@@ -23,6 +23,7 @@ export function inferenceResponse(c: Context<AppEnv>, result: InferenceResult): 
     write: (chunks) => sink.write(chunks),
     end: (chunks) => sink.end(chunks),
     fail: (chunks, code, message) => sink.end([...chunks, errorEvent(code, message)]),
+    abandon: (code, message) => sink.abandon([errorEvent(code, message)]),
   });
   return sink.response;
 }

@@ -1,4 +1,5 @@
 import { AGENT_PLACEHOLDERS, type EnvValue, type RuntimeTemplateSpec, type TemplateParam } from '../../../shared/contracts/runtime-template.js';
+import { forbiddenEnvName } from './env-names.js';
 
 /**
  * Rendering a runtime template with a deployment's parameters into the argv the agent runs. Pure.
@@ -164,16 +165,22 @@ export interface RenderedEnv {
   secrets: Record<string, string>;
 }
 
-/** Checks a deployment's environment against the names its template allows. */
+/**
+ * Checks a deployment's environment against the names its template allows, and against the names no template may
+ * allow (a template registered before a name joined them still lists it).
+ */
 export function renderEnv(template: RuntimeTemplateSpec, env: Record<string, EnvValue>): Rendered<RenderedEnv> {
   const issues: RenderIssue[] = [];
   const plain: Record<string, string> = {};
   const secrets: Record<string, string> = {};
   for (const name of Object.keys(env).sort()) {
     const value = env[name]!;
+    const forbidden = forbiddenEnvName(name);
     if (!template.env.includes(name)) {
       const allowed = template.env.length ? template.env.join(', ') : 'none';
       issues.push({ path: `runtime.env.${name}`, message: `environment variable ${name} is not one the template allows (it allows ${allowed})` });
+    } else if (forbidden) {
+      issues.push({ path: `runtime.env.${name}`, message: `environment variable ${name} cannot be set: ${forbidden}` });
     } else if ('secret' in value) {
       secrets[name] = value.secret;
     } else if (value.value.includes('\0')) {

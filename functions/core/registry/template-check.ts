@@ -1,47 +1,6 @@
-import { AGENT_ENV, type RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
+import type { RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
+import { forbiddenEnvName } from './env-names.js';
 import { compilePattern, isAgentPlaceholder, paramValueProblem, tokenizeArg, type RenderIssue } from './render.js';
-
-/**
- * Environment variables no template may let a deployment set: each makes the dynamic loader, an interpreter or a
- * shell load code of the caller's choosing, which would turn "a value" back into "a command".
- */
-const FORBIDDEN_ENV = new Set([
-  'IFS',
-  'ENV',
-  'BASH_ENV',
-  'SHELLOPTS',
-  'PS4',
-  'GCONV_PATH',
-  'HOSTALIASES',
-  'LOCPATH',
-  'NLSPATH',
-  'PYTHONPATH',
-  'PYTHONHOME',
-  'PYTHONSTARTUP',
-  'PYTHONINSPECT',
-  'PYTHONUSERBASE',
-  'PYTHONBREAKPOINT',
-  'PYTHONEXECUTABLE',
-  'NODE_OPTIONS',
-  'NODE_PATH',
-  'PERL5OPT',
-  'PERL5LIB',
-  'PERLLIB',
-  'RUBYOPT',
-  'RUBYLIB',
-  'JAVA_TOOL_OPTIONS',
-  '_JAVA_OPTIONS',
-  'JDK_JAVA_OPTIONS',
-]);
-const FORBIDDEN_ENV_PREFIXES = ['LD_', 'DYLD_'];
-
-/** Why a template cannot allow `name`, or null when it can. */
-function forbiddenEnvName(name: string): string | null {
-  if ((AGENT_ENV as readonly string[]).includes(name) || name.startsWith('LUNANEXA_')) return 'the agent sets it for every runtime itself';
-  if (FORBIDDEN_ENV.has(name) || FORBIDDEN_ENV_PREFIXES.some((prefix) => name.startsWith(prefix)))
-    return 'it makes the loader, an interpreter or a shell run other code';
-  return null;
-}
 
 /** `^...$` with the final `$` not escaped. */
 function anchored(pattern: string): boolean {

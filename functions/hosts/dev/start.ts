@@ -17,7 +17,7 @@ const plane = await startControlPlane({
   host: env.LUNANEXA_HOST,
   dataDir,
   databaseUrl: env.DATABASE_URL,
-  // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a viewer token).
+  // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a token: its workspace's series).
   config: { ...configFromEnv(env), metricsPublic: true },
 });
 const count = env.LUNANEXA_SIM_NODES;

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { NodeMetrics } from './node-metrics.js';
+import { WORKSPACE_LABEL, workspaceExposition } from './workspace-metrics.js';
 
 /** The control plane's metrics; one registry per app so several instances can share a process in tests. */
 export function createMetrics(opts: { processMetrics?: boolean } = {}) {
@@ -8,7 +9,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
   const nodeMetric = new Gauge({
     name: 'lunanexa_node_metric',
     help: 'Gauges reported by node agents in heartbeats (nodes have no scrape port); allow-listed names only',
-    labelNames: ['machine', 'name'] as const,
+    labelNames: [WORKSPACE_LABEL, 'machine', 'name'] as const,
     registers: [registry],
   });
   const nodeMetricsRefused = new Counter({
@@ -16,8 +17,11 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
     help: 'Heartbeat metrics dropped because their name is not one the agent reports',
     registers: [registry],
   });
+  const inference = inferenceMetrics(registry);
   return {
     registry,
+    /** The Prometheus text of one workspace's series (`/metrics` for a token of that workspace). */
+    workspaceSeries: (workspaceId: string) => workspaceExposition([nodeMetric, ...Object.values(inference)], workspaceId),
     nodeMetric,
     /** The bounded writer of `nodeMetric`: heartbeats go through it, never to the gauge directly. */
     nodeMetrics: new NodeMetrics(nodeMetric, nodeMetricsRefused),
@@ -83,7 +87,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['task'] as const,
       registers: [registry],
     }),
-    ...inferenceMetrics(registry),
+    ...inference,
     reconcileDuration: new Histogram({
       name: 'lunanexa_reconcile_duration_seconds',
       help: 'Duration of controller reconcile passes',
@@ -95,9 +99,9 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
 export type Metrics = ReturnType<typeof createMetrics>;
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
-const LABELS = ['model', 'deployment', 'node'] as const;
+const LABELS = [WORKSPACE_LABEL, 'model', 'deployment', 'node'] as const;
 
-/** Inference metrics (docs/design.md section 5): p50/p95/p99 derive from the histograms. */
+/** Inference metrics (docs/design.md section 5), by workspace: p50/p95/p99 derive from the histograms. */
 function inferenceMetrics(registry: Registry) {
   const histogram = (name: string, help: string, buckets = LATENCY_BUCKETS) =>
     new Histogram({ name, help, labelNames: LABELS, buckets, registers: [registry] });
@@ -109,9 +113,13 @@ function inferenceMetrics(registry: Registry) {
     requestDuration: histogram('lunanexa_request_duration_seconds', 'End-to-end latency of inference requests'),
     queueTime: histogram('lunanexa_queue_seconds', 'Time an invocation waited for a runtime slot'),
     accelTime: histogram('lunanexa_accelerator_seconds', 'Time an invocation spent on the runtime'),
-    admissionRejected: counter('lunanexa_admission_rejected_total', 'Requests refused by admission (429)', ['model', 'deployment']),
+    admissionRejected: counter('lunanexa_admission_rejected_total', 'Requests refused by admission (429)', [WORKSPACE_LABEL, 'model', 'deployment']),
     cancellations: counter('lunanexa_cancellations_total', 'Invocations cancelled (client disconnect or API)'),
     retries: counter('lunanexa_retries_total', 'Invocations retried on another replica before the first byte'),
     runtimeFailures: counter('lunanexa_runtime_failures_total', 'Invocations that failed on the node or runtime'),
+    slowClientsCut: counter(
+      'lunanexa_slow_clients_cut_total',
+      'Streamed answers cut because the client read slower than the runtime wrote, past the relay bound',
+    ),
   };
 }

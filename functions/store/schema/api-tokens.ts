@@ -26,7 +26,9 @@ export const apiTokens = pgTable('api_tokens', {
 
 /**
  * Requests counted per rate-limited token and minute, shared by every instance (one upsert per request, only for
- * tokens that have a limit). The controller deletes windows older than a few minutes.
+ * tokens that have a limit). `token_id` is the key counted: a token's id for its `/v1` requests, `api:<id>` for its
+ * management requests, `denied:<JSON>` for its refused management requests of one route (services/access-denials.ts).
+ * The controller deletes windows older than a few minutes.
  */
 export const tokenRateWindows = pgTable(
   'token_rate_windows',

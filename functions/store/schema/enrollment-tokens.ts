@@ -14,4 +14,6 @@ export const enrollmentTokens = pgTable('enrollment_tokens', {
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   usedAt: timestamp('used_at', { withTimezone: true }),
   machineId: text('machine_id'),
+  /** An admin revoked it before it was used: it enrolls nothing from then on (DELETE /api/v1/enrollment-tokens/{id}). */
+  revokedAt: timestamp('revoked_at', { withTimezone: true }),
 });

@@ -2,8 +2,8 @@ import { sql } from 'drizzle-orm';
 import { index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 /**
- * One canonical workload (an inference request). Durable so that an Idempotency-Key never executes twice,
- * across instances and restarts. Holds no payload.
+ * One canonical workload (an inference request). Durable so that a token's Idempotency-Key never executes
+ * twice, across instances and restarts. Holds no payload.
  */
 export const workloads = pgTable(
   'workloads',
@@ -40,7 +40,9 @@ export const workloads = pgTable(
     track: text('track'),
   },
   (t) => [
-    uniqueIndex('workloads_idempotency').on(t.workspaceId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    // An Idempotency-Key is scoped to the token and the key (docs/design.md section 5), never the workspace: another
+    // token of the workspace could otherwise claim a key first, or learn the workload and state of one it reused.
+    uniqueIndex('workloads_token_idempotency').on(t.tokenId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('workloads_state').on(t.state),
     index('workloads_workspace_created').on(t.workspaceId, t.createdAt),
     // Scale to zero asks when a deployment last had a request.

@@ -1,6 +1,6 @@
 import { Agent } from 'undici';
 import { enrollTestMachine } from '../../helpers/machine.js';
-import { simulatedDeployment } from '../api.js';
+import { Api, simulatedDeployment } from '../api.js';
 import { withEnroller } from '../enroller.js';
 import { leaseReader } from '../leases.js';
 import { NODE_NAMES, waitUntilServing } from '../fleet.js';
@@ -108,10 +108,13 @@ export const cpSigkill: Scenario = {
     ctx.log(`ghost detached ${ghostDetachedS} s, nodes reattached via B ${reattachedS} s, generations aborted ${abortedS} s, holder_lost ${holderLostS} s`);
 
     const workloads = await Promise.all(streams.map((s) => b.api.workload(s.workloadId)));
-    const retry = await b.api.chat(MODEL, { max_tokens: 3 }, { 'idempotency-key': streams[0]!.key });
+    // The client that sent the key retries it through B: a key is scoped to its token, and each plane bootstrapped
+    // an admin token of its own, so the retry goes with A's.
+    const client = new Api(b.url, a.api.token);
+    const retry = await client.chat(MODEL, { max_tokens: 3 }, { 'idempotency-key': streams[0]!.key });
     const retryBody = await retry.text();
     const sameWorkload = retry.headers.get('x-lunanexa-workload-id') === streams[0]!.workloadId;
-    const again = await b.api.chat(MODEL, { max_tokens: 3 }, { 'idempotency-key': streams[0]!.key });
+    const again = await client.chat(MODEL, { max_tokens: 3 }, { 'idempotency-key': streams[0]!.key });
     await again.text();
     const endings = await Promise.all(streams.map((s) => Promise.race([s.ended, sleep(5_000).then(() => 'still open')])));
     const finalStats = await Promise.all(nodes.map(simStats));
