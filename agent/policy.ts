@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import { z } from 'zod';
 import type { Assignment } from '../shared/contracts/desired.js';
@@ -16,21 +17,53 @@ const AbsolutePath = z
   .regex(/^\/[^\0]{0,4095}$/, 'an absolute path')
   .refine((path) => posix.normalize(path) === path && (path === '/' || !path.endsWith('/')), 'a normalized path (no "..", "." or trailing slash)');
 
-/** A template this node accepts: the executable it must be, optionally its pinned digest, the variables it may receive. */
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, '64 lowercase hexadecimal digits');
+
+/**
+ * A template this node accepts: the executable it must be, optionally its pinned digest and its argv, the variables
+ * it may receive. Without an argv pin the arguments are the control plane admin's to choose: for an interpreter
+ * (python3, node, bash) or a runtime that loads code (vllm with --trust-remote-code), that is any code.
+ */
 const TemplatePolicy = z
   .object({
     executable: AbsolutePath,
-    /** When set, the control plane's template must pin this very digest. */
-    sha256: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/)
+    /** When set, the control plane's template must pin this very digest (the template's `executableSha256`). */
+    executableSha256: Sha256.optional(),
+    /** The former name of `executableSha256`, still read; when both are given they must be equal. */
+    sha256: Sha256.optional(),
+    /**
+     * When set, the assignment's argv must be exactly this list, as the template renders it with the deployment's
+     * params (the agent's own placeholders, `{port}` and the like, still unfilled).
+     */
+    args: z
+      .array(
+        z
+          .string()
+          .max(4096)
+          .refine((arg) => !arg.includes('\0'), 'no NUL'),
+      )
+      .max(256)
       .optional(),
+    /** When set, the SHA-256 of the assignment's argv (`argvDigest`) must be one of these. */
+    argvSha256: z.array(Sha256).min(1).max(64).optional(),
     env: z
       .array(EnvName.refine((name) => !AGENT_SET_ENV.includes(name), 'set by the agent itself'))
       .max(64)
       .default([]),
   })
-  .strict();
+  .strict()
+  .refine((t) => t.sha256 === undefined || t.executableSha256 === undefined || t.sha256 === t.executableSha256, {
+    message: 'sha256 (the former name of executableSha256) and executableSha256 differ',
+    path: ['sha256'],
+  });
+
+/**
+ * The digest a policy's `argvSha256` pins: SHA-256 (hex) of the argv as compact JSON (`JSON.stringify(args)`, UTF-8),
+ * the argv as the assignment carries it (params rendered, the agent's placeholders unfilled). Pure.
+ */
+export function argvDigest(args: readonly string[]): string {
+  return createHash('sha256').update(JSON.stringify(args), 'utf8').digest('hex');
+}
 
 /** Where and within what the agent caches registry versions' files (docs/agent-cache.md). */
 export const CacheSettings = z
@@ -125,8 +158,14 @@ export function policyRefusal(policy: AgentPolicy, assignment: Assignment): stri
     const allowed = Object.hasOwn(policy.templates, runtime.template) ? policy.templates[runtime.template] : undefined;
     if (!allowed) return `template "${runtime.template}" is not allowed`;
     if (runtime.executable !== allowed.executable) return `template "${runtime.template}" must run ${allowed.executable}, not ${runtime.executable}`;
-    if (allowed.sha256 !== undefined && allowed.sha256 !== runtime.executableSha256) {
-      return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${allowed.sha256} of the local policy`;
+    const digest = allowed.executableSha256 ?? allowed.sha256;
+    if (digest !== undefined && digest !== runtime.executableSha256) {
+      return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${digest} of the local policy`;
+    }
+    const exact = allowed.args === undefined || (allowed.args.length === runtime.args.length && allowed.args.every((arg, i) => arg === runtime.args[i]));
+    const argv = argvDigest(runtime.args);
+    if (!exact || (allowed.argvSha256 !== undefined && !allowed.argvSha256.includes(argv))) {
+      return `template "${runtime.template}" runs arguments the local policy does not pin (argv digest ${argv})`;
     }
     const names = Object.keys(runtime.env).sort();
     const refused = names.find((name) => !allowed.env.includes(name));

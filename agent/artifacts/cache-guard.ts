@@ -39,15 +39,18 @@ async function statOrNull(path: string, follow: boolean): Promise<Stats | null> 
 export async function cacheDirProblem(dir: string, folders: readonly string[]): Promise<string | null> {
   const uid = agentUid();
   const resolved = await realpath(dir).catch(() => dir);
-  const above = new Set([...withAncestors(dirname(dir)), ...withAncestors(dirname(resolved))]);
+  const named = new Set(withAncestors(dirname(dir)));
+  const above = new Set([...named, ...withAncestors(dirname(resolved))]);
   for (const path of above) {
     const info = await statOrNull(path, true);
     if (!info) continue;
-    if (!info.isDirectory()) return `${path}, above the model cache ${dir}, is not a directory`;
+    // The refusal reaches the control plane: a folder only the resolution found (where a link leads) is not named.
+    const where = named.has(path) ? `${path}, above the model cache ${dir},` : `a folder above where the model cache ${dir} really lies`;
+    if (!info.isDirectory()) return `${where} is not a directory`;
     if (uid !== null && info.uid !== 0 && info.uid !== uid)
-      return `${path}, above the model cache ${dir}, belongs to uid ${info.uid}: the folders above the cache must be root's or the agent's`;
+      return `${where} belongs to uid ${info.uid}: the folders above the cache must be root's or the agent's`;
     if (info.mode & WRITABLE_BY_OTHERS && !(info.mode & STICKY))
-      return `${path}, above the model cache ${dir}, is writable by its group or others without the sticky bit (mode ${octal(info.mode)})`;
+      return `${where} is writable by its group or others without the sticky bit (mode ${octal(info.mode)})`;
   }
   for (const [path, follow] of [[dir, true] as const, ...folders.map((folder) => [folder, false] as const)]) {
     const info = await statOrNull(path, follow);

@@ -1,8 +1,9 @@
 import { StringDecoder } from 'node:string_decoder';
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { request, type Dispatcher } from 'undici';
 import { parseStreamEvent, StreamEvents, type StreamEvent } from '../../shared/contracts/stream.js';
 import { backoffDelayMs } from './backoff.js';
+import { boundedSseParser, STREAM_EVENT_MAX_CHARS, StreamEventTooLarge } from './bounded-sse.js';
 import type { SignedClient } from './http.js';
 
 export interface StreamLinkOptions {
@@ -25,7 +26,7 @@ const KNOWN = new Set(Object.keys(StreamEvents));
 /**
  * The dial-out stream: an SSE connection the agent opens and keeps open, with jittered exponential backoff
  * between attempts, `Last-Event-ID` on reconnect, and a silence watchdog fed by every byte (the server's
- * comment keep-alives included). Read as a Node stream into eventsource-parser: every `invoke` of the relay
+ * comment keep-alives included). Read as a Node stream into eventsource-parser (bounded per event): every `invoke` of the relay
  * arrives here, and the web-stream layers of fetch and EventSource cost more than the parsing.
  */
 export function openStreamLink(opts: StreamLinkOptions) {
@@ -104,10 +105,16 @@ export function openStreamLink(opts: StreamLinkOptions) {
       lastByteAt = Date.now();
       opts.onState('open');
       const decoder = new StringDecoder('utf8');
-      const parser = createParser({ onEvent: handle });
+      // One event is bounded (a signed desired state is far smaller): past it the connection is dropped, said why.
+      const parser = boundedSseParser({ onEvent: handle, maxEventChars: STREAM_EVENT_MAX_CHARS });
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         lastByteAt = Date.now();
-        parser.feed(decoder.write(chunk));
+        try {
+          parser.feed(decoder.write(chunk));
+        } catch (error) {
+          if (error instanceof StreamEventTooLarge) opts.onMalformed(error.message);
+          throw error;
+        }
         if (current !== attemptController) return;
       }
       throw new Error('the control plane ended the stream');

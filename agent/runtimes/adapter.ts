@@ -30,6 +30,21 @@ export class LaunchRefused extends Error {
 /** A refusal by the node's local policy, worded so that an operator reading the runtime's status knows whose. */
 export const refusedByPolicy = (reason: string) => new LaunchRefused(`refused by local policy: ${reason}`);
 
+const DETAIL = Symbol('localDetail');
+
+/**
+ * `error` with what only the node's own log may tell (a real path outside the artifact roots, a system error naming
+ * one): its message goes to the control plane, where any operator reads it; the supervisor logs the detail here.
+ */
+export function withLocalDetail<E extends Error>(error: E, detail: string): E {
+  return Object.assign(error, { [DETAIL]: detail });
+}
+
+/** The detail `withLocalDetail` attached, if any. */
+export function localDetail(error: unknown): string | undefined {
+  return error instanceof Error ? (error as Error & { [DETAIL]?: string })[DETAIL] : undefined;
+}
+
 /** A runtime's answer: its body is a Node stream, read straight into frames (no web-stream layer on the hot path). */
 export interface RuntimeResponse {
   status: number;

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, readlink, realpath, type FileHandle } from 'node:fs/promises';
+import { relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { insideRoots } from '../policy.js';
-import { refusedByPolicy } from './adapter.js';
+import { refusedByPolicy, withLocalDetail } from './adapter.js';
 
 /** How much the agent reads of one file, and for how long. */
 export interface ReadLimits {
@@ -69,16 +70,31 @@ export async function resolveRoots(roots: readonly string[]): Promise<string[]> 
 
 /**
  * The real path of a `file:` artifact, refused unless it lies inside one of `roots` (resolved) once every symbolic
- * link is followed: a link in a root never leads the agent (root) to /etc/shadow or /dev/zero.
+ * link is followed: a link in a root never leads the agent (root) to /etc/shadow or /dev/zero. What the refusal says
+ * goes to the control plane, so outside the roots it is one answer whatever is there (no real path, no existence
+ * oracle for the agent's root reads); inside a root it names the path relative to it. The node's log has the rest.
  */
 export async function artifactPath(uri: string, roots: readonly string[]): Promise<string> {
+  const outside = (detail: string) =>
+    withLocalDetail(refusedByPolicy(`artifact ${uri} is not a file inside the allowed artifact roots`), `artifact ${uri}: ${detail}`);
+  let named: string;
+  try {
+    named = resolve(fileURLToPath(uri));
+  } catch (error) {
+    throw new Error(`artifact ${uri} is not a file path: ${(error as Error).message}`, { cause: error });
+  }
   let path: string;
   try {
-    path = await realpath(fileURLToPath(uri));
+    path = await realpath(named);
   } catch (error) {
-    throw new Error(`artifact ${uri} cannot be resolved: ${(error as Error).message}`, { cause: error });
+    const code = (error as NodeJS.ErrnoException).code ?? 'an error';
+    const root = roots.find((r) => insideRoots([r], named));
+    if (root === undefined) throw outside(`cannot be resolved: ${(error as Error).message}`);
+    const inside = relative(root, named) || '.';
+    const why = code === 'ENOENT' ? 'does not exist in its artifact root' : `cannot be read in its artifact root (${code})`;
+    throw withLocalDetail(new Error(`artifact ${uri} cannot be resolved: ${inside} ${why}`, { cause: error }), (error as Error).message);
   }
-  if (!insideRoots(roots, path)) throw refusedByPolicy(`artifact ${uri} resolves to ${path}, outside the allowed artifact roots`);
+  if (!insideRoots(roots, path)) throw outside(`resolves to ${path}, outside the allowed artifact roots`);
   return path;
 }
 
@@ -91,7 +107,7 @@ export async function hashArtifact(uri: string, roots: readonly string[], limits
   const file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
     const opened = await readlink(`/proc/self/fd/${file.fd}`);
-    if (opened !== path) throw new Error(`artifact ${uri} changed while it was opened (${opened})`);
+    if (opened !== path) throw withLocalDetail(new Error(`artifact ${uri} changed while it was opened`), `opened ${opened}, not ${path}`);
     return { path, sha256: await hashOpenFile(file, `artifact ${uri}`, limits, signal) };
   } finally {
     await file.close();

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { MachineStatus, RuntimeReport, RuntimeState } from '../../shared/contracts/heartbeat.js';
 import type { PullProgress } from '../artifacts/cache.js';
-import { LaunchRefused, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
+import { LaunchRefused, localDetail, type RuntimeAdapter, type RuntimeHandle } from '../runtimes/adapter.js';
 import { drainUntil, planSupervision, restartDelayMs, type ManagedView, type RuntimeLoad, type SupervisorAction } from './plan.js';
 import { machineStatus, runtimeReport, warmModels, type Pull } from './report.js';
 
@@ -307,7 +307,12 @@ export class Supervisor {
   private run(m: Managed, work: () => Promise<void>) {
     m.work = work()
       // A refused launch fails for good: restarting it would only be refused again.
-      .catch((error: unknown) => this.fail(m, errorMessage(error), !(error instanceof LaunchRefused)))
+      .catch((error: unknown) => {
+        // The message goes to the control plane; what only this node's log may tell goes here.
+        const detail = localDetail(error);
+        if (detail !== undefined) this.opts.log('runtime launch failed', { assignmentId: m.assignment.assignmentId, detail });
+        this.fail(m, errorMessage(error), !(error instanceof LaunchRefused));
+      })
       .finally(() => {
         m.work = null;
         // What is left to do (retire an aborted launch, replace it) need not wait for the next pass.

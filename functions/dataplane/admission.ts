@@ -5,28 +5,55 @@ export class SlotWaitAborted extends Error {
   }
 }
 
+/** Why `enter` refused: the deployment is full, or this token already holds its share of it. */
+export type AdmissionRefusal = 'deployment' | 'token';
+
+/** The most invocations of a deployment one token holds at once: `share` of its capacity, at least 1. */
+export function tokenShareOf(capacity: number, share: number): number {
+  return Math.max(1, Math.floor(capacity * share));
+}
+
 /**
  * Admission and runtime concurrency of one instance. Admission bounds queued + running invocations per
- * deployment (over it: 429); each replica runs at most its concurrency at once and the rest wait in a FIFO
- * queue, each waiter bounded by its deadline and cancellable.
+ * deployment (over it: 429), and each token's share of them, so that one token cannot fill a deployment's queue
+ * for every other; each replica runs at most its concurrency at once and the rest wait in a FIFO queue, each
+ * waiter bounded by its deadline and cancellable.
  */
 export class Admission {
   private readonly inFlight = new Map<string, number>();
+  /** Per deployment, the invocations each token holds of it. */
+  private readonly perToken = new Map<string, Map<string, number>>();
   private readonly active = new Map<string, number>();
   private readonly queues = new Map<string, Array<{ grant: () => void }>>();
 
-  /** Counts an invocation against the deployment's capacity; false (and nothing counted) when it is full. */
-  enter(deploymentId: string, capacity: number): boolean {
+  /**
+   * Counts an invocation of `tokenId` against the deployment's capacity and the token's share of it (`tokenLimit`);
+   * null when admitted, else why not (and nothing counted).
+   */
+  enter(deploymentId: string, capacity: number, tokenId: string, tokenLimit: number): AdmissionRefusal | null {
     const current = this.inFlight.get(deploymentId) ?? 0;
-    if (current >= capacity) return false;
+    if (current >= capacity) return 'deployment';
+    let tokens = this.perToken.get(deploymentId);
+    const mine = tokens?.get(tokenId) ?? 0;
+    if (mine >= tokenLimit) return 'token';
+    if (!tokens) this.perToken.set(deploymentId, (tokens = new Map()));
+    tokens.set(tokenId, mine + 1);
     this.inFlight.set(deploymentId, current + 1);
-    return true;
+    return null;
   }
 
-  leave(deploymentId: string): void {
+  leave(deploymentId: string, tokenId: string): void {
     const current = (this.inFlight.get(deploymentId) ?? 1) - 1;
     if (current <= 0) this.inFlight.delete(deploymentId);
     else this.inFlight.set(deploymentId, current);
+    const tokens = this.perToken.get(deploymentId);
+    if (!tokens) return;
+    const mine = (tokens.get(tokenId) ?? 1) - 1;
+    if (mine > 0) tokens.set(tokenId, mine);
+    else {
+      tokens.delete(tokenId);
+      if (tokens.size === 0) this.perToken.delete(deploymentId);
+    }
   }
 
   load(assignmentId: string): { active: number; queued: number } {

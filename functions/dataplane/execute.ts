@@ -12,6 +12,7 @@ import { modelAllowed } from '../core/token-rules.js';
 import { canaryTurn } from '../core/scheduler/route.js';
 import { onTrack } from './tracks.js';
 import { wakeDeployment } from './wake.js';
+import { tokenShareOf } from './admission.js';
 
 const notFound = (model: string): InferenceError => ({
   kind: 'not_found',
@@ -55,9 +56,22 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
   const labels = { workspace: route.workspaceId, model: route.model, deployment: route.name };
 
   // A request held for a replica counts here too: a flood while replicas start gets 429, not an unbounded wait.
-  if (!dataPlane.admission.enter(deploymentId, route.queueCapacity)) {
+  // And one token holds at most its share of that queue: the others still get in (docs/security.md, bounds).
+  const tokenId = request.actor.tokenId;
+  const tokenLimit = tokenShareOf(route.queueCapacity, config.admissionTokenShare);
+  const refused = dataPlane.admission.enter(deploymentId, route.queueCapacity, tokenId, tokenLimit);
+  if (refused) {
     metrics.admissionRejected.inc(labels);
-    return { ok: false, error: { kind: 'capacity', code: 'capacity_exceeded', message: `${route.name} is at capacity; retry later`, retryAfterS: 1 } };
+    const error: InferenceError =
+      refused === 'token'
+        ? {
+            kind: 'capacity',
+            code: 'token_concurrency_exceeded',
+            message: `this token already has ${tokenLimit} requests queued or running on ${route.name}, its share of the deployment's capacity; retry later`,
+            retryAfterS: 1,
+          }
+        : { kind: 'capacity', code: 'capacity_exceeded', message: `${route.name} is at capacity; retry later`, retryAfterS: 1 };
+    return { ok: false, error };
   }
 
   let workloadId = newId('workload');
@@ -89,7 +103,7 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
     if (finished) return;
     finished = true;
     deadline?.clear();
-    dataPlane.admission.leave(deploymentId);
+    dataPlane.admission.leave(deploymentId, tokenId);
     dataPlane.live.delete(workloadId);
     unsubscribeCancel();
     dataPlane.workloads.put(workloadId, { ...row, ...answered, ...served, state, machineId, attempts, statusCode, errorCode, finishedAt: new Date() });
@@ -108,12 +122,12 @@ export async function executeInference(ports: Ports, request: InferenceRequest):
           input: { tokenId: request.actor.tokenId, idempotencyKey: request.idempotencyKey, deadline: row.deadline },
         });
     } catch (error) {
-      dataPlane.admission.leave(deploymentId);
+      dataPlane.admission.leave(deploymentId, tokenId);
       throw error;
     }
     if (retaken) row.id = workloadId = retaken;
     else if (!fresh) {
-      dataPlane.admission.leave(deploymentId);
+      dataPlane.admission.leave(deploymentId, tokenId);
       const previous = await workloadByKey({ ctx, input: { tokenId: request.actor.tokenId, idempotencyKey: request.idempotencyKey } });
       return {
         ok: false,

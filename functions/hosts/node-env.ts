@@ -47,6 +47,11 @@ export const NodeEnv = z.object({
   LUNANEXA_METRICS_TOKEN: ControlPlaneConfig.shape.metricsToken,
   /** Management requests per token and minute (default 3,000; 0 counts nothing). */
   LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  /** See `admissionTokenShare` in functions/kernel/config.ts: one token's share of a deployment's queue (default 0.5). */
+  LUNANEXA_ADMISSION_TOKEN_SHARE: z.coerce.number().gt(0).max(1).optional(),
+  /** See `headersTimeoutMs` and `maxConnections` in functions/kernel/config.ts (the Node server's connection bounds). */
+  LUNANEXA_HEADERS_TIMEOUT_MS: ms,
+  LUNANEXA_MAX_CONNECTIONS: z.coerce.number().int().min(0).optional(),
   /** Simulated nodes `npm start` launches (0 = none). */
   LUNANEXA_SIM_NODES: z.coerce.number().int().min(0).max(64).default(4),
   /** Overrides of the protocol's timings, for demos and tests. */
@@ -93,6 +98,9 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     publicUrl: env.LUNANEXA_PUBLIC_URL,
     metricsToken: env.LUNANEXA_METRICS_TOKEN,
     managementRateLimitPerMinute: env.LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE,
+    admissionTokenShare: env.LUNANEXA_ADMISSION_TOKEN_SHARE,
+    headersTimeoutMs: env.LUNANEXA_HEADERS_TIMEOUT_MS,
+    maxConnections: env.LUNANEXA_MAX_CONNECTIONS,
   });
 }
 

@@ -45,6 +45,8 @@ export interface RunningControlPlane {
   port: number;
   ports: Ports;
   workspaceId: string;
+  /** Where the other instances reach this one's peer channel; null on the embedded store, which has none. */
+  peerUrl: string | null;
   /** Path of the admin token file (mode 0600). */
   adminTokenPath: string;
   adminToken: string;
@@ -140,14 +142,25 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
 
   const app = newApp(ports);
   const server: ServerType = await new Promise((resolveServer) => {
-    const s = serve({ fetch: app.fetch, port: opts.port ?? 8787, hostname: opts.host ?? '127.0.0.1' }, () => resolveServer(s));
+    const s = serve(
+      {
+        fetch: app.fetch,
+        port: opts.port ?? 8787,
+        hostname: opts.host ?? '127.0.0.1',
+        // Headers that trickle in are cut at `headersTimeoutMs`, checked this often (Node's default: every 30 s).
+        serverOptions: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs) },
+      },
+      () => resolveServer(s),
+    );
   });
   // Idle keep-alive connections outlive the usual 60 s idle timeout of the load balancers and clients in
   // front: the side that closes first must be the client, or a request sent on a connection the server is
-  // closing at that instant fails ("other side closed"). Node's default is 5 s.
+  // closing at that instant fails ("other side closed"). Node's default is 5 s. The headers timeout counts from a
+  // request's first byte, never over an idle connection; requests (bodies) keep Node's own bound.
   if ('keepAliveTimeout' in server) {
     server.keepAliveTimeout = 65_000;
-    server.headersTimeout = 66_000;
+    server.headersTimeout = config.headersTimeoutMs;
+    if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
   }
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
@@ -168,6 +181,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     port,
     ports,
     workspaceId,
+    peerUrl: peerServer?.url ?? null,
     adminTokenPath,
     adminToken,
     systemCtx,

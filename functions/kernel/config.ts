@@ -122,6 +122,24 @@ export const ControlPlaneConfig = z
      * room, because an agent on the per-invocation fallback acknowledges with a signed request of its own.
      */
     invokeAckTimeoutMs: z.number().int().positive().default(5_000),
+    /**
+     * The share of a deployment's queue (`queueCapacity`: queued + running invocations, per instance) that one API
+     * token may hold at once, at least 1 (LUNANEXA_ADMISSION_TOKEN_SHARE): past it the token's next request gets 429
+     * `token_concurrency_exceeded` with `Retry-After`, while other tokens still get in. 1 lets one token fill it.
+     */
+    admissionTokenShare: z.number().gt(0).max(1).default(0.5),
+    /**
+     * Node: a request whose headers have not all arrived this long after its first byte is answered 408 and its
+     * connection closed (LUNANEXA_HEADERS_TIMEOUT_MS), checked every second; a trickled header holds a connection
+     * no longer. Bodies and answers are not timed by it: SSE streams, uplinks and uploads are long-lived.
+     */
+    headersTimeoutMs: z.number().int().min(100).max(300_000).default(10_000),
+    /**
+     * Node: connections the server holds at once (LUNANEXA_MAX_CONNECTIONS); one more is closed as it arrives.
+     * Each agent holds two (its stream and its uplink) and each live console or streamed answer one; keep it under
+     * the process's open-files limit. 0: no cap.
+     */
+    maxConnections: z.number().int().min(0).max(1_000_000).default(10_000),
     /** Attempts of one inference request across replicas, while no byte has reached the client. */
     maxAttempts: z.number().int().min(1).max(10).default(3),
     /**

@@ -13,7 +13,7 @@ export async function loadRuntimeRegistry(db: Db, scope: { workspaceId?: string 
       .from(runtimeTemplates)
       .where(scope.workspaceId ? eq(runtimeTemplates.workspaceId, scope.workspaceId) : undefined),
     db
-      .select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version })
+      .select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version, feeds: runtimeSecrets.feeds })
       .from(runtimeSecrets)
       .where(scope.workspaceId ? eq(runtimeSecrets.workspaceId, scope.workspaceId) : undefined),
   ]);
@@ -38,7 +38,8 @@ function resolveError(failure: ResolveFailure): ApiError {
 
 /**
  * Checks, in the caller's transaction, that a deployment's runtime resolves against the registry: the template
- * exists, its params and env are valid, and the secrets it names exist. The template and secret rows are read
+ * exists, its params and env are valid, and the secrets it names exist and may feed the variables they are named
+ * for (their `feeds`). The template and secret rows are read
  * `for share`, so a concurrent delete of either waits for this transaction and then sees the deployment.
  */
 export async function requireResolvableRuntime(db: Db, input: { workspaceId: string; runtime: DeploymentRuntime }): Promise<void> {
@@ -52,7 +53,7 @@ export async function requireResolvableRuntime(db: Db, input: { workspaceId: str
   const secretNames = [...new Set(Object.values(runtime.env).flatMap((v) => ('secret' in v ? [v.secret] : [])))];
   const secrets = secretNames.length
     ? await db
-        .select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version })
+        .select({ workspaceId: runtimeSecrets.workspaceId, name: runtimeSecrets.name, version: runtimeSecrets.version, feeds: runtimeSecrets.feeds })
         .from(runtimeSecrets)
         .where(and(eq(runtimeSecrets.workspaceId, workspaceId), inArray(runtimeSecrets.name, secretNames)))
         .for('share')

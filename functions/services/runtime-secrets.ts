@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, gt, sql } from 'drizzle-orm';
 import { runtimeSecrets } from '../store/schema/index.js';
-import type { RuntimeSecretView } from '../../shared/contracts/runtime-template.js';
+import type { RuntimeSecretView, SecretFeed } from '../../shared/contracts/runtime-template.js';
+import { canonicalize } from '../../shared/canonical.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 import { ApiError } from '../kernel/errors.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
@@ -11,9 +12,15 @@ import { secretAssociatedData, secretBox, type SecretBox } from '../core/registr
 
 type SecretRow = typeof runtimeSecrets.$inferSelect;
 
-/** Names and times only: no API answer ever carries a secret's value or its ciphertext. */
-function secretView(row: Pick<SecretRow, 'name' | 'createdAt' | 'updatedAt'>): RuntimeSecretView {
-  return { name: row.name, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
+/** Names, feeds and times only: no API answer ever carries a secret's value or its ciphertext. */
+function secretView(row: Pick<SecretRow, 'name' | 'feeds' | 'createdAt' | 'updatedAt'>): RuntimeSecretView {
+  return { name: row.name, feeds: row.feeds, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
+}
+
+/** A feeds list in one order, without repeats: what is stored and compared. */
+function normalFeeds(feeds: readonly SecretFeed[]): SecretFeed[] {
+  const unique = new Map(feeds.map((f) => [`${f.template}\u0000${f.env}`, { template: f.template, env: f.env }]));
+  return [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, feed]) => feed);
 }
 
 /** The configured secret box, or 503 naming the setting (never any key material). */
@@ -31,7 +38,7 @@ export async function listRuntimeSecrets({
   input: { workspaceId: string } & PageRequest<string>;
 }): Promise<RowPage<RuntimeSecretView>> {
   const rows = await ctx.db
-    .select({ name: runtimeSecrets.name, createdAt: runtimeSecrets.createdAt, updatedAt: runtimeSecrets.updatedAt })
+    .select({ name: runtimeSecrets.name, feeds: runtimeSecrets.feeds, createdAt: runtimeSecrets.createdAt, updatedAt: runtimeSecrets.updatedAt })
     .from(runtimeSecrets)
     .where(and(eq(runtimeSecrets.workspaceId, input.workspaceId), input.after !== undefined ? gt(runtimeSecrets.name, input.after) : undefined))
     .orderBy(runtimeSecrets.name)
@@ -41,15 +48,18 @@ export async function listRuntimeSecrets({
 }
 
 /**
- * Writes a runtime secret (admins only, at the route), sealed under the secret key. A new value gets a new
- * version, which rolls the replicas that use it; writing the value it already has changes nothing.
+ * Writes a runtime secret (admins only, at the route), sealed under the secret key, and what it may feed: the
+ * (template, env name) pairs listed in `feeds` (none for a new secret written without; an existing one keeps its
+ * list when `feeds` is left out). A new value gets a new version, which rolls the replicas that use it; a new
+ * list applies at the next reconcile (a deployment it no longer lists stops rendering and receives the value no
+ * more); writing what it already has changes nothing.
  */
 export async function putRuntimeSecret({
   ctx,
   input,
 }: {
   ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>;
-  input: { workspaceId: string; name: string; value: string };
+  input: { workspaceId: string; name: string; value: string; feeds?: readonly SecretFeed[] };
 }): Promise<{ view: RuntimeSecretView; changed: boolean }> {
   const box = requireSecretBox(ctx.config);
   if (input.value.includes('\0'))
@@ -58,24 +68,28 @@ export async function putRuntimeSecret({
   const written = await withTransaction(ctx, async (tx) => {
     const where = and(eq(runtimeSecrets.workspaceId, input.workspaceId), eq(runtimeSecrets.name, input.name));
     const [existing] = await tx.db.select().from(runtimeSecrets).where(where).for('update');
-    if (existing && box.open(existing.sealed, aad) === input.value) return { view: secretView(existing), changed: false };
-    const values = { sealed: box.seal(input.value, aad), keyId: box.keyId, version: randomUUID() };
+    const feeds = input.feeds !== undefined ? normalFeeds(input.feeds) : (existing?.feeds ?? []);
+    const sameValue = existing !== undefined && box.open(existing.sealed, aad) === input.value;
+    const sameFeeds = existing !== undefined && canonicalize(existing.feeds) === canonicalize(feeds);
+    if (sameValue && sameFeeds) return { view: secretView(existing), changed: false };
+    // The version (which rolls replicas) changes with the value only.
+    const sealed = () => ({ sealed: box.seal(input.value, aad), keyId: box.keyId, version: randomUUID() });
     const [row] = existing
       ? await tx.db
           .update(runtimeSecrets)
-          .set({ ...values, updatedAt: sql`now()` })
+          .set({ ...(sameValue ? {} : sealed()), feeds, updatedAt: sql`now()` })
           .where(where)
           .returning()
       : await tx.db
           .insert(runtimeSecrets)
-          .values({ workspaceId: input.workspaceId, name: input.name, ...values })
+          .values({ workspaceId: input.workspaceId, name: input.name, ...sealed(), feeds })
           .returning();
-    // The name and which key sealed it; never the value, its length or its ciphertext.
+    // The name, which key sealed it and what it feeds; never the value, its length or its ciphertext.
     await audit(tx, {
       workspaceId: input.workspaceId,
-      action: existing ? 'runtime_secret.rotate' : 'runtime_secret.create',
+      action: !existing ? 'runtime_secret.create' : sameValue ? 'runtime_secret.feeds' : 'runtime_secret.rotate',
       target: input.name,
-      details: { keyId: box.keyId },
+      details: { keyId: box.keyId, feeds },
     });
     return { view: secretView(row!), changed: true };
   });

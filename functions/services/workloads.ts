@@ -2,7 +2,7 @@ import { and, desc, eq, gt, sql } from 'drizzle-orm';
 import { deployments, machines, workloads } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
-import type { ServiceCtx, ServicePorts } from './service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { instanceAlive } from './instances.js';
 
 export type WorkloadState = 'accepted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -89,11 +89,35 @@ export const CANCEL_REQUESTED = 'cancel_requested';
  * signal (a reconnect) still finds it when it re-reads (`functions/dataplane/resync.ts`). The workload stays running
  * until its holder records how it ended, which replaces the mark.
  */
-export async function recordCancelRequest({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<void> {
+async function recordCancelRequest({ ctx, input }: { ctx: ServiceCtx; input: { id: string } }): Promise<void> {
   await ctx.db
     .update(workloads)
     .set({ errorCode: CANCEL_REQUESTED })
     .where(and(eq(workloads.id, input.id), eq(workloads.state, 'running')));
+}
+
+/**
+ * Records a cancel of a running workload (`workload.cancel`, in the name of the token that cancels, the workload's
+ * id as target, its deployment and the token whose request it is in `details`): cancelling cuts another client's
+ * answer, so who did it is kept. When this instance does not hold it, the mark its holder finds (`CANCEL_REQUESTED`,
+ * as `recordCancelRequest`) is written in the same transaction; the caller signals the holder once it committed.
+ */
+export async function cancelWorkload({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { workspaceId: string; id: string; deploymentId: string; tokenId: string | null; heldHere: boolean };
+}): Promise<void> {
+  await withTransaction(ctx, async (tx) => {
+    if (!input.heldHere) await recordCancelRequest({ ctx: tx, input: { id: input.id } });
+    await audit(tx, {
+      workspaceId: input.workspaceId,
+      action: 'workload.cancel',
+      target: input.id,
+      details: { deploymentId: input.deploymentId, tokenId: input.tokenId, held: input.heldHere ? 'here' : 'elsewhere' },
+    });
+  });
 }
 
 /** Marks one workload orphaned if its holder is gone; true when it was (the caller cannot reach it). */

@@ -3736,7 +3736,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List runtime secrets, a page at a time by name: names and times only, never a value */
+        /** List runtime secrets, a page at a time by name: names, what they may feed and times, never a value */
         get: {
             parameters: {
                 query?: {
@@ -3760,6 +3760,10 @@ export interface paths {
                         "application/json": {
                             data: {
                                 name: string;
+                                feeds: {
+                                    template: string;
+                                    env: string;
+                                }[];
                                 createdAt: string;
                                 updatedAt: string;
                             }[];
@@ -3833,7 +3837,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Write a runtime secret (admin, write-only): sealed at rest, delivered only to the runtimes that name it. A new value rolls them */
+        /** Write a runtime secret (admin, write-only) and the template/env pairs it may feed: sealed at rest, delivered only to the runtimes that name it for a listed pair. A new value rolls them */
         put: {
             parameters: {
                 query?: never;
@@ -3847,6 +3851,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         value: string;
+                        feeds?: {
+                            template: string;
+                            env: string;
+                        }[];
                     };
                 };
             };
@@ -3859,6 +3867,10 @@ export interface paths {
                     content: {
                         "application/json": {
                             name: string;
+                            feeds: {
+                                template: string;
+                                env: string;
+                            }[];
                             createdAt: string;
                             updatedAt: string;
                         };

@@ -95,10 +95,18 @@ export type RuntimeTemplateView = z.infer<typeof RuntimeTemplateView>;
 export const EnvValue = z.union([z.strictObject({ value: z.string().max(4096) }), z.strictObject({ secret: TemplateName })]);
 export type EnvValue = z.infer<typeof EnvValue>;
 
-/** A runtime secret's value, written by an admin and never read back through any API. */
-export const RuntimeSecretPut = z.object({ value: z.string().min(1).max(4096) });
+/** One (template, environment variable) pair a runtime secret may feed: `runtime.env.<env>` of a deployment of `template`. */
+export const SecretFeed = z.strictObject({ template: TemplateName, env: EnvName });
+export type SecretFeed = z.infer<typeof SecretFeed>;
+
+/**
+ * A runtime secret's value, written by an admin and never read back through any API, and what it may feed. A
+ * secret feeds only the pairs listed (set by the admin, not by whoever deploys): none when first written without
+ * `feeds`; writing it again without `feeds` keeps the list it has.
+ */
+export const RuntimeSecretPut = z.object({ value: z.string().min(1).max(4096), feeds: z.array(SecretFeed).max(64).optional() });
 export type RuntimeSecretPut = z.infer<typeof RuntimeSecretPut>;
 
-/** What the API says about a runtime secret: its name and when it was written, never its value. */
-export const RuntimeSecretView = z.object({ name: TemplateName, createdAt: z.string(), updatedAt: z.string() });
+/** What the API says about a runtime secret: its name, what it may feed and when it was written, never its value. */
+export const RuntimeSecretView = z.object({ name: TemplateName, feeds: z.array(SecretFeed), createdAt: z.string(), updatedAt: z.string() });
 export type RuntimeSecretView = z.infer<typeof RuntimeSecretView>;

@@ -3,11 +3,14 @@ import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { connect } from 'node:net';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, pidAlive } from '../../agent/runtimes/process.js';
 import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { waitFor } from '../helpers/plane.js';
+import { createTestDatabase, describePg } from '../helpers/pg.js';
 
 /** The public contract of docs/design.md section 10: `npm start` on a fresh data dir, then Ctrl-C. */
 describe('npm start', () => {
@@ -85,4 +88,59 @@ describe('npm start', () => {
       }
     }
   }, 180_000);
+});
+
+/** The peer channel's variables apply under `npm start` as they do on the production entry (docs/operations.md). */
+describePg('npm start on DATABASE_URL', () => {
+  it('listens for peers where LUNANEXA_PEER_HOST/PORT say and advertises LUNANEXA_PEER_URL', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'lnx-start-peer-'));
+    const db = await createTestDatabase();
+    const [port, peerPort] = [await freePort(), await freePort()];
+    const peerUrl = `http://localhost:${peerPort}`;
+    const child = spawn('npm', ['start'], {
+      cwd: process.cwd(),
+      env: {
+        ...process.env,
+        LUNANEXA_DATA_DIR: dataDir,
+        LUNANEXA_PORT: String(port),
+        LUNANEXA_LOG_LEVEL: 'warn',
+        LUNANEXA_SIM_NODES: '0',
+        DATABASE_URL: db.url,
+        LUNANEXA_PEER_HOST: '127.0.0.1',
+        LUNANEXA_PEER_PORT: String(peerPort),
+        LUNANEXA_PEER_URL: peerUrl,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let output = '';
+    child.stdout!.on('data', (chunk) => (output += chunk));
+    child.stderr!.on('data', (chunk) => (output += chunk));
+    try {
+      await waitFor(async () => output.includes('LunaNexa control plane'), { timeoutMs: 60_000, what: 'the start banner' });
+      expect(output).toContain(peerUrl);
+      // The listener is on the port asked for.
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(peerPort, '127.0.0.1', () => {
+          socket.destroy();
+          resolve();
+        });
+        socket.once('error', reject);
+      });
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ peer_url: string | null }>('select peer_url from instances');
+        expect(rows.map((r) => r.peer_url)).toEqual([peerUrl]);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      process.kill(-child.pid!, 'SIGINT');
+      await waitForExit(child, 30_000);
+      await waitFor(async () => output.includes('stopped cleanly'), { timeoutMs: 30_000, what: 'orderly stop' }).catch(() => {});
+      await db.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

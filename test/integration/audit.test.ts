@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditHash, verifyChain, type AuditEntry, type ChainVerdict } from '../../shared/audit-chain.js';
 import type { AuditPage } from '../../shared/contracts/audit.js';
 import { queryRows } from '../../functions/store/rows.js';
+import { workloads } from '../../functions/store/schema/index.js';
+import { newId } from '../../shared/ids.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, type StoreKind, type TestPlane } from '../helpers/plane.js';
 import { insertToken, insertWorkspace } from '../helpers/sql-tokens.js';
@@ -37,6 +39,7 @@ function auditSuite(kind: StoreKind) {
   let admin: { id: string; token: string };
   let viewer: string;
   let operator: string;
+  let operatorId: string;
   /** The enrollment token's secret: shown once, never audited. */
   let enrollmentSecret: string;
   let enrollmentId: string;
@@ -83,7 +86,7 @@ function auditSuite(kind: StoreKind) {
     const db = plane.ports.store.db;
     admin = await insertToken(db, { workspaceId: plane.workspaceId, name: 'auditor', role: 'admin' });
     viewer = (await insertToken(db, { workspaceId: plane.workspaceId, name: 'watcher', role: 'viewer' })).token;
-    operator = (await insertToken(db, { workspaceId: plane.workspaceId, name: 'hands', role: 'operator' })).token;
+    ({ token: operator, id: operatorId } = await insertToken(db, { workspaceId: plane.workspaceId, name: 'hands', role: 'operator' }));
   }, 60_000);
 
   afterAll(async () => {
@@ -162,6 +165,30 @@ function auditSuite(kind: StoreKind) {
       ['denied', { role: 'operator', required: 'admin' }],
       ['denied', { role: 'viewer', required: 'admin' }],
     ]);
+  });
+
+  it('records a cancel of a running workload (workload.cancel) in the name of the token that cancelled it', async () => {
+    const id = newId('workload');
+    await plane.ports.store.db.insert(workloads).values({
+      id,
+      workspaceId: plane.workspaceId,
+      deploymentId: 'dep_cancelled',
+      kind: 'chat',
+      state: 'running',
+      instanceId: plane.ports.instanceId,
+      tokenId: admin.id,
+      deadline: new Date(Date.now() + 3_600_000),
+    });
+    const cancelled = await api(`/workloads/${id}/cancel`, operator, { method: 'POST' });
+    expect(cancelled.status, await cancelled.clone().text()).toBe(202);
+    const [entry] = (await page(`?action=workload.cancel&target=${id}`)).data;
+    expect(entry).toMatchObject({
+      actor: operatorId,
+      action: 'workload.cancel',
+      target: id,
+      outcome: 'succeeded',
+      details: { deploymentId: 'dep_cancelled', tokenId: admin.id },
+    });
   });
 
   it('exports the whole chain in seq order, which verifies offline as the server verifies it, with no secret in it', async () => {

@@ -1,5 +1,5 @@
 import { request } from 'node:http';
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { seedDemoDeployment } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
@@ -205,4 +205,95 @@ describePg('console sessions and forms', () => {
     controller.abort();
     await waitFor(async () => liveConsoleStreams() === 0, { timeoutMs: 5_000, what: 'the stream stopped' });
   });
+  it('audits a console request refused for its role (access.denied), as the API does', async () => {
+    const viewer = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'refused watcher', role: 'viewer' } });
+    const { cookie } = await signIn(viewer.token);
+    const csrf = await csrfOf(cookie);
+    expect((await fetch(`${plane.url}/console/tokens`, { headers: { cookie } })).status).toBe(403);
+    expect((await fetch(`${plane.url}/console/audit`, { headers: { cookie } })).status).toBe(403);
+    const cordon = await fetch(`${plane.url}/console/machines/mch_x/cordon`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie, 'content-type': form, origin: plane.url },
+      body: new URLSearchParams({ _csrf: csrf }),
+    });
+    expect(cordon.status).toBe(403);
+    const denied = await plane.ports.store.db
+      .select({ target: auditEvents.target, outcome: auditEvents.outcome, details: auditEvents.details })
+      .from(auditEvents)
+      .where(and(eq(auditEvents.action, 'access.denied'), eq(auditEvents.actor, viewer.id)))
+      .orderBy(auditEvents.target);
+    expect(denied).toEqual([
+      { target: 'GET /console/audit', outcome: 'denied', details: { role: 'viewer', required: 'admin' } },
+      { target: 'GET /console/tokens', outcome: 'denied', details: { role: 'viewer', required: 'admin' } },
+      { target: 'POST /console/machines/:id/cordon', outcome: 'denied', details: { role: 'viewer', required: 'operator' } },
+    ]);
+  });
+
+  it('caps live streams per session and per token, and renders a view once per tick however many streams show it', async () => {
+    await waitFor(async () => liveConsoleStreams() === 0, { what: 'no live stream left from before' });
+    const tabs = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'many tabs', role: 'viewer' } });
+    const someoneElse = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'someone else', role: 'viewer' } });
+    const [first, second, third, other] = [await signIn(tabs.token), await signIn(tabs.token), await signIn(tabs.token), await signIn(someoneElse.token)];
+    const controller = new AbortController();
+    const open = (cookie: string, view = 'fleet') => fetch(`${plane.url}/console/events?view=${view}`, { headers: { cookie }, signal: controller.signal });
+    const readers: SseReader[] = [];
+    const opened = async (cookie: string, view = 'fleet') => {
+      const response = await open(cookie, view);
+      if (response.status !== 200) expect.fail(`${response.status}: ${await response.text()}`);
+      const reader = new SseReader(response.body!);
+      readers.push(reader);
+      return reader;
+    };
+    try {
+      // One session: six streams, the seventh refused (429, saying why); its other streams go on.
+      for (let i = 0; i < 6; i += 1) await opened(first.cookie);
+      const overSession = await open(first.cookie);
+      expect(overSession.status).toBe(429);
+      expect(await overSession.text()).toContain('live pages open in this session');
+      // One token: twelve streams over its sessions, the thirteenth refused.
+      for (let i = 0; i < 6; i += 1) await opened(second.cookie);
+      const overToken = await open(third.cookie);
+      expect(overToken.status).toBe(429);
+      expect(await overToken.text()).toContain('live pages open with this token');
+      // Someone else still gets their live page.
+      const elsewhere = await opened(other.cookie);
+      expect(await elsewhere.nextEvent(5_000)).toMatchObject({ event: 'hello' });
+      expect(liveConsoleStreams()).toBe(13);
+
+      // Thirteen streams of one view, workspace and role: one render per tick, not thirteen.
+      const renders = async () => (await plane.ports.metrics.consoleRenders.get()).values.find((v) => v.labels.view === 'fleet')?.value ?? 0;
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const before = await renders();
+      await new Promise((resolve) => setTimeout(resolve, 4_500));
+      const during = (await renders()) - before;
+      expect(during).toBeGreaterThanOrEqual(2);
+      expect(during).toBeLessThanOrEqual(4);
+      for (const reader of readers) {
+        let item;
+        do item = await reader.nextEvent(5_000);
+        while (item && item.event !== 'fragment');
+        expect(item).toMatchObject({ event: 'fragment' });
+      }
+
+      // A shared render still carries each session's own CSRF token in its forms (the operator's scale form).
+      const operator = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'shared hands', role: 'operator' } });
+      for (const session of [await signIn(operator.token), await signIn(operator.token)]) {
+        const reader = await opened(session.cookie, 'deployments');
+        let item;
+        do item = await reader.nextEvent(5_000);
+        while (item && item.event !== 'fragment');
+        const { html } = JSON.parse(item!.data) as { html: string };
+        expect(html).toContain(`name="_csrf" value="${await csrfOf(session.cookie)}"`);
+      }
+    } finally {
+      controller.abort();
+    }
+    await waitFor(async () => liveConsoleStreams() === 0, { timeoutMs: 5_000, what: 'the streams stopped' });
+    // Once its streams closed, the session gets a live page again.
+    const again = new AbortController();
+    expect((await fetch(`${plane.url}/console/events?view=fleet`, { headers: { cookie: first.cookie }, signal: again.signal })).status).toBe(200);
+    again.abort();
+    await waitFor(async () => liveConsoleStreams() === 0, { timeoutMs: 5_000, what: 'the last stream stopped' });
+  }, 60_000);
 });

@@ -326,13 +326,14 @@ describe('/v1 errors on PGlite, with a fleet', () => {
       body: JSON.stringify(body),
     });
 
-  const replicasWanted: Record<string, number> = { 'sim-chat': 1, 'sim-faulty': 2, 'sim-capped': 1, 'sim-serial': 1 };
+  const replicasWanted: Record<string, number> = { 'sim-chat': 1, 'sim-faulty': 2, 'sim-capped': 1, 'sim-serial': 1, 'sim-shared': 1 };
 
   beforeAll(async () => {
     plane = await startTestPlane({ store: 'pglite' });
     await seedDemoDeployment(plane, 1, { loadMs: 100 });
     await deploy(plane, 'sim-faulty', { replicas: 2, failureRate: 1 });
     await deploy(plane, 'sim-capped', { queueCapacity: 1 });
+    await deploy(plane, 'sim-shared', { queueCapacity: 4 });
     await deploy(plane, 'sim-serial', { maxConcurrency: 1 });
     await deploy(plane, 'sim-nowhere', { replicas: 0 });
     await deploy(plane, 'sim-pending', { selector: { pool: 'none-such' } });
@@ -477,6 +478,37 @@ describe('/v1 errors on PGlite, with a fleet', () => {
     const third = await post(CHAT, hello('sim-capped'));
     expect(third.status).toBe(200);
     expect(((await third.json()) as { object: string }).object).toBe('chat.completion');
+  });
+
+  it('admission: one token holds at most its share of a queue (half): past it 429 with Retry-After, while another token gets in', async () => {
+    const { token: other } = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'share-other', role: 'inference' } });
+    const held = new AbortController();
+    const long = () =>
+      fetch(`${plane.url}${CHAT}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(hello('sim-shared', { stream: true, max_tokens: 1_000 })),
+        signal: held.signal,
+      });
+    try {
+      // Queue capacity 4: the admin token's share is 2.
+      const mine = [await long(), await long()];
+      for (const response of mine) expect(response.status).toBe(200);
+      const third = await post(CHAT, hello('sim-shared'));
+      expect(third.headers.get('retry-after')).toBe('1');
+      const envelope = await expectEnvelope(third, 429, { type: 'rate_limit_error', code: 'token_concurrency_exceeded' });
+      expect(envelope.error.message).toMatch(/sim-shared/);
+      // The deployment itself still has room: another token is served.
+      const theirs = await fetch(`${plane.url}${CHAT}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${other}`, 'content-type': 'application/json' },
+        body: JSON.stringify(hello('sim-shared')),
+      });
+      expect(theirs.status, await theirs.clone().text()).toBe(200);
+      expect(((await theirs.json()) as { object: string }).object).toBe('chat.completion');
+    } finally {
+      held.abort();
+    }
   });
 
   it('runtime concurrency 1: two concurrent requests both succeed, the second reports its queue time', async () => {

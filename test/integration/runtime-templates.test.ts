@@ -160,15 +160,17 @@ function registrySuite(store: StoreKind) {
   });
 
   it('runtime secrets are write-only: admins write them, everyone sees names and times only', async () => {
-    const written = await call('PUT', '/runtime-secrets/hf-token', { value: SECRET });
+    const written = await call('PUT', '/runtime-secrets/hf-token', { value: SECRET, feeds: [{ template: 'vllm', env: 'HF_TOKEN' }] });
     expect(written.status).toBe(200);
-    expect(Object.keys(written.body).sort()).toEqual(['createdAt', 'name', 'updatedAt']);
+    expect(Object.keys(written.body).sort()).toEqual(['createdAt', 'feeds', 'name', 'updatedAt']);
     expect((await call('PUT', '/runtime-secrets/hf-token', { value: 'x' }, operator)).status).toBe(403);
     expect((await call('PUT', '/runtime-secrets/hf-token', { value: '' })).status).toBe(400);
     for (const token of [plane.adminToken, operator, viewer]) {
       const list = await call('GET', '/runtime-secrets', undefined, token);
       expect(list.status).toBe(200);
-      expect(list.body.data).toEqual([{ name: 'hf-token', createdAt: expect.any(String), updatedAt: expect.any(String) }]);
+      expect(list.body.data).toEqual([
+        { name: 'hf-token', feeds: [{ template: 'vllm', env: 'HF_TOKEN' }], createdAt: expect.any(String), updatedAt: expect.any(String) },
+      ]);
     }
     // There is no route that reads one.
     expect((await call('GET', '/runtime-secrets/hf-token')).status).toBe(404);

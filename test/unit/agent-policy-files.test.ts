@@ -50,11 +50,9 @@ describe('artifacts', () => {
   it('are refused outside every root: /etc/shadow, and a path that climbs out with ..', async () => {
     const roots = await resolveRoots([root]);
     await expect(hashArtifact('file:///etc/shadow', roots, LIMITS)).rejects.toThrow(
-      'refused by local policy: artifact file:///etc/shadow resolves to /etc/shadow, outside the allowed artifact roots',
+      'refused by local policy: artifact file:///etc/shadow is not a file inside the allowed artifact roots',
     );
-    await expect(hashArtifact(`file://${root}/../../../etc/passwd`, roots, LIMITS)).rejects.toThrow(
-      /resolves to \/etc\/passwd, outside the allowed artifact roots/,
-    );
+    await expect(hashArtifact(`file://${root}/../../../etc/passwd`, roots, LIMITS)).rejects.toThrow(/is not a file inside the allowed artifact roots/);
   });
 
   it('are refused through a symbolic link that leads out of the root', async () => {
@@ -62,9 +60,9 @@ describe('artifacts', () => {
     await symlink('/dev/zero', join(root, 'zero.gguf'));
     await symlink('/etc', join(root, 'etc'));
     const roots = await resolveRoots([root]);
-    await expect(hashArtifact(uri(join(root, 'shadow.gguf')), roots, LIMITS)).rejects.toThrow(/resolves to \/etc\/shadow, outside/);
-    await expect(hashArtifact(uri(join(root, 'zero.gguf')), roots, LIMITS)).rejects.toThrow(/resolves to \/dev\/zero, outside/);
-    await expect(hashArtifact(uri(join(root, 'etc', 'passwd')), roots, LIMITS)).rejects.toThrow(/resolves to \/etc\/passwd, outside/);
+    await expect(hashArtifact(uri(join(root, 'shadow.gguf')), roots, LIMITS)).rejects.toThrow(/is not a file inside the allowed artifact roots/);
+    await expect(hashArtifact(uri(join(root, 'zero.gguf')), roots, LIMITS)).rejects.toThrow(/is not a file inside the allowed artifact roots/);
+    await expect(hashArtifact(uri(join(root, 'etc', 'passwd')), roots, LIMITS)).rejects.toThrow(/is not a file inside the allowed artifact roots/);
   });
 
   it('follow a link that stays inside, and a root that is itself a link', async () => {

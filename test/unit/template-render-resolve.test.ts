@@ -106,7 +106,10 @@ describe('checking a template an admin registers', () => {
 
 describe('resolving a deployment runtime', () => {
   const WS = 'ws_1';
-  const registry = registryOf({ templates: [{ workspaceId: WS, name: 'llama', spec: spec() }], secrets: [{ workspaceId: WS, name: 'hf', version: 'v1' }] });
+  const registry = registryOf({
+    templates: [{ workspaceId: WS, name: 'llama', spec: spec() }],
+    secrets: [{ workspaceId: WS, name: 'hf', version: 'v1', feeds: [{ template: 'llama', env: 'HF_TOKEN' }] }],
+  });
   const runtime = (over: Record<string, unknown> = {}) => DeploymentRuntime.parse({ kind: 'template', template: 'llama', ...over });
 
   it('resolves to the pinned executable, rendered args, plain env and secret references', () => {
@@ -147,6 +150,18 @@ describe('resolving a deployment runtime', () => {
       ok: false,
       code: 'validation_failed',
       issues: [{ path: 'runtime.params.ctx' }],
+    });
+  });
+
+  it('a secret feeds only the template and variables its admin listed (security review 2, M1)', () => {
+    const unlisted = registryOf({
+      templates: [{ workspaceId: WS, name: 'llama', spec: spec() }],
+      secrets: [{ workspaceId: WS, name: 'hf', version: 'v1', feeds: [] }],
+    });
+    expect(resolveRuntime({ workspaceId: WS, registry: unlisted, runtime: runtime({ env: { HF_TOKEN: { secret: 'hf' } } }) })).toEqual({
+      ok: false,
+      code: 'validation_failed',
+      issues: [{ path: 'runtime.env.HF_TOKEN', message: expect.stringMatching(/^runtime secret hf may not feed HF_TOKEN of template llama: an admin lists/) }],
     });
   });
 

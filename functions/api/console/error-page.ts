@@ -3,6 +3,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { ApiError } from '../../kernel/errors.js';
 import { isDataError, isStoreUnavailable } from '../../kernel/db-errors.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
+import { closeLingering } from '../http/node-io.js';
 import { html } from './html.js';
 import { layout } from './layout.js';
 import { portsOf, type ConsoleSession } from './session.js';
@@ -43,7 +44,10 @@ export function errorPage(c: Context, status: ContentfulStatusCode, message: str
  */
 export function handleConsoleError(error: Error, c: Context): Response {
   if (error instanceof ApiError) {
-    if (error.code === 'payload_too_large') c.header('Connection', 'close');
+    if (error.code === 'payload_too_large') {
+      c.header('Connection', 'close');
+      closeLingering(c);
+    }
     return errorPage(c, error.status, error.message);
   }
   const ports = portsOf(c);

@@ -2,7 +2,9 @@ import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import type { z } from 'zod';
 import { ApiError, zodDetails } from '../../kernel/errors.js';
-import { checkCsrf, clearSessionCookie, currentSession, requireRoleOf, type ConsoleEnv, type ConsoleSession } from './session.js';
+import { allows, checkCsrf, clearSessionCookie, currentSession, portsOf, requireRoleOf, type ConsoleEnv, type ConsoleSession } from './session.js';
+import { recordAccessDenial } from '../../services/access-denials.js';
+import { serviceCtx } from '../../dataplane/ports.js';
 import type { Role } from '../../../shared/contracts/common.js';
 
 /** Where an unauthenticated page request is sent. */
@@ -10,7 +12,8 @@ export const SIGN_IN_PATH = '/console/sign-in';
 
 /**
  * Requires a live session (and at least `role`): a page asked for without one is sent to the sign-in form (303);
- * anything else (a form, the event stream) is refused 401. A cookie naming a session that is no longer live
+ * anything else (a form, the event stream) is refused 401. A session below `role` is refused 403 and audited
+ * (`access.denied`, as on the API). A cookie naming a session that is no longer live
  * (signed out, expired, its token revoked) is cleared.
  */
 export function signedIn(role: Exclude<Role, 'inference'> = 'viewer') {
@@ -21,7 +24,15 @@ export function signedIn(role: Exclude<Role, 'inference'> = 'viewer') {
       if (c.req.method === 'GET' && !c.req.path.startsWith('/console/events')) return c.redirect(SIGN_IN_PATH, 303);
       throw new ApiError('unauthorized', 'you are not signed in, or your session ended; sign in again');
     }
-    requireRoleOf(session, role);
+    if (!allows(session, role)) {
+      // As the API's requireRole: a known token asking for more than its role allows is audited, once per token,
+      // route and minute with the minute's count after it (`recordAccessDenial`).
+      await recordAccessDenial({
+        ctx: serviceCtx(portsOf(c), session.tokenId),
+        input: { workspaceId: session.workspaceId, tokenId: session.tokenId, target: `${c.req.method} ${c.req.routePath}`, role: session.role, required: role },
+      });
+      requireRoleOf(session, role);
+    }
     c.set('session', session);
     c.header('cache-control', 'no-store');
     await next();

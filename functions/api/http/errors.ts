@@ -4,6 +4,7 @@ import { ApiError, type ErrorCode } from '../../kernel/errors.js';
 import type { AppEnv } from '../../dataplane/ports.js';
 import { isDataError, isStoreUnavailable, sqlState } from '../../kernel/db-errors.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
+import { closeLingering } from './node-io.js';
 
 function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?: unknown) {
   const status = new ApiError(code, message).status;
@@ -18,9 +19,12 @@ function envelope(c: Context<AppEnv>, code: ErrorCode, message: string, details?
  * by its SQLSTATE so that the missing bound gets added.
  */
 export function handleError(error: Error, c: Context<AppEnv>) {
-  // The rest of an oversized body is never read: the connection cannot be reused, so say so.
-  if ((error instanceof ApiError && error.code === 'payload_too_large') || (error instanceof HTTPException && error.status === 413))
+  // The rest of an oversized body is not parsed: the connection cannot be reused, so say so, and let the client
+  // finish sending before it closes (a lingering close), so that it reads the 413 rather than a reset.
+  if ((error instanceof ApiError && error.code === 'payload_too_large') || (error instanceof HTTPException && error.status === 413)) {
     c.header('Connection', 'close');
+    closeLingering(c);
+  }
   if (error instanceof ApiError && error.code === 'rate_limit_exceeded')
     c.header('Retry-After', String((error.details as { retryAfterS: number }).retryAfterS));
   if (error instanceof ApiError) return envelope(c, error.code, error.message, error.details);

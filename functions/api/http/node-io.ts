@@ -74,6 +74,51 @@ export function cutConnection(c: Context<AppEnv>): void {
   nodeBindings(c)?.incoming.destroy();
 }
 
+/** How long, and how many bytes of the rest of a refused body, a lingering close reads and discards. */
+const LINGER_MS = 5_000;
+const LINGER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Closes the connection after this answer (sent with `Connection: close`) the lingering way (Node): the answer goes
+ * out, then what the client is still sending of its body is read and discarded until the body ends or the client
+ * closes its side, and only then the connection closes; at most LINGER_MS and LINGER_BYTES, after which it closes
+ * all the same. A client that writes its whole body before it reads (most do) gets the answer (an early 413)
+ * rather than a reset (EPIPE) that can lose it.
+ */
+export function closeLingering(c: Context<AppEnv>): void {
+  const node = nodeBindings(c);
+  const socket = node?.incoming.socket;
+  if (!node || !socket || socket.destroyed) return;
+  const incoming = node.incoming;
+  // Node ends a `Connection: close` answer's connection with `destroySoon` once the answer is written (so does
+  // @hono/node-server's own drain, after 500 ms): that is deferred until the body has been read.
+  const destroySoon = socket.destroySoon.bind(socket);
+  let lingering = false;
+  socket.destroySoon = () => {
+    if (lingering) return;
+    lingering = true;
+    let read = 0;
+    const close = () => {
+      clearTimeout(timer);
+      socket.destroySoon = destroySoon;
+      destroySoon();
+    };
+    const timer = setTimeout(close, LINGER_MS);
+    timer.unref();
+    if (incoming.readableEnded) return close();
+    // Discarded as Node's own dump does: a reader given up on (a web stream over the body) pauses it otherwise.
+    incoming.removeAllListeners('data');
+    incoming.on('data', (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > LINGER_BYTES) close();
+    });
+    incoming.once('end', close);
+    incoming.once('error', close);
+    socket.once('end', close);
+    incoming.resume();
+  };
+}
+
 /** Aborts when the client goes away before its answer was complete. */
 export function clientGone(c: Context<AppEnv>): AbortSignal {
   const node = nodeBindings(c);

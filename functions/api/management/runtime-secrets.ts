@@ -10,7 +10,7 @@ import { keyset, PageQuery } from './paging.js';
 const list = guarded('viewer', {
   method: 'get',
   path: '/runtime-secrets',
-  summary: 'List runtime secrets, a page at a time by name: names and times only, never a value',
+  summary: 'List runtime secrets, a page at a time by name: names, what they may feed and times, never a value',
   request: { query: PageQuery },
   responses: {
     200: { description: 'Runtime secrets', content: { 'application/json': { schema: pageOf(RuntimeSecretView) } } },
@@ -23,7 +23,8 @@ const secretPages = keyset(TemplateName, (s: RuntimeSecretView) => s.name);
 const put = guarded('admin', {
   method: 'put',
   path: '/runtime-secrets/{name}',
-  summary: 'Write a runtime secret (admin, write-only): sealed at rest, delivered only to the runtimes that name it. A new value rolls them',
+  summary:
+    'Write a runtime secret (admin, write-only) and the template/env pairs it may feed: sealed at rest, delivered only to the runtimes that name it for a listed pair. A new value rolls them',
   request: { params: z.object({ name: TemplateName }), body: { content: { 'application/json': { schema: RuntimeSecretPut } }, required: true } },
   responses: { 200: { description: 'Written', content: { 'application/json': { schema: RuntimeSecretView } } }, ...errorResponses(400, 401, 403, 413) },
 });
@@ -50,10 +51,8 @@ export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
   });
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
-    const { view } = await putRuntimeSecret({
-      ctx,
-      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value: c.req.valid('json').value },
-    });
+    const { value, feeds } = c.req.valid('json');
+    const { view } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value, feeds } });
     return c.json(view, 200);
   });
   app.openapi(remove, async (c) => {

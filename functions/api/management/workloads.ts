@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { ApiError } from '../../kernel/errors.js';
-import { getWorkload, recordCancelRequest, sweepIfOrphaned } from '../../services/workloads.js';
+import { cancelWorkload, getWorkload, sweepIfOrphaned } from '../../services/workloads.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';
@@ -76,15 +76,19 @@ export function registerWorkloads(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid('param');
     const row = await loadWorkload(c, id);
     if (row.state !== 'running') throw new ApiError('conflict', `workload is already ${row.state}`);
+    const ctx = serviceCtx(ports, c.get('actor').tokenId);
+    const cancel = { workspaceId: row.workspaceId, id, deploymentId: row.deploymentId, tokenId: row.tokenId };
     const live = ports.dataPlane.live.get(id);
-    if (live) live.cancel('cancelled by API');
-    else {
+    if (live) {
+      // Audited first: a cancel that cuts another client's answer is never left unrecorded.
+      await cancelWorkload({ ctx, input: { ...cancel, heldHere: true } });
+      live.cancel('cancelled by API');
+    } else {
       // Held by an instance that died: nothing can reach it (its node aborted the call when the stream broke).
-      const ctx = serviceCtx(ports, c.get('actor').tokenId);
       if (await sweepIfOrphaned({ ctx, input: { id } })) {
         throw new ApiError('workload_unreachable', 'the instance that ran this workload is gone; it is now recorded as failed (holder_lost)');
       }
-      await recordCancelRequest({ ctx, input: { id } });
+      await cancelWorkload({ ctx, input: { ...cancel, heldHere: false } });
       await ports.bus.publish(`workload:${id}`, { type: 'cancel-workload' });
     }
     return c.json({ id, cancelled: true as const }, 202);

@@ -7,6 +7,7 @@ import type { InferenceError, InferenceErrorKind } from '../../dataplane/result.
 import { ApiError } from '../../kernel/errors.js';
 import { isDataError, isStoreUnavailable, sqlState } from '../../kernel/db-errors.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
+import { closeLingering } from '../http/node-io.js';
 
 /** An error of the OpenAI-compatible surface, answered as `{error:{message,type,code,param}}`. */
 export class OpenAIError extends Error {
@@ -100,5 +101,7 @@ export function handleOpenAIError(error: Error, c: Context<AppEnv>) {
     c.get('ports')?.logger.error({ err: errorFields(error), requestId: c.get('requestId') }, 'unhandled inference error');
     mapped = new OpenAIError(500, 'server_error', 'internal_error', 'internal error');
   }
+  // An oversized body's answer closes the connection after the client has finished sending (functions/api/http/errors.ts).
+  if (mapped.status === 413) closeLingering(c);
   return openAIErrorResponse(c, mapped);
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { canonicalize } from '../../../shared/canonical.js';
 import type { RuntimeSpec } from '../../../shared/contracts/desired.js';
 import type { DeploymentRuntime } from '../../../shared/contracts/deployment.js';
-import type { RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
+import type { RuntimeTemplateSpec, SecretFeed } from '../../../shared/contracts/runtime-template.js';
 import { templateHash, type TemplateFields } from './template.js';
 import { renderArgs, renderEnv, type RenderIssue } from './render.js';
 
@@ -11,19 +11,25 @@ export interface RuntimeRegistry {
   template(workspaceId: string, name: string): RuntimeTemplateSpec | undefined;
   /** The current version of a runtime secret (changes whenever its value does); never the value. */
   secretVersion(workspaceId: string, name: string): string | undefined;
+  /** The (template, env name) pairs a runtime secret may feed, as its admin listed them; none when it does not exist. */
+  secretFeeds(workspaceId: string, name: string): readonly SecretFeed[];
 }
 
-export const EMPTY_REGISTRY: RuntimeRegistry = { template: () => undefined, secretVersion: () => undefined };
+export const EMPTY_REGISTRY: RuntimeRegistry = { template: () => undefined, secretVersion: () => undefined, secretFeeds: () => [] };
 
 /** A registry over rows already read. */
 export function registryOf(rows: {
   templates: ReadonlyArray<{ workspaceId: string; name: string; spec: RuntimeTemplateSpec }>;
-  secrets: ReadonlyArray<{ workspaceId: string; name: string; version: string }>;
+  secrets: ReadonlyArray<{ workspaceId: string; name: string; version: string; feeds: readonly SecretFeed[] }>;
 }): RuntimeRegistry {
   const key = (workspaceId: string, name: string) => `${workspaceId}\u0000${name}`;
   const templates = new Map(rows.templates.map((t) => [key(t.workspaceId, t.name), t.spec]));
-  const secrets = new Map(rows.secrets.map((s) => [key(s.workspaceId, s.name), s.version]));
-  return { template: (w, n) => templates.get(key(w, n)), secretVersion: (w, n) => secrets.get(key(w, n)) };
+  const secrets = new Map(rows.secrets.map((s) => [key(s.workspaceId, s.name), s]));
+  return {
+    template: (w, n) => templates.get(key(w, n)),
+    secretVersion: (w, n) => secrets.get(key(w, n))?.version,
+    secretFeeds: (w, n) => secrets.get(key(w, n))?.feeds ?? [],
+  };
 }
 
 /**
@@ -70,6 +76,9 @@ export function resolveRuntime(input: {
   for (const [name, secret] of Object.entries(env.value.secrets)) {
     const version = registry.secretVersion(workspaceId, secret);
     if (!version) return { ok: false, code: 'unknown_secret', issues: [{ path: `runtime.env.${name}`, message: `runtime secret ${secret} does not exist` }] };
+    if (!secretFeeds(registry.secretFeeds(workspaceId, secret), runtime.template, name)) {
+      return { ok: false, code: 'validation_failed', issues: [{ path: `runtime.env.${name}`, message: notFedMessage(secret, runtime.template, name) }] };
+    }
     secretEnv[name] = { secret, version };
   }
   return {
@@ -87,6 +96,16 @@ export function resolveRuntime(input: {
       secretEnv,
     },
   };
+}
+
+/** Whether a secret's feeds list (template, env name). Pure. */
+export function secretFeeds(feeds: readonly SecretFeed[], template: string, env: string): boolean {
+  return feeds.some((feed) => feed.template === template && feed.env === env);
+}
+
+/** Why a secret does not reach a variable: its admin did not list the pair (docs/security.md, runtime secrets). */
+function notFedMessage(secret: string, template: string, env: string): string {
+  return `runtime secret ${secret} may not feed ${env} of template ${template}: an admin lists what it feeds (PUT /runtime-secrets/${secret} with "feeds")`;
 }
 
 /**

@@ -10,6 +10,10 @@ import { watchUntilReady } from './ready-watch.js';
  * nodes `dgx-1`...`dgx-N`, each a separate agent process serving the demo deployment `sim-chat`.
  */
 const env = NodeEnv.parse(process.env);
+// On the embedded store there is one instance and no peer channel: say so rather than ignore the variables.
+const peerVars = ['LUNANEXA_PEER_HOST', 'LUNANEXA_PEER_PORT', 'LUNANEXA_PEER_URL'].filter((name) => process.env[name]);
+if (!env.DATABASE_URL && peerVars.length > 0)
+  console.log(`${peerVars.join(', ')}: no peer channel on the embedded store (one instance); they apply with DATABASE_URL`);
 const startedAt = performance.now();
 const dataDir = resolve(env.LUNANEXA_DATA_DIR);
 const plane = await startControlPlane({
@@ -17,6 +21,9 @@ const plane = await startControlPlane({
   host: env.LUNANEXA_HOST,
   dataDir,
   databaseUrl: env.DATABASE_URL,
+  // As on the production entry: the peer channel (DATABASE_URL only; the embedded store is one instance) listens and
+  // advertises where LUNANEXA_PEER_HOST/PORT/URL say.
+  peer: { host: env.LUNANEXA_PEER_HOST, port: env.LUNANEXA_PEER_PORT, url: env.LUNANEXA_PEER_URL },
   // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a token: its workspace's series).
   config: { ...configFromEnv(env), metricsPublic: true },
 });
@@ -32,7 +39,7 @@ management API          ${plane.url}/api/v1  (OpenAPI: ${plane.url}/api/v1/opena
 inference (OpenAI)      ${plane.url}/v1
 metrics                 ${plane.url}/metrics
 admin token             ${plane.adminTokenPath}  (mode 0600)
-store                   ${env.DATABASE_URL ? 'DATABASE_URL' : join(dataDir, 'store')}
+store                   ${env.DATABASE_URL ? 'DATABASE_URL' : join(dataDir, 'store')}${plane.peerUrl ? `\npeer channel            ${plane.peerUrl}` : ''}
 simulated nodes         ${nodes.map((n) => n.name).join(', ') || 'none'}${count > 0 ? `  (agent logs in ${join(dataDir, 'nodes')}/<name>/agent.log)` : ''}
 
   curl -H "Authorization: Bearer $(cat ${plane.adminTokenPath})" ${plane.url}/api/v1/machines

@@ -87,6 +87,12 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['task'] as const,
       registers: [registry],
     }),
+    consoleRenders: new Counter({
+      name: 'lunanexa_console_renders_total',
+      help: 'Renders of a live console section (one per view, workspace and role per round, shared by every stream that shows it), by view',
+      labelNames: ['view'] as const,
+      registers: [registry],
+    }),
     ...inference,
     reconcileDuration: new Histogram({
       name: 'lunanexa_reconcile_duration_seconds',

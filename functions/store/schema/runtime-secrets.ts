@@ -1,4 +1,5 @@
-import { pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import type { SecretFeed } from '../../../shared/contracts/runtime-template.js';
 import { workspaces } from './workspaces.js';
 
 /**
@@ -18,6 +19,12 @@ export const runtimeSecrets = pgTable(
     keyId: text('key_id').notNull(),
     /** Changes with the value: the replicas using the secret roll on it; never derived from the value. */
     version: text('version').notNull(),
+    /**
+     * The (template, env name) pairs the secret may feed, set by the admin who writes it: a deployment naming it
+     * anywhere else is refused (and one already doing so no longer renders). Empty (what rows written before
+     * migration 0012 got): it feeds nothing.
+     */
+    feeds: jsonb('feeds').$type<SecretFeed[]>().notNull().default([]),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
