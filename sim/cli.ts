@@ -5,11 +5,14 @@ import { startSimServer } from './server.js';
 /**
  * Command-line entry: parses flags, starts the server, prints one
  * `{"event":"listening","port":N}` line to stdout for the supervising agent, and closes
- * gracefully on SIGTERM/SIGINT (a second signal falls through to the default and kills).
+ * gracefully on SIGTERM/SIGINT (a second signal falls through to the default and kills). A
+ * `LUNANEXA_RUNTIME_TOKEN` in its environment (the agent sets one at every launch) is the bearer token every
+ * call must carry.
  */
-export async function runSimServerCli(argv: string[]): Promise<SimServerHandle> {
+export async function runSimServerCli(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<SimServerHandle> {
   const opts = parseSimArgs(argv);
-  const handle = await startSimServer(opts);
+  const token = env.LUNANEXA_RUNTIME_TOKEN;
+  const handle = await startSimServer(token ? { ...opts, token } : opts);
   const onSignal = (): void => {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);

@@ -14,6 +14,11 @@ export interface SimServerOptions {
   failureRate: number;
   instanceId?: string;
   seed?: number;
+  /**
+   * The secret every call must carry as `Authorization: Bearer <token>` (the agent's LUNANEXA_RUNTIME_TOKEN);
+   * without it, any call is answered. Never a flag: another user on the node can read a process's argv.
+   */
+  token?: string;
 }
 
 /**
@@ -58,6 +63,7 @@ export const SimOptions = z.object({
   failureRate: z.number().min(0).max(1),
   instanceId: z.string().min(1).optional(),
   seed: z.number().int().optional(),
+  token: z.string().min(1).optional(),
 });
 export type SimOptions = z.output<typeof SimOptions>;
 

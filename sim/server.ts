@@ -5,7 +5,7 @@
  * cancellation faithfully, and models nothing about actual inference.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { errorBody } from './errors.js';
 import type { SimModel } from './generate.js';
 import { sendJson } from './http.js';
@@ -27,7 +27,7 @@ const ROUTES = new Map<string, { method: 'GET' | 'POST'; route: Route }>([
 ]);
 
 /** The simulator's parts for one set of options: its model, counters, ledger and fault draw. */
-function simulator(o: SimOptions): InferenceDeps & { instanceId: string } {
+function simulator(o: SimOptions): InferenceDeps & { instanceId: string; tokenDigest: Buffer | null } {
   const fast = !(o.tokensPerSecond > 0) || !Number.isFinite(o.tokensPerSecond);
   const random = o.seed === undefined ? Math.random : seededRandom(o.seed);
   const startedAt = performance.now();
@@ -52,10 +52,31 @@ function simulator(o: SimOptions): InferenceDeps & { instanceId: string } {
     isLoading: () => performance.now() - startedAt < o.loadMs,
     failing: () => o.failureRate > 0 && random() < o.failureRate,
     instanceId: o.instanceId ?? '',
+    tokenDigest: o.token === undefined ? null : digest(o.token),
   };
 }
 
+const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+
+/**
+ * Whether a request carries the bearer token the server was started with (any request does when it has none).
+ * Compared as digests, in constant time: the answer's timing tells nothing about the token.
+ */
+function authorized(expected: Buffer | null, req: IncomingMessage): boolean {
+  if (expected === null) return true;
+  const header = req.headers.authorization;
+  const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/i.exec(header.trim()) : null;
+  return match !== null && timingSafeEqual(digest(match[1]!), expected);
+}
+
 function handle(sim: ReturnType<typeof simulator>, o: SimOptions, req: IncomingMessage, res: ServerResponse): void {
+  // Every route, health included: on a shared node any local process could otherwise call the runtime directly.
+  if (!authorized(sim.tokenDigest, req)) {
+    sendJson(res, 401, errorBody('missing or invalid bearer token', 'invalid_request_error', 'invalid_api_key', null), {
+      'www-authenticate': 'Bearer',
+    });
+    return;
+  }
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);

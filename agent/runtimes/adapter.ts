@@ -16,6 +16,11 @@ export interface RuntimeHandle {
   healthPath: string;
   /** The GPUs reserved for it (its CUDA_VISIBLE_DEVICES); none when its assignment asks for none. */
   gpuIndices: number[];
+  /**
+   * Random per launch (its LUNANEXA_RUNTIME_TOKEN, `{runtime_token}` in its argv): sent as `Authorization: Bearer`
+   * on every call and probe, so that only the agent calls it. Null for a runtime an older agent launched without one.
+   */
+  token: string | null;
 }
 
 /**

@@ -43,7 +43,7 @@ export function fillPlaceholders(args: readonly string[], values: PlaceholderVal
  */
 export function runtimeEnv(
   assigned: Record<string, string>,
-  facts: { home: string; port: number; instanceId: string; gpuIndices: readonly number[] },
+  facts: { home: string; port: number; instanceId: string; gpuIndices: readonly number[]; token?: string },
 ): Record<string, string> {
   return {
     ...assigned,
@@ -51,6 +51,7 @@ export function runtimeEnv(
     HOME: facts.home,
     PORT: String(facts.port),
     LUNANEXA_RUNTIME_INSTANCE: facts.instanceId,
+    ...(facts.token === undefined ? {} : { LUNANEXA_RUNTIME_TOKEN: facts.token }),
     ...(facts.gpuIndices.length > 0 ? { CUDA_VISIBLE_DEVICES: facts.gpuIndices.join(',') } : {}),
   };
 }

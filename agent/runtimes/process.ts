@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { openSync, closeSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -30,6 +31,8 @@ const RuntimeRecord = z.object({
   healthPath: z.string().default('/health'),
   // Records written before GPUs were reserved name runtimes that held none.
   gpuIndices: z.array(z.number().int().nonnegative()).default([]),
+  // Records written before runtime calls were authenticated name runtimes launched without a token.
+  token: z.string().min(1).nullable().default(null),
 });
 
 export interface ProcessAdapterOptions {
@@ -41,6 +44,11 @@ export interface ProcessAdapterOptions {
   /** The machine's GPU indices; none by default. */
   gpus?: () => Promise<number[]>;
   log: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/** The header that proves a call comes from the agent; none for a runtime launched without a token. */
+function authorization(handle: RuntimeHandle): Record<string, string> {
+  return handle.token === null ? {} : { authorization: `Bearer ${handle.token}` };
 }
 
 /** A free loopback port, picked by the kernel. */
@@ -267,6 +275,8 @@ export class ProcessAdapter implements RuntimeAdapter {
     const gpuIndices = await this.reserveGpus(assignment);
     const port = await freePort();
     const instanceId = crypto.randomUUID();
+    // Only the agent knows it (the record is in its private state dir): any other local caller gets 401.
+    const token = randomBytes(32).toString('base64url');
     const log = openSync(this.logPath(assignment.assignmentId), 'a', 0o600);
     try {
       const args = fillPlaceholders(spec.args, {
@@ -275,13 +285,14 @@ export class ProcessAdapter implements RuntimeAdapter {
         model_path: modelPath,
         served_name: assignment.model,
         gpu_indices: gpuIndices.join(','),
+        runtime_token: token,
       });
       // The runtime inherits the log descriptor opened here: it writes its output without any access to the state dir.
       const child = spawn(spec.executable, args, {
         detached: true,
         stdio: ['ignore', log, log],
         cwd: spec.cwd,
-        env: runtimeEnv(spec.env, { home: user.home, port, instanceId, gpuIndices }),
+        env: runtimeEnv(spec.env, { home: user.home, port, instanceId, gpuIndices, token }),
         ...(user.ids ?? {}),
       });
       await new Promise<void>((resolve, reject) => {
@@ -299,6 +310,7 @@ export class ProcessAdapter implements RuntimeAdapter {
         startedAt: new Date().toISOString(),
         healthPath: spec.healthPath,
         gpuIndices,
+        token,
       };
       await writeFileAtomic(this.recordPath(assignment.assignmentId), JSON.stringify(handle));
       return handle;
@@ -324,7 +336,10 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   private async health(handle: RuntimeHandle): Promise<{ ok: boolean; instanceId?: string }> {
     try {
-      const response = await this.http.request(`${handle.baseUrl}${handle.healthPath}`, { signal: AbortSignal.timeout(2_000) });
+      const response = await this.http.request(`${handle.baseUrl}${handle.healthPath}`, {
+        headers: authorization(handle),
+        signal: AbortSignal.timeout(2_000),
+      });
       // Reading the body to its end (even when it is not JSON) hands the connection back to the keep-alive pool.
       const body = (await response.body.json().catch(() => ({}))) as { instanceId?: string };
       return { ok: response.statusCode >= 200 && response.statusCode < 300, instanceId: body.instanceId };
@@ -349,7 +364,8 @@ export class ProcessAdapter implements RuntimeAdapter {
   ): Promise<RuntimeResponse> {
     const response = await this.http.request(`${handle.baseUrl}${path}`, {
       method: init.method as Dispatcher.HttpMethod,
-      headers: init.headers,
+      // The agent's own credential, never one a caller passed along.
+      headers: { ...Object.fromEntries(Object.entries(init.headers).filter(([name]) => name.toLowerCase() !== 'authorization')), ...authorization(handle) },
       body: init.body,
       signal: init.signal,
     });

@@ -1,4 +1,4 @@
-import { sweepOrphanedWorkloads } from '../services/workloads.js';
+import { sweepExpiredWorkloads, sweepOrphanedWorkloads } from '../services/workloads.js';
 import { sweepInstances } from '../services/instances.js';
 import { eq, inArray, sql } from 'drizzle-orm';
 import { assignments, deployments, machines, replicaFailures } from '../store/schema/index.js';
@@ -189,11 +189,15 @@ async function reconcilePass(
   return { actions, snapshot };
 }
 
+/** A tick's share of the workloads past their retention: a backlog (a lowered retention) drains over several ticks. */
+const RETENTION_SWEEP = { batchSize: 1_000, maxBatches: 5 };
+
 /**
  * The controller tick: records the tick (detecting a control-plane interruption), puts idle deployments that
  * scale to zero to sleep and reconciles (one pass), sweeps the
  * replay fence, records the count of the refused requests of each minute that ended (`access.denied`), sweeps the
- * rate-limit windows past use and the workloads of dead instances, and refreshes the machine gauges.
+ * rate-limit windows past use and the workloads of dead instances, deletes the workloads past their retention
+ * (`workloadRetentionDays`, at most `RETENTION_SWEEP` rows a tick), and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -206,6 +210,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   await sweepRateWindows(ctx.db);
   const orphans = await sweepOrphanedWorkloads({ ctx });
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
+  await sweepExpiredWorkloads({ ctx, input: { retentionDays: ctx.config.workloadRetentionDays, ...RETENTION_SWEEP } });
   await sweepInstances(ctx.db);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
   for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.config))).machines) counts[machine.liveness]! += 1;

@@ -47,6 +47,10 @@ export const NodeEnv = z.object({
   LUNANEXA_METRICS_TOKEN: ControlPlaneConfig.shape.metricsToken,
   /** Management requests per token and minute (default 3,000; 0 counts nothing). */
   LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  /** Console sign-in attempts per client address and minute (default 10; 0 counts nothing). */
+  LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  /** Days workload rows (inference requests, usage) are kept (default 30). */
+  LUNANEXA_WORKLOAD_RETENTION_DAYS: z.coerce.number().int().min(1).optional(),
   /** See `admissionTokenShare` in functions/kernel/config.ts: one token's share of a deployment's queue (default 0.5). */
   LUNANEXA_ADMISSION_TOKEN_SHARE: z.coerce.number().gt(0).max(1).optional(),
   /** See `headersTimeoutMs` and `maxConnections` in functions/kernel/config.ts (the Node server's connection bounds). */
@@ -98,6 +102,8 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     publicUrl: env.LUNANEXA_PUBLIC_URL,
     metricsToken: env.LUNANEXA_METRICS_TOKEN,
     managementRateLimitPerMinute: env.LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE,
+    consoleSignInPerMinute: env.LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE,
+    workloadRetentionDays: env.LUNANEXA_WORKLOAD_RETENTION_DAYS,
     admissionTokenShare: env.LUNANEXA_ADMISSION_TOKEN_SHARE,
     headersTimeoutMs: env.LUNANEXA_HEADERS_TIMEOUT_MS,
     maxConnections: env.LUNANEXA_MAX_CONNECTIONS,

@@ -12,7 +12,7 @@ import { createDataPlane } from '../dataplane/data-plane.js';
 import { createLogger, type Logger } from '../kernel/telemetry/logger.js';
 import { createMetrics } from '../kernel/telemetry/metrics.js';
 import { createIdentityLoader } from '../services/identity.js';
-import { createApiToken, ensureWorkspace } from '../services/api-tokens.js';
+import { createApiToken, ensureWorkspace, mintFirstAdminToken } from '../services/api-tokens.js';
 import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
 import { createServiceCaches } from '../services/caches.js';
@@ -49,7 +49,8 @@ export interface RunningControlPlane {
   peerUrl: string | null;
   /** Path of the admin token file (mode 0600). */
   adminTokenPath: string;
-  adminToken: string;
+  /** Null on a shared store whose admin token another instance (or db:bootstrap) minted: this data dir has none. */
+  adminToken: string | null;
   /** A service context for seeding and tests. */
   systemCtx: ServiceCtx & ServicePorts;
   close(): Promise<void>;
@@ -57,15 +58,29 @@ export interface RunningControlPlane {
 
 /**
  * The admin token is written once, on first start, to `<data dir>/admin.token` (mode 0600). Only its hash
- * is in the store; if the file is lost a new admin token is minted on the next start.
+ * is in the store. On the embedded store the data dir is the store: if the file is lost a new admin token is
+ * minted on the next start. On a shared store (DATABASE_URL) only the store's first start mints one: an instance
+ * started with a fresh data dir while the store has an active admin token mints none (null) and logs how to get
+ * one (`npm run db:bootstrap`), so that instances do not each add a non-expiring admin credential.
  */
-async function bootstrapAdminToken(ctx: ServiceCtx, workspaceId: string, path: string): Promise<string> {
+async function bootstrapAdminToken(ctx: ServiceCtx, input: { workspaceId: string; path: string; shared: boolean; logger: Logger }): Promise<string | null> {
   try {
-    return (await readFile(path, 'utf8')).trim();
+    return (await readFile(input.path, 'utf8')).trim();
   } catch {
     // Not swallowed: a missing file (first start, or lost) is why a token is minted; any other failure to read it fails the writeFile below.
-    const { token } = await createApiToken({ ctx, input: { workspaceId, name: 'bootstrap admin', role: 'admin' } });
-    await writeFile(path, `${token}\n`, { mode: 0o600 });
+    const name = 'bootstrap admin';
+    const token = input.shared
+      ? await mintFirstAdminToken({ ctx, input: { workspaceId: input.workspaceId, name } })
+      : (await createApiToken({ ctx, input: { workspaceId: input.workspaceId, name, role: 'admin' } })).token;
+    if (token === null) {
+      input.logger.warn(
+        { adminTokenPath: input.path },
+        "no admin token written: the store already has an active admin API token (another instance's, or db:bootstrap's). " +
+          'Use that one; if it is lost, mint another with `DATABASE_URL=... npm run db:bootstrap -- --force`',
+      );
+      return null;
+    }
+    await writeFile(input.path, `${token}\n`, { mode: 0o600 });
     return token;
   }
 }
@@ -128,7 +143,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
   const adminTokenPath = join(dataDir, 'admin.token');
-  const adminToken = await bootstrapAdminToken(systemCtx, workspaceId, adminTokenPath);
+  const adminToken = await bootstrapAdminToken(systemCtx, { workspaceId, path: adminTokenPath, shared: Boolean(opts.databaseUrl), logger });
   await ports.identity();
   await ports.instanceLease.touch(store.db);
   // Renewed well within its TTL; a failed renewal (store away) is retried on the next beat, never fatal.

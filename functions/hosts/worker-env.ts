@@ -26,6 +26,8 @@ export const WorkerEnv = z.object({
     // The scrape credential of /metrics (`wrangler secret put LUNANEXA_METRICS_TOKEN`) and the management rate limit.
     LUNANEXA_METRICS_TOKEN: true,
     LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: true,
+    LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE: true,
+    LUNANEXA_WORKLOAD_RETENTION_DAYS: true,
   }).shape,
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;

@@ -208,6 +208,17 @@ export const ControlPlaneConfig = z
      */
     managementRateLimitPerMinute: z.number().int().min(0).max(1_000_000).default(3_000),
     /**
+     * Console sign-in attempts (`POST /console/sign-in`) a client address may make per minute, across every instance
+     * (LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE). Past it: the sign-in page with 429 and `Retry-After`. 0 counts nothing.
+     */
+    consoleSignInPerMinute: z.number().int().min(0).max(100_000).default(10),
+    /**
+     * How long workload rows (one per inference request: its state, idempotency key and usage) are kept, in days
+     * (LUNANEXA_WORKLOAD_RETENTION_DAYS): the controller tick deletes finished ones older than that, in bounded
+     * batches. Usage reports cover only this window, and an Idempotency-Key can be reused past it.
+     */
+    workloadRetentionDays: z.number().int().min(1).max(3_660).default(30),
+    /**
      * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
      * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
      */

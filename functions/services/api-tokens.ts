@@ -226,6 +226,19 @@ export async function hasActiveApiToken({ ctx, input }: { ctx: ServiceCtx; input
 }
 
 /**
+ * Mints the store's first admin token (an instance's bootstrap on a shared store): in one transaction serialised
+ * across instances, so that instances starting together on a fresh store mint one between them. Null when an
+ * active admin token exists already (another instance's, or db:bootstrap's): a new data dir mints no other.
+ */
+export async function mintFirstAdminToken({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; name: string } }): Promise<string | null> {
+  return await withTransaction(ctx, async (tx) => {
+    await tx.db.execute(sql`select pg_advisory_xact_lock(hashtext('bootstrap-admin-token'))`);
+    if (await hasActiveApiToken({ ctx: tx, input: { role: 'admin' } })) return null;
+    return (await createApiToken({ ctx: tx, input: { workspaceId: input.workspaceId, name: input.name, role: 'admin' } })).token;
+  });
+}
+
+/**
  * Resolves a bearer secret to its holder, or throws 401. With `cache` (the inference hot path), a successful
  * lookup is reused until a revocation clears it (`TokenCache`), and never past the token's expiry.
  */

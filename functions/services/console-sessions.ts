@@ -92,3 +92,32 @@ export async function endConsoleSession({ ctx, input }: { ctx: ServiceCtx; input
     await audit(tx, { workspaceId: input.workspaceId, action: 'console.sign-out', target: input.sessionId });
   });
 }
+
+/** Why a known API token was refused a console session. */
+export type SignInRefusal = 'revoked' | 'expired' | 'inference';
+
+/**
+ * Records a refused console sign-in, never the token: a known token (revoked, expired, or an inference token) is
+ * audited as `console.sign-in-failed` (outcome `denied`, its id as actor and target) in its own workspace, and its
+ * reason returned; an unknown token has no workspace to audit it in: `unknown` (the caller counts and logs it).
+ */
+export async function recordSignInFailure({ ctx, input }: { ctx: ServiceCtx; input: { token: string } }): Promise<SignInRefusal | 'unknown'> {
+  const [row] = await ctx.db
+    .select({
+      id: apiTokens.id,
+      workspaceId: apiTokens.workspaceId,
+      role: apiTokens.role,
+      revoked: sql<boolean>`${apiTokens.revokedAt} is not null`,
+      expired: sql<boolean>`coalesce(${apiTokens.expiresAt} <= now(), false)`,
+    })
+    .from(apiTokens)
+    .where(eq(apiTokens.tokenHash, await hashSecret(input.token)))
+    .limit(1);
+  if (!row) return 'unknown';
+  const reason: SignInRefusal = row.revoked ? 'revoked' : row.expired ? 'expired' : 'inference';
+  await audit(
+    { ...ctx, actor: row.id },
+    { workspaceId: row.workspaceId, action: 'console.sign-in-failed', target: row.id, outcome: 'denied', details: { reason } },
+  );
+  return reason;
+}

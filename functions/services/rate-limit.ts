@@ -25,10 +25,22 @@ export function rateVerdict(input: { count: number; limit: number; nowMs: number
  * the management API (`api`) count apart: the key of the latter is `api:<token id>`.
  */
 export async function countTokenRequest(db: Db, input: { tokenId: string; limit: number; surface?: 'v1' | 'api' }): Promise<RateVerdict> {
-  const key = input.surface === 'api' ? `api:${input.tokenId}` : input.tokenId;
+  return await countWindow(db, { key: input.surface === 'api' ? `api:${input.tokenId}` : input.tokenId, limit: input.limit });
+}
+
+/**
+ * Counts one console sign-in attempt of a client address and judges it, as `countTokenRequest` does, under the key
+ * `sign-in:<address>` (no token id starts so). A limit of 0 counts nothing.
+ */
+export async function countSignInAttempt(db: Db, input: { address: string; limit: number }): Promise<RateVerdict> {
+  if (input.limit === 0) return { ok: true };
+  return await countWindow(db, { key: `sign-in:${input.address.slice(0, 100)}`, limit: input.limit });
+}
+
+async function countWindow(db: Db, input: { key: string; limit: number }): Promise<RateVerdict> {
   const [row] = await db
     .insert(tokenRateWindows)
-    .values({ tokenId: key, windowStart: sql`date_trunc('minute', now())`, count: 1 })
+    .values({ tokenId: input.key, windowStart: sql`date_trunc('minute', now())`, count: 1 })
     .onConflictDoUpdate({ target: [tokenRateWindows.tokenId, tokenRateWindows.windowStart], set: { count: sql`${tokenRateWindows.count} + 1` } })
     .returning({ count: tokenRateWindows.count, nowMs: sql<string | number>`(extract(epoch from now()) * 1000)::float8` });
   return rateVerdict({ count: row!.count, limit: input.limit, nowMs: Number(row!.nowMs) });

@@ -46,6 +46,15 @@ export function usageQuery(input: { from?: string; to?: string; groupBy?: string
 }
 
 /**
+ * The retention window a report covers (`workloadRetentionDays`): requests older than `retentionDays` are deleted,
+ * so `retainedFrom` is the first whole UTC day (YYYY-MM-DD) whose requests are all still kept.
+ */
+export function usageRetention(retentionDays: number, now: Date): { retentionDays: number; retainedFrom: string } {
+  const firstKept = Math.floor((now.getTime() - retentionDays * DAY_MS) / DAY_MS) * DAY_MS + DAY_MS;
+  return { retentionDays, retainedFrom: new Date(firstKept).toISOString().slice(0, 10) };
+}
+
+/**
  * A workspace's inference requests and their tokens, summed in the store per group of `query.groupBy` (a
  * dimension not grouped by is null), ordered by day, token and model. Requests count from when they arrived,
  * whatever became of them; their tokens from the runtime's usage as the relay recorded it.

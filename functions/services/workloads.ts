@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, lt, notInArray, sql } from 'drizzle-orm';
 import { deployments, machines, workloads } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { column, iso } from '../store/rows.js';
@@ -79,6 +79,33 @@ export async function sweepOrphanedWorkloads({ ctx }: { ctx: ServiceCtx }): Prom
     .where(orphaned)
     .returning({ id: workloads.id });
   return swept.length;
+}
+
+/**
+ * Deletes the finished workloads created more than `retentionDays` ago, oldest first, at most `batchSize` a
+ * statement and `maxBatches` statements a call (the controller tick's share; what is left waits for the next
+ * tick); how many it deleted. Unfinished ones stay: the orphan sweep ends them first.
+ */
+export async function sweepExpiredWorkloads({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx;
+  input: { retentionDays: number; batchSize: number; maxBatches: number };
+}): Promise<number> {
+  let deleted = 0;
+  for (let batch = 0; batch < input.maxBatches; batch++) {
+    const expired = ctx.db
+      .select({ id: workloads.id })
+      .from(workloads)
+      .where(and(lt(workloads.createdAt, sql`now() - make_interval(days => ${input.retentionDays})`), notInArray(workloads.state, ['accepted', 'running'])))
+      .orderBy(workloads.createdAt)
+      .limit(input.batchSize);
+    const rows = await ctx.db.delete(workloads).where(inArray(workloads.id, expired)).returning({ id: workloads.id });
+    deleted += rows.length;
+    if (rows.length < input.batchSize) break;
+  }
+  return deleted;
 }
 
 /** The error code a running workload carries between a cancel request and its holder's final record. */

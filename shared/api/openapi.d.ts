@@ -4081,7 +4081,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Usage rows, ordered by day, token and model */
+                /** @description Usage rows, ordered by day, token and model, and the retention window they come from (requests are kept `retentionDays`) */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -4091,6 +4091,8 @@ export interface paths {
                             from: string;
                             to: string;
                             groupBy: ("day" | "token" | "model")[];
+                            retentionDays: number;
+                            retainedFrom: string;
                             data: {
                                 day: string | null;
                                 tokenId: string | null;

@@ -68,11 +68,25 @@ export const ScaleToZero = z.object({
 });
 export type ScaleToZero = z.infer<typeof ScaleToZero>;
 
+/** The most restarts a deployment's restart policy may allow a replica before it has failed for good. */
+export const MAX_RESTARTS = 1_000;
+/** The longest backoff between two restarts: an hour. */
+export const MAX_RESTART_BACKOFF_MS = 3_600_000;
+
+/**
+ * A deployment's restart policy as the API takes it: the signed assignment's `RestartPolicy`, bounded (past a
+ * bound: 400 `validation_failed`).
+ */
+const DeploymentRestartPolicy = RestartPolicy.extend({
+  maxRestarts: z.number().int().nonnegative().max(MAX_RESTARTS).default(5),
+  backoffMs: z.number().int().nonnegative().max(MAX_RESTART_BACKOFF_MS).default(1000),
+});
+
 const DeploymentFields = z.object({
   model: z.string().min(1).max(256),
   runtime: DeploymentRuntime,
   artifact: ArtifactPin.nullable().default(null),
-  restartPolicy: RestartPolicy.default(RestartPolicy.parse({})),
+  restartPolicy: DeploymentRestartPolicy.default(DeploymentRestartPolicy.parse({})),
   replicas: z.number().int().min(0).max(1024),
   selector: Labels.default({}),
   /** Where its weights come from: a registry alias or version (then `artifact` stays null). */

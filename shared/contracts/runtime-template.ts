@@ -55,15 +55,17 @@ export type TemplateParam = z.infer<typeof TemplateParam>;
 /**
  * Placeholders the agent fills at launch, never the operator: `{port}` (the loopback port it picked),
  * `{model_path}` (the verified artifact's local path), `{served_name}` (the deployment's model name),
- * `{gpu_indices}` (comma-separated indices it reserved), `{instance}` (the launch's random id).
+ * `{gpu_indices}` (comma-separated indices it reserved), `{instance}` (the launch's random id),
+ * `{runtime_token}` (the launch's random secret, which the agent sends as `Authorization: Bearer` on every call).
  */
-export const AGENT_PLACEHOLDERS = ['port', 'model_path', 'served_name', 'gpu_indices', 'instance'] as const;
+export const AGENT_PLACEHOLDERS = ['port', 'model_path', 'served_name', 'gpu_indices', 'instance', 'runtime_token'] as const;
 
 /**
  * Environment variables the agent sets for every runtime itself (its port, its reserved GPUs, its home, its
- * search path, its instance): no template may let a deployment set them, nor any `LUNANEXA_*` name.
+ * search path, its instance, the secret its callers must present): no template may let a deployment set them,
+ * nor any `LUNANEXA_*` name.
  */
-export const AGENT_ENV = ['PATH', 'HOME', 'PORT', 'CUDA_VISIBLE_DEVICES', 'LUNANEXA_RUNTIME_INSTANCE'] as const;
+export const AGENT_ENV = ['PATH', 'HOME', 'PORT', 'CUDA_VISIBLE_DEVICES', 'LUNANEXA_RUNTIME_INSTANCE', 'LUNANEXA_RUNTIME_TOKEN'] as const;
 
 /**
  * A runtime template (vLLM, llama.cpp, a custom server), registered by an admin: a fixed executable pinned

@@ -27,11 +27,17 @@ export const USAGE_COLUMNS = ['day', 'tokenId', 'tokenName', 'model', 'requests'
   keyof UsageRow
 >;
 
-/** `GET /api/v1/usage`: the days it covers (both included) and how it is grouped, with its rows. */
+/**
+ * `GET /api/v1/usage`: the days it covers (both included) and how it is grouped, with its rows, and the retention
+ * window the store keeps requests for: `retentionDays`, and `retainedFrom`, the first whole UTC day still kept
+ * (days before it count only the requests not yet deleted).
+ */
 export const UsageReport = z.object({
   from: z.string(),
   to: z.string(),
   groupBy: z.array(UsageDimension),
+  retentionDays: z.number().int(),
+  retainedFrom: z.string(),
   data: z.array(UsageRow),
 });
 export type UsageReport = z.infer<typeof UsageReport>;

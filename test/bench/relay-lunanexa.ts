@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { freePort } from '../../agent/runtimes/process.js';
@@ -45,9 +45,14 @@ export interface LunaNexa {
   processes: Tracked[];
 }
 
-async function controlPlane(bundle: string, name: string, databaseUrl: string, logs: string, state: string): Promise<Instance> {
+/** `adminToken`: the store's, for an instance after its first (which alone writes one to its data dir). */
+async function controlPlane(bundle: string, name: string, databaseUrl: string, logs: string, state: string, adminToken?: string): Promise<Instance> {
   const port = await freePort();
   const dataDir = join(state, name);
+  if (adminToken) {
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(join(dataDir, 'admin.token'), `${adminToken}\n`, { mode: 0o600 });
+  }
   const env = { DATABASE_URL: databaseUrl, LUNANEXA_PORT: String(port), LUNANEXA_DATA_DIR: dataDir, LUNANEXA_LOG_LEVEL: 'warn' };
   const child = spawnLogged(process.execPath, [...CPU_PROFILE, bundle], env, join(logs, `${name}.log`));
   const url = `http://127.0.0.1:${port}`;
@@ -83,7 +88,7 @@ export async function startLunaNexa(opts: {
   const { controlPlane: plane, agent } = opts.bundles;
   const tag = opts.tag ?? '';
   const b = await controlPlane(plane, 'instance-b', opts.databaseUrl, opts.logs, opts.state);
-  const a = opts.twoInstances ? await controlPlane(plane, 'instance-a', opts.databaseUrl, opts.logs, opts.state) : null;
+  const a = opts.twoInstances ? await controlPlane(plane, 'instance-a', opts.databaseUrl, opts.logs, opts.state, b.token) : null;
   const api = (path: string, init: RequestInit = {}) =>
     fetch(`${b.url}${path}`, { ...init, headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' } });
   for (const d of opts.deployments) {

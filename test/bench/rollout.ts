@@ -18,7 +18,9 @@ import { waitFor } from '../helpers/plane.js';
  */
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 4);
 const dataDir = await mkdtemp(join(tmpdir(), 'lnx-bench-rollout-'));
-const plane = await startControlPlane({ port: 0, dataDir, logger: pino({ level: 'silent' }) });
+const started = await startControlPlane({ port: 0, dataDir, logger: pino({ level: 'silent' }) });
+// The embedded store: its first start always writes the admin token.
+const plane = { ...started, adminToken: started.adminToken! };
 const nodes = await Promise.all(['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'].map((name) => startSimNode(plane, name, join(dataDir, 'nodes'))));
 const admin = (path: string, init: RequestInit = {}) =>
   fetch(`${plane.url}${path}`, { ...init, headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' } });

@@ -11,6 +11,8 @@ export interface RuntimeRecord {
   assignmentId: string;
   pid: number;
   baseUrl: string;
+  /** The token the runtime answers only to. */
+  token: string;
 }
 
 export async function runtimeRecords(node: SimNode): Promise<RuntimeRecord[]> {
@@ -42,7 +44,10 @@ export async function isSimRuntime(pid: number): Promise<boolean> {
 export async function simStats(node: SimNode): Promise<Pick<SimStats, 'requests' | 'completed' | 'aborted' | 'active'>> {
   const total = { requests: 0, completed: 0, aborted: 0, active: 0 };
   for (const record of await runtimeRecords(node)) {
-    const response = await fetch(`${record.baseUrl}/sim/stats`, { signal: AbortSignal.timeout(5_000) }).catch(() => null);
+    const response = await fetch(`${record.baseUrl}/sim/stats`, {
+      headers: { authorization: `Bearer ${record.token}` },
+      signal: AbortSignal.timeout(5_000),
+    }).catch(() => null);
     if (!response?.ok) continue;
     const stats = (await response.json()) as SimStats;
     for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += stats[key];

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { startBalancer, type Balancer } from '../helpers/balancer.js';
@@ -29,12 +29,21 @@ export interface ChaosPlane extends PlaneProcess {
  */
 const SECRET_KEY = randomBytes(32).toString('base64');
 
+/** The admin token of each database, written by its first plane. */
+const adminTokens = new Map<string, string>();
+
 /**
  * A control plane in its own process on `databaseUrl`, with `env` (timing overrides read by functions/hosts/node-env.ts),
  * stopped with the scenario: SIGTERM, SIGKILL if it has not exited within 10 s.
  */
 export async function controlPlane(scope: Scope, opts: { name: string; databaseUrl: string; dir: string; env?: Record<string, string> }): Promise<ChaosPlane> {
   const dataDir = join(opts.dir, `plane-${opts.name}`);
+  // Only a store's first start writes an admin token; the planes after it get that one, as an operator would give it.
+  const shared = adminTokens.get(opts.databaseUrl);
+  if (shared) {
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(join(dataDir, 'admin.token'), `${shared}\n`, { mode: 0o600 });
+  }
   const plane = await spawnControlPlane({ databaseUrl: opts.databaseUrl, dataDir, env: { LUNANEXA_SECRET_KEY: SECRET_KEY, ...opts.env } });
   const alive = () => plane.process.exitCode === null && plane.process.signalCode === null;
   scope.defer(`control plane ${opts.name}`, async () => {
@@ -43,6 +52,7 @@ export async function controlPlane(scope: Scope, opts: { name: string; databaseU
     await waitForExit(plane.process, 10_000).catch(() => plane.process.kill('SIGKILL'));
   });
   const token = (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim();
+  if (!shared) adminTokens.set(opts.databaseUrl, token);
   const exitReason = async () => {
     const log = await readFile(plane.logFile, 'utf8').catch(() => '');
     const thrown = log

@@ -109,7 +109,13 @@ describe('the node decides what it runs', () => {
       });
       const { pid } = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${row!.assignmentId}.json`), 'utf8')) as { pid: number };
       const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0').filter(Boolean);
-      expect(environ.map((pair) => pair.slice(0, pair.indexOf('='))).sort()).toEqual(['HOME', 'LUNANEXA_RUNTIME_INSTANCE', 'PATH', 'PORT']);
+      expect(environ.map((pair) => pair.slice(0, pair.indexOf('='))).sort()).toEqual([
+        'HOME',
+        'LUNANEXA_RUNTIME_INSTANCE',
+        'LUNANEXA_RUNTIME_TOKEN',
+        'PATH',
+        'PORT',
+      ]);
       expect(environ.join('\n')).not.toMatch(/e2e-agent-secret|hunter2/);
       const uid = /^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1];
       const nobody = await runtimeUser(AgentPolicy.parse({ runAs: { user: 'nobody' } }), true);

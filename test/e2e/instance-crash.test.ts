@@ -42,8 +42,8 @@ describePg('a control-plane instance killed mid-stream', () => {
   const stats = async (): Promise<SimStats | null> => {
     const dir = join(node.stateDir, 'runtimes');
     for (const file of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json'))) {
-      const record = JSON.parse(await readFile(join(dir, file), 'utf8')) as { baseUrl: string };
-      const response = await fetch(`${record.baseUrl}/sim/stats`).catch(() => null);
+      const record = JSON.parse(await readFile(join(dir, file), 'utf8')) as { baseUrl: string; token: string };
+      const response = await fetch(`${record.baseUrl}/sim/stats`, { headers: { authorization: `Bearer ${record.token}` } }).catch(() => null);
       if (response?.ok) return (await response.json()) as SimStats;
     }
     return null;

@@ -41,11 +41,16 @@ describe('the official OpenAI SDK against /v1', () => {
     return (await response.json()) as WorkloadView;
   };
   /** The base URL of the runtime that serves `assignmentId` on `node`, from the agent's own runtime record. */
+  // The token each runtime answers only to (the agent's, in the same record), by base URL.
+  const runtimeTokens = new Map<string, string>();
   const runtimeUrl = async (node: SimNode, assignmentId: string): Promise<string> => {
-    const record = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${assignmentId}.json`), 'utf8')) as { port: number };
-    return `http://127.0.0.1:${record.port}`;
+    const record = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${assignmentId}.json`), 'utf8')) as { port: number; token: string };
+    const url = `http://127.0.0.1:${record.port}`;
+    runtimeTokens.set(url, record.token);
+    return url;
   };
-  const simStats = async (url: string): Promise<SimStats> => (await (await fetch(`${url}/sim/stats`)).json()) as SimStats;
+  const simStats = async (url: string): Promise<SimStats> =>
+    (await (await fetch(`${url}/sim/stats`, { headers: { authorization: `Bearer ${runtimeTokens.get(url)}` } })).json()) as SimStats;
 
   beforeAll(async () => {
     plane = await startTestPlane({ store: 'pglite' });

@@ -30,6 +30,8 @@ interface RuntimeRecord {
   pid: number;
   baseUrl: string;
   assignmentId: string;
+  /** The token the runtime answers only to. */
+  token: string;
 }
 
 async function runtimeRecords(node: SimNode): Promise<RuntimeRecord[]> {
@@ -43,7 +45,10 @@ async function runtimeStats(nodes: SimNode[]): Promise<SimStats[]> {
   const out: SimStats[] = [];
   for (const node of nodes) {
     for (const record of await runtimeRecords(node)) {
-      const response = await fetch(`${record.baseUrl}/sim/stats`, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
+      const response = await fetch(`${record.baseUrl}/sim/stats`, {
+        headers: { authorization: `Bearer ${record.token}` },
+        signal: AbortSignal.timeout(2_000),
+      }).catch(() => null);
       if (response?.ok) out.push((await response.json()) as SimStats);
     }
   }

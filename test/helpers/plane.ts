@@ -7,10 +7,16 @@ import { startControlPlane, type RunningControlPlane } from '../../functions/hos
 import { FAST_TEST_CONFIG } from './fast-config.js';
 import { managementClient, type ManagementClient } from '../../shared/api/client.js';
 import { createTestDatabase } from './pg.js';
+import { createApiToken } from '../../functions/services/api-tokens.js';
 
 export type StoreKind = 'pglite' | 'pg';
 
-export interface TestPlane extends RunningControlPlane {
+export interface TestPlane extends Omit<RunningControlPlane, 'adminToken'> {
+  /**
+   * The plane's admin token: the one it wrote, or, for a plane started with a fresh data dir on a store that has one
+   * already (which writes none), one the harness minted for it (as `npm run db:bootstrap -- --force` would).
+   */
+  adminToken: string;
   dataDir: string;
   databaseUrl?: string;
   /** Closes the plane and removes its store. */
@@ -74,8 +80,11 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
     config: { ...FAST_TEST_CONFIG, ...opts.config },
     logger: opts.logger ?? pino({ level: process.env.LUNANEXA_TEST_LOG ?? 'silent' }),
   });
+  const adminToken =
+    plane.adminToken ?? (await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'test admin', role: 'admin' } })).token;
   return {
     ...plane,
+    adminToken,
     dataDir,
     databaseUrl,
     async stop() {
@@ -88,10 +97,10 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
       if (downForMs > 0) await new Promise((resolve) => setTimeout(resolve, downForMs));
       return await start({ ...opts, dataDir, databaseUrl, port: plane.port }, drop);
     },
-    api: managementClient(plane.url, plane.adminToken),
+    api: managementClient(plane.url, adminToken),
     admin(path, init = {}) {
       const headers = new Headers(init.headers);
-      headers.set('authorization', `Bearer ${plane.adminToken}`);
+      headers.set('authorization', `Bearer ${adminToken}`);
       if (init.body && !headers.has('content-type')) headers.set('content-type', 'application/json');
       return fetch(`${plane.url}${path}`, { ...init, headers });
     },

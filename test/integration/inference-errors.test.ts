@@ -306,19 +306,27 @@ describe('/v1 errors on PGlite, with a fleet', () => {
 
   const machines = async (): Promise<MachineView[]> => ((await (await plane.admin('/api/v1/machines')).json()) as { data: MachineView[] }).data;
   /** Base URLs of the runtimes of a deployment, from the agents' own runtime records. */
+  // The token each runtime answers only to (the agent's, in the same record), by base URL.
+  const runtimeTokens = new Map<string, string>();
   const runtimeUrls = async (deployment: string): Promise<string[]> => {
     const urls: string[] = [];
     for (const machine of await machines()) {
       const node = nodes.find((n) => n.name === machine.name)!;
       for (const runtime of machine.runtimes.filter((r) => r.deploymentName === deployment)) {
-        const record = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${runtime.assignmentId}.json`), 'utf8')) as { port: number };
+        const record = JSON.parse(await readFile(join(node.stateDir, 'runtimes', `${runtime.assignmentId}.json`), 'utf8')) as { port: number; token: string };
         urls.push(`http://127.0.0.1:${record.port}`);
+        runtimeTokens.set(`http://127.0.0.1:${record.port}`, record.token);
       }
     }
     return urls;
   };
   const stats = async (url: string) =>
-    (await (await fetch(`${url}/sim/stats`)).json()) as { requests: number; failed: number; completed: number; active: number };
+    (await (await fetch(`${url}/sim/stats`, { headers: { authorization: `Bearer ${runtimeTokens.get(url)}` } })).json()) as {
+      requests: number;
+      failed: number;
+      completed: number;
+      active: number;
+    };
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
     fetch(`${plane.url}${path}`, {
       method: 'POST',

@@ -182,7 +182,15 @@ describe('a runtime gets a minimal environment', () => {
         assignment('asg_env', template('env', { env: { ALLOWED_VAR: 'given' } }), { resources: { gpus: 1, memoryMiB: 1 } }),
       );
       const env = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
-      expect(Object.keys(env).sort()).toEqual(['ALLOWED_VAR', 'CUDA_VISIBLE_DEVICES', 'HOME', 'LUNANEXA_RUNTIME_INSTANCE', 'PATH', 'PORT']);
+      expect(Object.keys(env).sort()).toEqual([
+        'ALLOWED_VAR',
+        'CUDA_VISIBLE_DEVICES',
+        'HOME',
+        'LUNANEXA_RUNTIME_INSTANCE',
+        'LUNANEXA_RUNTIME_TOKEN',
+        'PATH',
+        'PORT',
+      ]);
       expect(env).toMatchObject({ ALLOWED_VAR: 'given', CUDA_VISIBLE_DEVICES: '0', PATH: '/usr/local/bin:/usr/bin:/bin', HOME: user!.home });
       expect(lines.join('\n')).not.toContain('agent-secret-value');
       expect(lines.join('\n')).not.toContain('hunter2');

@@ -211,15 +211,33 @@ describe('loadPolicy', () => {
 });
 
 describe('launch arguments and environment', () => {
-  const values: PlaceholderValues = { port: '8001', model_path: '/srv/models/m.gguf', served_name: 'chat', gpu_indices: '0,1', instance: 'inst-1' };
+  const values: PlaceholderValues = {
+    port: '8001',
+    model_path: '/srv/models/m.gguf',
+    served_name: 'chat',
+    gpu_indices: '0,1',
+    instance: 'inst-1',
+    runtime_token: 'tok',
+  };
 
   it('fills every agent placeholder, inside an argument too, and leaves other braces alone', () => {
     expect(
       fillPlaceholders(
-        ['--port={port}', '{model_path}', '--served-model-name', '{served_name}', '{gpu_indices}', '{instance}', '{"json": {port}}', '{param}'],
+        [
+          '--port={port}',
+          '{model_path}',
+          '--served-model-name',
+          '{served_name}',
+          '{gpu_indices}',
+          '{instance}',
+          '--api-key',
+          '{runtime_token}',
+          '{"json": {port}}',
+          '{param}',
+        ],
         values,
       ),
-    ).toEqual(['--port=8001', '/srv/models/m.gguf', '--served-model-name', 'chat', '0,1', 'inst-1', '{"json": 8001}', '{param}']);
+    ).toEqual(['--port=8001', '/srv/models/m.gguf', '--served-model-name', 'chat', '0,1', 'inst-1', '--api-key', 'tok', '{"json": 8001}', '{param}']);
   });
 
   it('fills in one pass: a value holding a placeholder is never filled again, and one argument stays one argument', () => {

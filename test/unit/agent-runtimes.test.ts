@@ -214,16 +214,17 @@ describe('process adapter: adoption never duplicates a runtime', () => {
     expect(adopted).toEqual({ handle, ready: true });
   });
 
-  it('adopts a runtime from a record an older agent wrote, before the health path and GPUs were kept', async () => {
+  it('adopts a runtime from a record an older agent wrote, before the health path, GPUs and token were kept', async () => {
     // Records live on each node's disk, out of reach of any migration: the schema's defaults are the upgrade.
     const v1 = fixture('asg_a', { tag: 'v1' });
     const handle = await adapter.start(v1);
     await waitFor(() => adapter.ready(handle), 'the runtime to listen');
     const recordFile = join(stateDir, 'runtimes', 'asg_a.json');
-    const { healthPath: _health, gpuIndices: _gpus, ...older } = JSON.parse(await readFile(recordFile, 'utf8')) as Record<string, unknown>;
+    const { healthPath: _health, gpuIndices: _gpus, token: _token, ...older } = JSON.parse(await readFile(recordFile, 'utf8')) as Record<string, unknown>;
     await writeFile(recordFile, JSON.stringify(older));
     const adopted = await restarted().inspect(v1);
-    expect(adopted).toEqual({ handle: { ...handle, healthPath: '/health', gpuIndices: [] }, ready: true });
+    // Launched without a token, it is called without one.
+    expect(adopted).toEqual({ handle: { ...handle, healthPath: '/health', gpuIndices: [], token: null }, ready: true });
   });
 
   it('adopts its own runtime that is still loading, as not ready (no second launch, no kill)', async () => {

@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { ApiError } from '../../kernel/errors.js';
 import { serviceCtx } from '../../dataplane/ports.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
+import { recordSignInFailure } from '../../services/console-sessions.js';
+import { countSignInAttempt } from '../../services/rate-limit.js';
+import { clientAddress } from '../http/node-io.js';
 import { html, nothing } from './html.js';
 import { layout, notice } from './layout.js';
 import { checkSignInNonce, currentSession, endSession, issueSignInNonce, openSession, portsOf, type ConsoleEnv } from './session.js';
@@ -22,7 +25,7 @@ const ENDED: Record<string, string> = {
   out: 'You signed out.',
 };
 
-async function signInPage(c: Context, status: 200 | 400 | 401 | 403, message?: string) {
+async function signInPage(c: Context, status: 200 | 400 | 401 | 403 | 429, message?: string) {
   const nonce = await issueSignInNonce(c);
   const ended = ENDED[c.req.query('ended') ?? ''];
   const body = html`<div class="sign-in panel">
@@ -43,6 +46,17 @@ async function signInPage(c: Context, status: 200 | 400 | 401 | 403, message?: s
   return c.html(layout({ title: 'Sign in', session: null, body }).toString(), status);
 }
 
+/**
+ * Records a refused sign-in, never the token: audited in the token's workspace when the token is known
+ * (`console.sign-in-failed`), counted and logged (with the client's address) either way.
+ */
+async function signInFailed(c: Context, token: string): Promise<void> {
+  const ports = portsOf(c);
+  const reason = await recordSignInFailure({ ctx: serviceCtx(ports, 'anonymous'), input: { token } });
+  ports.metrics.consoleSignInFailures.inc({ reason });
+  ports.logger.warn({ reason, address: clientAddress(c), requestId: c.get('requestId') }, 'console sign-in refused');
+}
+
 /** `GET|POST /console/sign-in` and `POST /console/sign-out`. */
 export function registerSignIn(app: Hono<ConsoleEnv>): void {
   app.get(SIGN_IN_PATH, async (c) => {
@@ -51,19 +65,29 @@ export function registerSignIn(app: Hono<ConsoleEnv>): void {
   });
 
   app.post(SIGN_IN_PATH, async (c) => {
+    const ports = portsOf(c);
+    // Attempts per client address and minute, across instances, before anything else is looked at.
+    const verdict = await countSignInAttempt(ports.store.db, { address: clientAddress(c), limit: ports.config.consoleSignInPerMinute });
+    if (!verdict.ok) {
+      c.header('retry-after', String(verdict.retryAfterS));
+      return await signInPage(c, 429, `Too many sign-in attempts from this address. Try again in ${verdict.retryAfterS} s.`);
+    }
     const fields = await formFields(c);
     // The form's own nonce (double submit) and this origin, before the token is even looked at.
     await checkSignInNonce(c, fields._csrf);
     const parsed = SignInForm.safeParse(fields);
     if (!parsed.success) return await signInPage(c, 400, parsed.error.issues[0]?.message ?? 'The form is not valid.');
+    const ctx = serviceCtx(ports, 'anonymous');
     let actor;
     try {
-      actor = await authenticateApiToken({ ctx: serviceCtx(portsOf(c), 'anonymous'), input: { token: parsed.data.token } });
+      actor = await authenticateApiToken({ ctx, input: { token: parsed.data.token } });
     } catch (error) {
-      if (error instanceof ApiError && error.status === 401) return await signInPage(c, 401, 'That API token is unknown, expired or revoked.');
-      throw error;
+      if (!(error instanceof ApiError && error.status === 401)) throw error;
+      await signInFailed(c, parsed.data.token);
+      return await signInPage(c, 401, 'That API token is unknown, expired or revoked.');
     }
     if (actor.role === 'inference') {
+      await signInFailed(c, parsed.data.token);
       return await signInPage(c, 403, 'Inference tokens cannot sign in to the console: they only call models. Use a viewer, operator or admin token.');
     }
     await openSession(c, actor);

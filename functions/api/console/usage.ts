@@ -4,7 +4,7 @@ import { USAGE_COLUMNS, type UsageRow } from '../../../shared/contracts/usage.js
 import { toCsv } from '../../../shared/csv.js';
 import { serviceCtx } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
-import { usageQuery, usageReport, USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from '../../services/usage.js';
+import { usageQuery, usageReport, usageRetention, USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from '../../services/usage.js';
 import { html, nothing, type Html } from './html.js';
 import { layout } from './layout.js';
 import { num } from './format.js';
@@ -77,6 +77,7 @@ export function registerUsage(app: Hono<ConsoleEnv>): void {
   app.get('/console/usage', signedIn('viewer'), async (c) => {
     const session = c.get('session');
     const { query, rows } = await read(c);
+    const retention = usageRetention(portsOf(c).config.workloadRetentionDays, new Date());
     const grouping = query.groupBy.join(',');
     const params = new URLSearchParams({ from: query.from, to: query.to, groupBy: grouping });
     const body = html`<h1>Usage</h1>
@@ -90,7 +91,8 @@ export function registerUsage(app: Hono<ConsoleEnv>): void {
   <button type="submit">Show</button>
   <a class="btn" href="/console/usage.csv?${params.toString()}" download>Download CSV</a>
 </form>
-<p class="small muted">${USAGE_DEFAULT_DAYS} days up to today by default; at most ${USAGE_MAX_DAYS} days. ${query.from} to ${query.to}.</p>
+<p class="small muted">${USAGE_DEFAULT_DAYS} days up to today by default; at most ${USAGE_MAX_DAYS} days. ${query.from} to ${query.to}.
+Requests are kept ${retention.retentionDays} days: all of them from ${retention.retainedFrom} on.</p>
 ${reportTable(rows)}`;
     return c.html(layout({ title: 'Usage', session, active: 'usage', body }).toString());
   });

@@ -10,9 +10,20 @@ import { readAll } from '../../kernel/web-streams.js';
  * elsewhere (Workers). Building a web Request around each Node request, and piping a web ReadableStream
  * into each Node response, cost more CPU per inference request than the relay's own work.
  */
-function nodeBindings(c: Context<AppEnv>): { incoming: IncomingMessage; outgoing: ServerResponse } | null {
+function nodeBindings(c: { env: unknown }): { incoming: IncomingMessage; outgoing: ServerResponse } | null {
   const env = c.env as { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined;
   return env?.incoming && env.outgoing && typeof env.outgoing.writeHead === 'function' ? { incoming: env.incoming, outgoing: env.outgoing } : null;
+}
+
+/**
+ * The client's address as this instance sees it: the socket's peer on Node (a reverse proxy's own address behind
+ * one: its clients then share it), `cf-connecting-ip` on Workers (set by Cloudflare, never the client's), else
+ * `unknown`. Forwarding headers a client writes itself are never believed.
+ */
+export function clientAddress(c: Context): string {
+  const node = nodeBindings(c);
+  if (node) return node.incoming.socket.remoteAddress ?? 'unknown';
+  return c.req.header('cf-connecting-ip') ?? 'unknown';
 }
 
 /** The request body as it arrives, unlimited: for uploads that bound their own parts (the uplink's frames). */

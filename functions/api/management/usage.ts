@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { toCsv } from '../../../shared/csv.js';
 import { USAGE_COLUMNS, UsageReport } from '../../../shared/contracts/usage.js';
-import { usageQuery, usageReport, USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from '../../services/usage.js';
+import { usageQuery, usageReport, usageRetention, USAGE_DEFAULT_DAYS, USAGE_MAX_DAYS } from '../../services/usage.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';
@@ -34,7 +34,7 @@ const report = guarded('viewer', {
   },
   responses: {
     200: {
-      description: 'Usage rows, ordered by day, token and model',
+      description: 'Usage rows, ordered by day, token and model, and the retention window they come from (requests are kept `retentionDays`)',
       content: { 'application/json': { schema: UsageReport }, 'text/csv': { schema: z.string() } },
     },
     ...errorResponses(400, 401, 403),
@@ -45,12 +45,13 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
   app.openapi(report, async (c) => {
     const ports = c.get('ports');
     const { format, ...asked } = c.req.valid('query');
-    const query = usageQuery(asked, new Date());
+    const now = new Date();
+    const query = usageQuery(asked, now);
     // What this instance still holds behind (its last requests) is counted too.
     await ports.dataPlane.workloads.flush();
     const data = await usageReport({ ctx: serviceCtx(ports, c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId, ...query } });
     const csv = format === 'csv' || (format === undefined && /\btext\/csv\b/i.test(c.req.header('accept') ?? ''));
-    if (!csv) return c.json({ ...query, data }, 200);
+    if (!csv) return c.json({ ...query, ...usageRetention(ports.config.workloadRetentionDays, now), data }, 200);
     return c.body(toCsv(USAGE_COLUMNS, data), 200, {
       'content-type': CSV_TYPE,
       'content-disposition': `attachment; filename="usage-${query.from}-${query.to}.csv"`,

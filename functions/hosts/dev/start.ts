@@ -38,7 +38,7 @@ web console             ${plane.url}/  (sign in with the admin token below)
 management API          ${plane.url}/api/v1  (OpenAPI: ${plane.url}/api/v1/openapi.json)
 inference (OpenAI)      ${plane.url}/v1
 metrics                 ${plane.url}/metrics
-admin token             ${plane.adminTokenPath}  (mode 0600)
+admin token             ${plane.adminToken === null ? 'none written: the store has an admin token already (see the warning above; npm run db:bootstrap)' : `${plane.adminTokenPath}  (mode 0600)`}
 store                   ${env.DATABASE_URL ? 'DATABASE_URL' : join(dataDir, 'store')}${plane.peerUrl ? `\npeer channel            ${plane.peerUrl}` : ''}
 simulated nodes         ${nodes.map((n) => n.name).join(', ') || 'none'}${count > 0 ? `  (agent logs in ${join(dataDir, 'nodes')}/<name>/agent.log)` : ''}
 

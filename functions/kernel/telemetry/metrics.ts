@@ -37,6 +37,12 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['kind', 'route'] as const,
       registers: [registry],
     }),
+    consoleSignInFailures: new Counter({
+      name: 'lunanexa_console_sign_in_failures_total',
+      help: 'Console sign-ins refused, by reason (unknown: no such token, so no workspace to audit it in; revoked, expired, inference: audited as console.sign-in-failed too)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     enrollments: new Counter({
       name: 'lunanexa_enrollments_total',
       help: 'Enrollment attempts, by result',

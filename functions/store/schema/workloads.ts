@@ -47,5 +47,7 @@ export const workloads = pgTable(
     index('workloads_workspace_created').on(t.workspaceId, t.createdAt),
     // Scale to zero asks when a deployment last had a request.
     index('workloads_deployment_created').on(t.deploymentId, t.createdAt),
+    // Retention deletes the oldest first, in batches (`sweepExpiredWorkloads`).
+    index('workloads_created').on(t.createdAt),
   ],
 );

@@ -108,8 +108,8 @@ export const cpSigkill: Scenario = {
     ctx.log(`ghost detached ${ghostDetachedS} s, nodes reattached via B ${reattachedS} s, generations aborted ${abortedS} s, holder_lost ${holderLostS} s`);
 
     const workloads = await Promise.all(streams.map((s) => b.api.workload(s.workloadId)));
-    // The client that sent the key retries it through B: a key is scoped to its token, and each plane bootstrapped
-    // an admin token of its own, so the retry goes with A's.
+    // The client that sent the key retries it through B: a key is scoped to its token, so the retry goes with A's
+    // (the planes share the store's one admin token).
     const client = new Api(b.url, a.api.token);
     const retry = await client.chat(MODEL, { max_tokens: 3 }, { 'idempotency-key': streams[0]!.key });
     const retryBody = await retry.text();

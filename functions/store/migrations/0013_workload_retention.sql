@@ -1,0 +1,1 @@
+CREATE INDEX "workloads_created" ON "workloads" USING btree ("created_at");
