@@ -40,6 +40,20 @@ async function runtimeRecords(node: SimNode): Promise<RuntimeRecord[]> {
   return await Promise.all(files.map(async (f) => JSON.parse(await readFile(join(dir, f), 'utf8')) as RuntimeRecord));
 }
 
+/**
+ * Stops the runtimes a node's agent left running: an agent killed without warning leaves them for the next agent
+ * to adopt, and no next agent comes in a test.
+ */
+async function stopLeftRuntimes(node: SimNode): Promise<void> {
+  for (const record of await runtimeRecords(node)) {
+    try {
+      process.kill(record.pid, 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
 /** `/sim/stats` of every runtime the nodes run (dead runtimes are left out). */
 async function runtimeStats(nodes: SimNode[]): Promise<SimStats[]> {
   const out: SimStats[] = [];
@@ -270,7 +284,10 @@ describePg.each(CROSS_INSTANCE)(
     }, 120_000);
 
     afterAll(async () => {
-      if (node) await stopSimNodes([node]);
+      if (node) {
+        await stopSimNodes([node]);
+        await stopLeftRuntimes(node);
+      }
       await router?.close();
       await planeA?.stop();
       await planeB?.stop();
@@ -456,6 +473,7 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
 
   afterAll(async () => {
     await stopSimNodes(nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null));
+    for (const node of nodes) await stopLeftRuntimes(node);
     await plane?.stop();
   });
 
