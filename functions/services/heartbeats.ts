@@ -3,7 +3,7 @@ import { assignments, machines, runtimeReports } from '../store/schema/index.js'
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import { withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';
 
@@ -153,6 +153,6 @@ export async function recordHeartbeat({
   });
   // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
   // than at the next tick. A pass already running (another heartbeat's) reads this one's change, or the next does.
-  if (written.runtimesChanged && !ctx.inTransaction) await ctx.afterWrite({ skipIfBusy: true });
+  if (written.runtimesChanged) await reconcileAfterWrite(ctx, { skipIfBusy: true });
   return written;
 }

@@ -24,10 +24,8 @@ const rssMiB = () => {
 const mib = (bytes: number) => bytes / 1024 / 1024;
 
 const plane = await startTestPlane();
-const node = await (async () => {
-  await seedDemoDeployment(plane, 1, { tokensPerSecond: 0 });
-  return await startSimNode(plane, 'bench-slow-clients', plane.dataDir);
-})();
+await seedDemoDeployment(plane, 1, { tokensPerSecond: 0 });
+const node = await startSimNode(plane, 'bench-slow-clients', plane.dataDir);
 const sockets: Socket[] = [];
 try {
   await waitFor(async () => plane.ports.dataPlane.routing.resolve(plane.workspaceId, 'sim-chat')?.replicas.length === 1, {

@@ -20,7 +20,7 @@ const LONG_ANSWER = 262_144;
 /** Sends a chat completion over a raw socket and never reads a byte of the answer. */
 function nonReadingClient(plane: TestPlane, token: string, stream: boolean): Socket {
   const body = JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'tell me everything' }], max_tokens: LONG_ANSWER, stream });
-  const socket = connect(new URL(plane.url).port ? Number(new URL(plane.url).port) : 80, '127.0.0.1');
+  const socket = connect(Number(new URL(plane.url).port), '127.0.0.1');
   socket.pause();
   socket.write(
     `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
