@@ -14,8 +14,8 @@ export interface CandidateMachine {
   cachedVersions: readonly string[];
   /** Invocations its runtimes report running or queued: the machine's observed load. */
   load: number;
-  /** Resources already reserved by this machine's assignments. */
-  reserved: { gpus: number; memoryMiB: number; assignments: number };
+  /** Resources already reserved by this machine's assignments: replicas and run workers alike. */
+  reserved: Reserved;
   /** Replica sets with a current replica here. */
   deploymentIds: ReadonlySet<string>;
   /** How many current replicas of each set are here, for spreading; absent: one of each set in `deploymentIds`. */
@@ -25,6 +25,17 @@ export interface CandidateMachine {
    * again until an operator clears the mark, so that a replica that fails everywhere ends unplaceable, never in a loop.
    */
   replicaFailures: ReadonlyMap<string, string>;
+}
+
+/**
+ * What a machine's assignments hold. `cores` is absent where nothing reserves cores (replicas do not), which counts as
+ * none reserved.
+ */
+interface Reserved {
+  gpus: number;
+  memoryMiB: number;
+  assignments: number;
+  cores?: number;
 }
 
 /** Labels a rule of the workspace's policy (a data class, a licence) requires of a machine; `rule` names it in reasons. */
@@ -42,6 +53,8 @@ export interface PlacementRequest {
   memoryMiB: number;
   /** Memory each GPU of the machine must have; absent or 0: any. */
   gpuMemoryMiB?: number;
+  /** CPU cores reserved (of the inventory's `cpus`); absent or 0: none. */
+  cores?: number;
   /** At most this many replicas of the set on one machine, resources allowing; absent: 1. */
   replicasPerMachine?: number;
   /** The registry version the replica runs: a machine that has it cached scores like one where the model is warm. */
@@ -74,20 +87,89 @@ export function gpuMemoryEachMiB(inventory: Inventory): number | null {
   return inventory.memoryTotalMiB;
 }
 
-/** What a machine offers, derived once per inventory object rather than once per decision. */
-interface Capacity {
+/**
+ * What a machine offers to reservations, or has left of it: GPUs (a count), cores, memory as `machineMemoryMiB`
+ * counts it, and the memory of each GPU (a filter: GPUs are reserved whole).
+ */
+export interface Resources {
   gpus: number;
+  cores: number;
   memoryMiB: number;
   gpuMemoryEachMiB: number | null;
 }
-const capacities = new WeakMap<Inventory, Capacity>();
-function capacityOf(inventory: Inventory): Capacity {
+
+/** What a reservation takes of a machine: a replica's, or one run worker's. */
+export interface ResourceNeed {
+  gpus: number;
+  memoryMiB: number;
+  /** Absent or 0: any. */
+  gpuMemoryMiB?: number;
+  /** Absent or 0: none. */
+  cores?: number;
+}
+
+/** Derived once per inventory object rather than once per decision. */
+const capacities = new WeakMap<Inventory, Resources>();
+export function capacityOf(inventory: Inventory): Resources {
   let capacity = capacities.get(inventory);
   if (!capacity) {
-    capacity = { gpus: inventory.gpus.length, memoryMiB: machineMemoryMiB(inventory), gpuMemoryEachMiB: gpuMemoryEachMiB(inventory) };
+    capacity = {
+      gpus: inventory.gpus.length,
+      cores: inventory.cpus,
+      memoryMiB: machineMemoryMiB(inventory),
+      gpuMemoryEachMiB: gpuMemoryEachMiB(inventory),
+    };
     capacities.set(inventory, capacity);
   }
   return capacity;
+}
+
+/** What is left of a machine once its assignments' reservations are taken from its capacity. */
+export function freeOn(machine: Pick<CandidateMachine, 'inventory' | 'reserved'>): Resources {
+  const capacity = capacityOf(machine.inventory);
+  return {
+    gpus: capacity.gpus - machine.reserved.gpus,
+    cores: capacity.cores - (machine.reserved.cores ?? 0),
+    memoryMiB: capacity.memoryMiB - machine.reserved.memoryMiB,
+    gpuMemoryEachMiB: capacity.gpuMemoryEachMiB,
+  };
+}
+
+/** Why `need` does not fit in `free` (GPUs, then memory per GPU, memory, cores), or null when it does. */
+export function resourceRefusal(free: Resources, need: ResourceNeed): string | null {
+  if (need.gpus > free.gpus) return `needs ${need.gpus} GPUs, ${free.gpus} free`;
+  const perGpu = need.gpuMemoryMiB ?? 0;
+  if (perGpu > 0) {
+    if (free.gpuMemoryEachMiB === null) return `needs GPUs of ${perGpu} MiB, has no GPU`;
+    if (free.gpuMemoryEachMiB < perGpu) return `needs GPUs of ${perGpu} MiB, its GPUs have ${free.gpuMemoryEachMiB} MiB`;
+  }
+  if (need.memoryMiB > free.memoryMiB) return `needs ${need.memoryMiB} MiB, ${free.memoryMiB} MiB free`;
+  const cores = need.cores ?? 0;
+  if (cores > free.cores) return `needs ${cores} cores, ${free.cores} free`;
+  return null;
+}
+
+/** Why a machine takes nothing new whatever is asked of it (liveness, cordon, drain), or null. */
+export function machineRefusal(machine: Pick<CandidateMachine, 'liveness' | 'cordoned' | 'draining'>): string | null {
+  if (machine.liveness !== 'ready') return `machine is ${machine.liveness}`;
+  if (machine.cordoned) return 'machine is cordoned';
+  if (machine.draining) return 'machine is draining';
+  return null;
+}
+
+/** Why a machine's labels do not satisfy a selector and the policy's rules, or null. */
+export function selectorRefusal(
+  labels: Record<string, string>,
+  selector: Record<string, string>,
+  constraints: readonly PlacementConstraint[] = [],
+): string | null {
+  const label = missingLabel(labels, selector);
+  if (label) return `label ${label} not present`;
+  for (const constraint of constraints) {
+    const needed = missingLabel(labels, constraint.labels);
+    if (needed) return `${constraint.rule} needs label ${needed}`;
+  }
+  return null;
 }
 
 /** Whether replicas of a set reserve something: only then may several share a machine (their reservations bound them). */
@@ -100,10 +182,9 @@ export function missingLabel(labels: Record<string, string>, wanted: Record<stri
   return null;
 }
 
-function rejection(machine: CandidateMachine, request: PlacementRequest, capacity: Capacity): string | null {
-  if (machine.liveness !== 'ready') return `machine is ${machine.liveness}`;
-  if (machine.cordoned) return 'machine is cordoned';
-  if (machine.draining) return 'machine is draining';
+function rejection(machine: CandidateMachine, request: PlacementRequest, free: Resources): string | null {
+  const unavailable = machineRefusal(machine);
+  if (unavailable) return unavailable;
   const failure = machine.replicaFailures.get(request.deploymentId);
   if (failure !== undefined) return `replica failed here: ${failure}`;
   // A set that reserves nothing has nothing that bounds how many of its replicas one machine would take.
@@ -113,22 +194,7 @@ function rejection(machine: CandidateMachine, request: PlacementRequest, capacit
     return perMachine === 1
       ? 'already runs a replica of this deployment'
       : `already runs ${here} replicas of this deployment (replicasPerMachine ${perMachine})`;
-  const label = missingLabel(machine.labels, request.selector);
-  if (label) return `label ${label} not present`;
-  for (const constraint of request.constraints ?? []) {
-    const needed = missingLabel(machine.labels, constraint.labels);
-    if (needed) return `${constraint.rule} needs label ${needed}`;
-  }
-  const freeGpus = capacity.gpus - machine.reserved.gpus;
-  if (request.gpus > freeGpus) return `needs ${request.gpus} GPUs, ${freeGpus} free`;
-  const perGpu = request.gpuMemoryMiB ?? 0;
-  if (perGpu > 0) {
-    if (capacity.gpuMemoryEachMiB === null) return `needs GPUs of ${perGpu} MiB, has no GPU`;
-    if (capacity.gpuMemoryEachMiB < perGpu) return `needs GPUs of ${perGpu} MiB, its GPUs have ${capacity.gpuMemoryEachMiB} MiB`;
-  }
-  const freeMemory = capacity.memoryMiB - machine.reserved.memoryMiB;
-  if (request.memoryMiB > freeMemory) return `needs ${request.memoryMiB} MiB, ${freeMemory} MiB free`;
-  return null;
+  return selectorRefusal(machine.labels, request.selector, request.constraints) ?? resourceRefusal(free, request);
 }
 
 /** What scoring compares of an eligible machine, computed once per decision rather than once per comparison. */
@@ -156,7 +222,7 @@ function compareScored(a: Scored, b: Scored): number {
 
 /**
  * Filter then score (docs/scheduler.md): hard requirements first (liveness, cordon, drain, failure marks, one
- * replica per machine for a set that reserves nothing, labels, policy rules, GPUs, memory per GPU, memory), then
+ * replica per machine for a set that reserves nothing, labels, policy rules, GPUs, memory per GPU, memory, cores), then
  * the machine with the fewest replicas of this set, then the fewest assignments, then one where the model is warm
  * or the version cached, then the most free memory, then the lightest reported load, ties broken by id. The same
  * inputs always give the same decision. One pass: the best is kept as the machines are read (the order is total,
@@ -169,8 +235,8 @@ export function placeReplica(machines: readonly CandidateMachine[], request: Pla
   const versionId = request.versionId ?? null;
   let best: Scored | null = null;
   for (const machine of machines) {
-    const capacity = capacityOf(machine.inventory);
-    const reason = rejection(machine, request, capacity);
+    const free = freeOn(machine);
+    const reason = rejection(machine, request, free);
     if (reason) {
       rejected.push({ machineId: machine.id, reason });
       continue;
@@ -180,7 +246,7 @@ export function placeReplica(machines: readonly CandidateMachine[], request: Pla
       machine,
       here: replicasHere(machine, request.deploymentId),
       warm: machine.warmModels.includes(request.model) || (versionId !== null && machine.cachedVersions.includes(versionId)) ? 0 : 1,
-      freeMemoryMiB: capacity.memoryMiB - machine.reserved.memoryMiB,
+      freeMemoryMiB: free.memoryMiB,
     };
     if (!best || compareScored(scored, best) < 0) best = scored;
   }
