@@ -130,7 +130,7 @@ export async function runAgent(opts: {
     log,
   });
 
-  const adapters = createAdapters({ stateDir, policy: start.loaded.policy, user: start.user, gpus: lazyGpuIndices(AGENT_VERSION), log });
+  const adapters = createAdapters({ stateDir, policy: start.loaded.policy, users: start.users, gpus: lazyGpuIndices(AGENT_VERSION), log });
   const supervisor: Supervisor = new Supervisor({ adapters, onChange: reporter.soon, load: (assignmentId) => invocations.load(assignmentId), log });
   supervisor.start();
 

@@ -6,6 +6,7 @@ import { enrollAgent } from './enroll.js';
 import { parseAgentEnv, type AgentEnv } from './env.js';
 import { jsonLog } from './log.js';
 import { DEFAULT_POLICY_PATH } from './policy-file.js';
+import { switchToRuntimeIds, takeRunAs } from './runtimes/simulated.js';
 
 /**
  * The enrollment token from a file, standard input or the environment, never from the command line, which
@@ -73,9 +74,13 @@ function agentProgram(env: AgentEnv): Command {
 }
 
 // The simulated runtime is this same binary, so that the single-file agent bundle can launch it; its flags
-// are its own and bypass the agent's parser (and its environment).
-if (process.argv[2] === 'sim-runtime') await runSimServerCli(process.argv.slice(3));
-else {
+// are its own and bypass the agent's parser (and its environment). Started as root, it is given the runtime's ids
+// and switches to them here, every module loaded and before it listens.
+if (process.argv[2] === 'sim-runtime') {
+  const { ids, rest } = takeRunAs(process.argv.slice(3));
+  if (ids) switchToRuntimeIds(ids);
+  await runSimServerCli(rest);
+} else {
   try {
     await agentProgram(parseAgentEnv(process.env)).parseAsync(process.argv);
   } catch (error) {

@@ -17,6 +17,14 @@ const AbsolutePath = z
   .regex(/^\/[^\0]{0,4095}$/, 'an absolute path')
   .refine((path) => posix.normalize(path) === path && (path === '/' || !path.endsWith('/')), 'a normalized path (no "..", "." or trailing slash)');
 
+/** A user or group name as the system's tools take it. */
+const PosixName = z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a user or group name');
+
+/** The highest uid or gid a runtime may get: Node takes ids as signed 32-bit integers. */
+const MAX_UID = 2 ** 31 - 1;
+/** More runtimes than one node runs at once. */
+const MAX_RUNTIME_UIDS = 4096;
+
 const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, '64 lowercase hexadecimal digits');
 
 /**
@@ -107,17 +115,31 @@ export const AgentPolicy = z
       .array(AbsolutePath.refine((path) => path !== '/', 'not the root directory'))
       .max(64)
       .default([]),
-    /** Who runtimes run as when the agent runs as root (which it must, for runtimes not to read its key). */
+    /**
+     * Who runtimes run as when the agent runs as root (which it must, for runtimes not to read its key): `uids`, a
+     * range of uids that is the agent's own (each runtime gets one of them, so no runtime reads another's environment
+     * or signals it), or `user`, one user that every runtime shares.
+     */
     runAs: z
       .object({
-        user: z.string().regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a user name'),
-        /** Defaults to the user's primary group. */
-        group: z
-          .string()
-          .regex(/^[a-z_][a-z0-9_.-]{0,31}$/, 'a group name')
+        user: PosixName.optional(),
+        uids: z
+          .object({
+            first: z.number().int().min(1).max(MAX_UID),
+            count: z.number().int().min(1).max(MAX_RUNTIME_UIDS),
+          })
+          .strict()
+          .refine((range) => range.first + range.count - 1 <= MAX_UID, `a range that ends by uid ${MAX_UID}`)
           .optional(),
+        /**
+         * The group runtimes run in: a group name or a gid. Defaults to `user`'s primary group; required with `uids`,
+         * whose runtimes share it (files every runtime must read can be given to it).
+         */
+        group: z.union([PosixName, z.number().int().min(1).max(MAX_UID)]).optional(),
       })
       .strict()
+      .refine((runAs) => (runAs.user === undefined) !== (runAs.uids === undefined), 'either user (one user for every runtime) or uids (one uid per runtime)')
+      .refine((runAs) => runAs.uids === undefined || runAs.group !== undefined, { message: 'uids needs a group', path: ['group'] })
       .optional(),
     /** Bounds of the agent's own reads of an artifact (to verify its digest). */
     artifactLimits: z

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
@@ -50,17 +50,33 @@ export async function ensureStateDir(dir: string): Promise<void> {
   await chmod(join(dir, 'runtimes'), 0o700);
 }
 
+/** Where runtimes of a uid range get their homes: `<state dir>/homes/<uid>`. */
+export const homesDir = (dir: string) => join(dir, 'homes');
+
+/**
+ * Whom the state dir must keep out: `runtimeUid` tells a uid that runtimes run as; `group`, set when each runtime
+ * has a uid of its own, is their one group, which may pass through the state dir (0710) to their homes in it.
+ */
+interface StateDirAccess {
+  runtimeUid: (uid: number) => boolean;
+  group: number | null;
+}
+
 /**
  * Makes the state dir private again before anything runs: the dir and its runtimes dir 0700, the key files and
- * the identity 0600, whatever a copy, a restore or an older version left (returns the paths it changed). Refuses a
- * state dir the runtime user owns (a mode keeps nobody out of their own files) and one whose entries are symbolic
- * links (a mode change would land elsewhere).
+ * the identity 0600, whatever a copy, a restore or an older version left (returns the paths it changed). With a
+ * runtime group, the dir and its homes dir (created if missing) are 0710 and that group's: runtimes pass through to
+ * their own homes and list nothing. Refuses a state dir a runtime user owns (a mode keeps nobody out of their own
+ * files) and one whose entries are symbolic links (a mode change would land elsewhere).
  */
-export async function secureStateDir(dir: string, runtimeUid: number | null): Promise<string[]> {
+export async function secureStateDir(dir: string, access: StateDirAccess): Promise<string[]> {
   const fixed: string[] = [];
+  const passable = access.group === null ? 0o700 : 0o710;
+  if (access.group !== null) await mkdir(homesDir(dir), { recursive: true, mode: 0o710 });
   const entries: Array<[string, number]> = [
-    [dir, 0o700],
+    [dir, passable],
     [join(dir, 'runtimes'), 0o700],
+    [homesDir(dir), passable],
     [join(dir, KEY_FILE), 0o600],
     [join(dir, NEXT_KEY_FILE), 0o600],
     [join(dir, IDENTITY_FILE), 0o600],
@@ -74,11 +90,12 @@ export async function secureStateDir(dir: string, runtimeUid: number | null): Pr
       throw error;
     }
     if (info.isSymbolicLink()) throw new Error(`${path} is a symbolic link: the state dir must hold its own files`);
-    if (runtimeUid !== null && info.uid === runtimeUid)
-      throw new Error(`${path} belongs to the runtime user (uid ${runtimeUid}): runtimes could read the machine key`);
-    if ((info.mode & 0o777) === mode) continue;
-    await chmod(path, mode);
-    fixed.push(path);
+    if (access.runtimeUid(info.uid)) throw new Error(`${path} belongs to a runtime user (uid ${info.uid}): runtimes could read the machine key`);
+    const regroup = mode === 0o710 && access.group !== null && info.gid !== access.group;
+    if (regroup) await chown(path, info.uid, access.group!);
+    const remode = (info.mode & 0o777) !== mode;
+    if (remode) await chmod(path, mode);
+    if (regroup || remode) fixed.push(path);
   }
   return fixed;
 }

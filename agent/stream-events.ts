@@ -49,6 +49,8 @@ export function createStreamEvents(opts: StreamEventsOptions): Pick<StreamLinkOp
         return uplink.confirmed(event.data.uplinkId);
       case 'ack':
         return uplink.acknowledged(event.data.offsets);
+      case 'credit':
+        return invocations.credit(event.data.credits);
       case 'desired':
         // A stopping agent takes no new state: its runtimes are draining or being left for the next one.
         if (!opts.stopping()) opts.desired.offer(event.data.jws);

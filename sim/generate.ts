@@ -115,6 +115,7 @@ export function generateStream(model: SimModel, ledger: Ledger, t: Tracker, res:
       return;
     }
     for (let i = sent; i < due; i++) out += chunks.token(i);
+    ledger.streamed(due - sent);
     sent = due;
     if (sent >= n) {
       ledger.settle(t, 'completed');

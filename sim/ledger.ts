@@ -34,6 +34,10 @@ export function createLedger(stats: SimStats) {
   }
 
   return {
+    /** Counts tokens written to a streamed answer. */
+    streamed(tokens: number): void {
+      stats.tokensStreamed += tokens;
+    },
     /** Counts a new inference request; a disconnect at any later stage settles it as aborted. */
     open(res: ServerResponse): Tracker {
       const t: Tracker = { settled: false, deadlineAt: undefined, timer: undefined, immediate: undefined };

@@ -34,6 +34,8 @@ export interface SimStats {
   aborted: number;
   failed: number;
   active: number;
+  /** Tokens written to streamed answers so far: how far a client that stopped reading let generation run. */
+  tokensStreamed: number;
   /** Idempotency-Key of the most recent inference request; null when it carried none. */
   lastIdempotencyKey: string | null;
   /**

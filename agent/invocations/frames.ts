@@ -3,6 +3,7 @@ import { DATA_PIECE_BYTES } from '../../shared/frame-codec.js';
 import type { RuntimeResponse } from '../runtimes/adapter.js';
 import type { InvokeTarget } from '../supervisor/supervisor.js';
 import { ByteTail, NO_USAGE, parseUsage } from './answer-tail.js';
+import type { SendWindow } from './window.js';
 
 const DATA_EVENT = Buffer.from('data: ');
 const DONE_EVENT = 'data: [DONE]';
@@ -68,8 +69,11 @@ function lastFrame(invoke: Invoke, signal: AbortSignal, status: number, text: st
   return { t: 'end', tokens: invoke.stream ? Math.max(0, tokens - 1) : 0, ...usage };
 }
 
-/** The frames of one invocation: accepted at once, then the runtime's head, its bytes as they come, and the end. */
-export async function* produceFrames(invoke: Invoke, signal: AbortSignal, calling: Promise<Call>): AsyncGenerator<Frame> {
+/**
+ * The frames of one invocation: accepted at once, then the runtime's head, its bytes as they come, and the end.
+ * With a window, the runtime is read no further ahead of the holder's credit than it allows.
+ */
+export async function* produceFrames(invoke: Invoke, signal: AbortSignal, calling: Promise<Call>, window: SendWindow | null): AsyncGenerator<Frame> {
   let offset = 0;
   // The node has the invoke: said at once, before the runtime answers (a request that is not streamed may take long).
   yield { o: offset++, t: 'accept' };
@@ -89,7 +93,12 @@ export async function* produceFrames(invoke: Invoke, signal: AbortSignal, callin
       if (chunk.length === 0) continue;
       if (invoke.stream) tokens += countEvents(chunk);
       tail.push(chunk);
-      for (let at = 0; at < chunk.length; at += DATA_PIECE_BYTES) yield { o: offset++, t: 'data', d: chunk.subarray(at, at + DATA_PIECE_BYTES) };
+      for (let at = 0; at < chunk.length; at += DATA_PIECE_BYTES) {
+        const piece = chunk.subarray(at, at + DATA_PIECE_BYTES);
+        const room = window?.take(piece.length, signal);
+        if (room) await room;
+        yield { o: offset++, t: 'data', d: piece };
+      }
     }
   } catch {
     yield {

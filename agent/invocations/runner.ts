@@ -6,6 +6,7 @@ import type { InvokeTarget } from '../supervisor/supervisor.js';
 import { callRuntime, produceFrames } from './frames.js';
 import { createLoadTally } from './load.js';
 import { afterIo, createFramesUpload } from './upload.js';
+import { SendWindow } from './window.js';
 
 export interface InvocationRunnerOptions {
   baseUrl: string;
@@ -29,6 +30,8 @@ export interface InvocationRunnerOptions {
  */
 export function createInvocationRunner(opts: InvocationRunnerOptions) {
   const running = new Map<string, AbortController>();
+  /** The windows of paced invocations, credited from the stream. */
+  const windows = new Map<string, SendWindow>();
   const tally = createLoadTally(opts.onLoadChange);
   const upload = createFramesUpload(opts);
 
@@ -45,7 +48,9 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
       const target = opts.runtime(invoke.assignmentId);
       const tracked = target.ok ? tally.track(invoke) : null;
       const calling = callRuntime(invoke, target, controller.signal, () => tracked?.answered());
-      const frames = produceFrames(invoke, controller.signal, calling);
+      const window = invoke.window ? new SendWindow(invoke.window) : null;
+      if (window) windows.set(invoke.invocationId, window);
+      const frames = produceFrames(invoke, controller.signal, calling, window);
       // The runtime call is the critical path: its request reaches the socket before the upload is signed and
       // opened (the upload only has to be open by the time the runtime answers). The uplink is open already.
       const uploading = opts.uplink.usable() ? viaUplink(invoke.invocationId, frames) : afterIo().then(() => upload(invoke.invocationId, frames));
@@ -58,9 +63,14 @@ export function createInvocationRunner(opts: InvocationRunnerOptions) {
         .finally(() => {
           clearTimeout(timer);
           running.delete(invoke.invocationId);
+          windows.delete(invoke.invocationId);
           // The upload settled: the runtime's answer was relayed to its end, or the call was aborted.
           tracked?.done();
         });
+    },
+    /** The link holder's credit: per invocation, what it passed on of the answer so far. */
+    credit(credits: Record<string, number>): void {
+      for (const [invocationId, total] of Object.entries(credits)) windows.get(invocationId)?.credit(total);
     },
     cancel(invocationId: string, reason: string): void {
       running.get(invocationId)?.abort(reason);

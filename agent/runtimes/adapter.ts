@@ -21,6 +21,11 @@ export interface RuntimeHandle {
    * on every call and probe, so that only the agent calls it. Null for a runtime an older agent launched without one.
    */
   token: string | null;
+  /**
+   * The uid it runs as when the agent switched users for it: the uid of the range it holds, or the policy's one
+   * user's. Null when it runs as the agent, or an older agent launched it without keeping it.
+   */
+  uid: number | null;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Assignment } from '../../shared/contracts/desired.js';
 import type { AgentPolicy } from '../policy.js';
-import type { RuntimeUser } from '../runtime-user.js';
+import type { RuntimeUsers } from '../runtime-user.js';
 import type { RuntimeAdapter } from './adapter.js';
 import { ProcessAdapter } from './process.js';
 import { simulatedLaunch } from './simulated.js';
@@ -9,8 +9,8 @@ import { templateLaunch } from './template.js';
 export interface AdaptersOptions {
   stateDir: string;
   policy: AgentPolicy;
-  /** Who runtimes run as; null when the agent runs as root and its policy names no one (nothing runs). */
-  user: RuntimeUser | null;
+  /** Whom runtimes run as; null when the agent runs as root and its policy names no one (nothing runs). */
+  users: RuntimeUsers | null;
   /** The machine's GPU indices (from its inventory). */
   gpus?: () => Promise<number[]>;
   log: (event: string, fields?: Record<string, unknown>) => void;
@@ -23,7 +23,8 @@ export interface AdaptersOptions {
 export function createAdapters(opts: AdaptersOptions): Record<Assignment['runtime']['kind'], RuntimeAdapter> {
   const adapter = new ProcessAdapter({
     ...opts,
-    launchSpec: (assignment) => (assignment.runtime.kind === 'simulated' ? simulatedLaunch(assignment.runtime) : templateLaunch(assignment.runtime)),
+    launchSpec: (assignment, ids) =>
+      assignment.runtime.kind === 'simulated' ? simulatedLaunch(assignment.runtime, ids) : templateLaunch(assignment.runtime, ids),
   });
   return { template: adapter, simulated: adapter };
 }

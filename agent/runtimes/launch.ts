@@ -1,4 +1,5 @@
 import { AGENT_PLACEHOLDERS } from '../../shared/contracts/runtime-template.js';
+import type { RuntimeIds } from '../runtime-user.js';
 import { LaunchRefused } from './adapter.js';
 
 /** What a runtime is launched from, whatever its kind. */
@@ -13,6 +14,8 @@ export interface LaunchSpec {
   /** The digest the executable must have on disk; null for the agent's own binary (the simulator). */
   executableSha256: string | null;
   cwd: string;
+  /** The ids the process is started with; null: as the agent (a program that switches to the runtime's ids itself). */
+  spawnAs: RuntimeIds | null;
 }
 
 /** The PATH every runtime gets: never the agent's own, which an administrator's shell may have extended. */

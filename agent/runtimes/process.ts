@@ -8,8 +8,8 @@ import { z } from 'zod';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { canonicalize, sha256Hex } from '../../shared/canonical.js';
 import { cacheSettings, insideRoots, policyRefusal, type AgentPolicy } from '../policy.js';
-import type { RuntimeUser } from '../runtime-user.js';
-import { writeFileAtomic } from '../state.js';
+import { inUidRange, type RuntimeIds, type RuntimeUser, type RuntimeUsers } from '../runtime-user.js';
+import { homesDir, writeFileAtomic } from '../state.js';
 import type { Dispatcher } from 'undici';
 import { ArtifactCache, type PullProgress } from '../artifacts/cache.js';
 import { proxyDispatcher } from '../proxy.js';
@@ -18,6 +18,7 @@ import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './fi
 import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';
 import { RuntimeHttp } from './runtime-http.js';
+import { freshHome, lowestFreeUid, uidsInUse } from './uids.js';
 
 const RuntimeRecord = z.object({
   assignmentId: z.string(),
@@ -33,14 +34,20 @@ const RuntimeRecord = z.object({
   gpuIndices: z.array(z.number().int().nonnegative()).default([]),
   // Records written before runtime calls were authenticated name runtimes launched without a token.
   token: z.string().min(1).nullable().default(null),
+  // Records written before the uid was kept name runtimes of the agent's own user or of the policy's one user.
+  uid: z.number().int().nonnegative().nullable().default(null),
 });
 
 export interface ProcessAdapterOptions {
   stateDir: string;
   policy: AgentPolicy;
-  /** Who runtimes run as; null when the agent runs as root and its policy names no one: every launch is refused. */
-  user: RuntimeUser | null;
-  launchSpec: (assignment: Assignment) => LaunchSpec;
+  /**
+   * Whom runtimes run as; null when the agent runs as root and its policy names no one: every launch is refused. A
+   * range's runtimes get their homes in the state dir's homes dir, which `secureStateDir` made theirs to pass.
+   */
+  users: RuntimeUsers | null;
+  /** How the assignment's runtime is launched, as the ids it runs as (null: as the agent). */
+  launchSpec: (assignment: Assignment, ids: RuntimeIds | null) => LaunchSpec;
   /** The machine's GPU indices; none by default. */
   gpus?: () => Promise<number[]>;
   log: (event: string, fields?: Record<string, unknown>) => void;
@@ -85,14 +92,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * The process adapter: launches a runtime (a template's executable, the simulator) in its own process group with
  * its output in a file, so that it survives an agent restart and can be re-adopted. Nothing runs unless the local
  * policy accepts it: the control plane's signature is necessary, never sufficient. A runtime gets only its
- * assignment's variables and the agent's own few, runs as the policy's unprivileged user when the agent is root,
- * and writes its output through a descriptor the agent opened, so it needs no access to the state dir. State is
- * kept in `<state dir>/runtimes/<assignment>.json`, output in `<assignment>.log` (and its rotated segment `.log.1`).
+ * assignment's variables and the agent's own few, runs unprivileged when the agent is root (a uid of the policy's
+ * range of its own, or the policy's one user), and writes its output through a descriptor the agent opened, so it
+ * needs no access to `runtimes/`. State is kept in `<state dir>/runtimes/<assignment>.json`, output in
+ * `<assignment>.log` (and its rotated segment `.log.1`).
  */
 export class ProcessAdapter implements RuntimeAdapter {
   private readonly rings = new Map<string, LogRing>();
   /** GPUs held by the runtimes this adapter launched or adopted, by assignment. */
   private readonly gpusHeld = new Map<string, number[]>();
+  /**
+   * The uid of the range each runtime this adapter launched or adopted runs as, by assignment, with its pid (null
+   * while it is launched): held while that launch goes on or its process group lives, even before it switched to it.
+   */
+  private readonly uidsHeld = new Map<string, { uid: number; pid: number | null }>();
 
   private readonly http = new RuntimeHttp();
 
@@ -126,13 +139,42 @@ export class ProcessAdapter implements RuntimeAdapter {
     return this.cache.cachedVersions();
   }
 
-  /** Who the assignment's runtime runs as, once the local policy accepts it; throws the refusal otherwise. */
-  private admit(assignment: Assignment): RuntimeUser {
+  /** Whom the assignment's runtime may run as, once the local policy accepts it; throws the refusal otherwise. */
+  private admit(assignment: Assignment): RuntimeUsers {
     const reason = policyRefusal(this.opts.policy, assignment);
     if (reason !== null) throw refusedByPolicy(reason);
-    const user = this.opts.user;
-    if (!user) throw refusedByPolicy('the agent runs as root and the policy names no runAs user to run runtimes as');
-    return user;
+    const users = this.opts.users;
+    if (!users) throw refusedByPolicy('the agent runs as root and the policy names no runAs user to run runtimes as');
+    return users;
+  }
+
+  /**
+   * Who a launch runs as: the one user, or the lowest uid of the range that no other runtime of this adapter holds
+   * and no live process runs as, reserved at once (two launches in parallel never get the same one), with a new home.
+   */
+  private async runAs(assignmentId: string, users: RuntimeUsers): Promise<RuntimeUser> {
+    if (users.kind === 'one') return users.user;
+    const used = await uidsInUse();
+    const held = new Set(
+      [...this.uidsHeld].filter(([id, runtime]) => id !== assignmentId && (runtime.pid === null || groupAlive(runtime.pid))).map(([, runtime]) => runtime.uid),
+    );
+    const uid = lowestFreeUid(users.uids, held, used);
+    const { first, count } = users.uids;
+    if (uid === null) throw new Error(`no free uid: every uid of the local policy's runAs range ${first}-${first + count - 1} is held by a runtime`);
+    this.uidsHeld.set(assignmentId, { uid, pid: null });
+    try {
+      return { name: `uid ${uid}`, home: await freshHome(homesDir(this.stateDir), uid, users.gid), ids: { uid, gid: users.gid } };
+    } catch (error) {
+      this.uidsHeld.delete(assignmentId);
+      throw error;
+    }
+  }
+
+  /** Whether a runtime found running runs as the policy lets runtimes run now: one switched to another user is not adopted. */
+  private runsAsAllowed(record: RuntimeHandle, users: RuntimeUsers): boolean {
+    if (users.kind === 'range') return record.uid !== null && inUidRange(users.uids, record.uid);
+    // A record without a uid is an older agent's, which ran every runtime as the policy's one user.
+    return record.uid === null || record.uid === users.user.ids?.uid;
   }
 
   // Encoded, so that no assignment id ('../../etc/x') names a file outside the runtimes dir; the control plane's
@@ -177,8 +219,9 @@ export class ProcessAdapter implements RuntimeAdapter {
   async inspect(assignment: Assignment): Promise<Adoption | null> {
     this.holdVersion(assignment);
     const record = await this.readRecord(assignment.assignmentId);
+    let users: RuntimeUsers;
     try {
-      this.admit(assignment);
+      users = this.admit(assignment);
     } catch (refusal) {
       // A runtime the policy refuses now (it changed since the launch) stops, rather than go on as adopted.
       if (record) await this.release(record, 'the local policy refuses it');
@@ -197,9 +240,12 @@ export class ProcessAdapter implements RuntimeAdapter {
           ? 'another server answers on its port'
           : !(await this.owns(record, health))
             ? 'its pid belongs to another process'
-            : null;
+            : !this.runsAsAllowed(record, users)
+              ? 'it runs as another user than the local policy gives'
+              : null;
     if (refusal === null) {
       this.gpusHeld.set(record.assignmentId, record.gpuIndices);
+      if (users.kind === 'range') this.uidsHeld.set(record.assignmentId, { uid: record.uid!, pid: record.pid });
       return { handle: record, ready: health.ok };
     }
     await this.release(record, refusal, health);
@@ -239,13 +285,14 @@ export class ProcessAdapter implements RuntimeAdapter {
   }
 
   async prepare(assignment: Assignment, signal: AbortSignal, onPull?: (progress: PullProgress) => void): Promise<void> {
-    const user = this.admit(assignment);
+    const users = this.admit(assignment);
     this.holdVersion(assignment);
     if (assignment.version) {
-      // The state dir is private (0700): a runtime running as another user could not open a folder inside it.
-      if (user.ids && insideRoots([this.stateDir], this.cache.layout.dir)) {
+      // The state dir is private (0700) unless runtimes have uids of a range (0710, their group): a runtime running as
+      // the one other user could not open a folder inside it.
+      if (users.kind === 'one' && users.user.ids && insideRoots([this.stateDir], this.cache.layout.dir)) {
         throw refusedByPolicy(
-          `the model cache ${this.cache.layout.dir} lies in the agent's private state dir, which runtimes running as ${user.name} cannot read: set cache.dir in the local policy`,
+          `the model cache ${this.cache.layout.dir} lies in the agent's private state dir, which runtimes running as ${users.user.name} cannot read: set cache.dir in the local policy`,
         );
       }
       await this.cache.ensure(assignment.version, signal, onPull);
@@ -257,10 +304,20 @@ export class ProcessAdapter implements RuntimeAdapter {
   }
 
   async start(assignment: Assignment): Promise<RuntimeHandle> {
-    const user = this.admit(assignment);
+    const users = this.admit(assignment);
     const previous = await this.readRecord(assignment.assignmentId);
     if (previous) await this.release(previous, 'a new runtime is launched in its place');
-    const spec = this.opts.launchSpec(assignment);
+    const user = await this.runAs(assignment.assignmentId, users);
+    try {
+      return await this.launch(assignment, user);
+    } catch (error) {
+      this.uidsHeld.delete(assignment.assignmentId);
+      throw error;
+    }
+  }
+
+  private async launch(assignment: Assignment, user: RuntimeUser): Promise<RuntimeHandle> {
+    const spec = this.opts.launchSpec(assignment, user.ids);
     if (spec.executableSha256 !== null) {
       // Checked at every launch: the file may have changed since the last one.
       const onDisk = await executableDigest(spec.executable);
@@ -293,13 +350,15 @@ export class ProcessAdapter implements RuntimeAdapter {
         stdio: ['ignore', log, log],
         cwd: spec.cwd,
         env: runtimeEnv(spec.env, { home: user.home, port, instanceId, gpuIndices, token }),
-        ...(user.ids ?? {}),
+        ...(spec.spawnAs ?? {}),
       });
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);
         child.once('error', reject);
       });
       child.unref();
+      const held = this.uidsHeld.get(assignment.assignmentId);
+      if (held) held.pid = child.pid!;
       const handle: RuntimeHandle = {
         assignmentId: assignment.assignmentId,
         pid: child.pid!,
@@ -311,6 +370,7 @@ export class ProcessAdapter implements RuntimeAdapter {
         healthPath: spec.healthPath,
         gpuIndices,
         token,
+        uid: user.ids?.uid ?? null,
       };
       await writeFileAtomic(this.recordPath(assignment.assignmentId), JSON.stringify(handle));
       return handle;
@@ -386,6 +446,7 @@ export class ProcessAdapter implements RuntimeAdapter {
     for (let waited = 0; waited < 5_000 && groupAlive(handle.pid); waited += 50) await sleep(50);
     if (groupAlive(handle.pid)) signal('SIGKILL');
     this.gpusHeld.delete(handle.assignmentId);
+    this.uidsHeld.delete(handle.assignmentId);
     await rm(this.recordPath(handle.assignmentId), { force: true });
   }
 
@@ -401,6 +462,7 @@ export class ProcessAdapter implements RuntimeAdapter {
     await this.ring(assignmentId).remove();
     this.rings.delete(assignmentId);
     this.gpusHeld.delete(assignmentId);
+    this.uidsHeld.delete(assignmentId);
     this.versionsInUse.delete(assignmentId);
     // A runtime that died by itself leaves its record behind.
     await rm(this.recordPath(assignmentId), { force: true });

@@ -33,9 +33,12 @@ export function newApp(ports: Ports): Hono<AppEnv> {
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
-    const { reachable, migrated } = await storeReadiness(ports.store.db);
+    const { reachable, migrated, auditOwnedByPlane } = await storeReadiness(ports.store.db);
     const ready = reachable && migrated === true;
-    return c.json({ status: ready ? 'ready' : reachable ? 'not_ready' : 'store_unreachable', store: ports.store.kind, reachable, migrated }, ready ? 200 : 503);
+    return c.json(
+      { status: ready ? 'ready' : reachable ? 'not_ready' : 'store_unreachable', store: ports.store.kind, reachable, migrated, auditOwnedByPlane },
+      ready ? 200 : 503,
+    );
   });
   registerMetrics(app, ports);
   app.route('/api/v1', managementApi({ maxBodyBytes: ports.config.apiMaxBodyBytes, manifestMaxBodyBytes: ports.config.manifestMaxBodyBytes }));

@@ -71,7 +71,10 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   }
   metrics.queueTime.observe(labels, queueMs / 1000);
   const invocationId = newId('invocation');
-  const queue = new FrameQueue(dataPlane.budget);
+  // A streamed answer is paced to its client; one that is not is held whole (bounded by the budget) and needs none.
+  const queue = new FrameQueue(
+    request.stream ? { budget: dataPlane.budget, window: config.relayWindowBytes, stallMs: config.relayClientStallMs } : { budget: dataPlane.budget },
+  );
   const dispatchedAt = performance.now();
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
     queue.close();

@@ -124,23 +124,43 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
       if (open) out.close();
       open = false;
     };
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        out = controller;
+    /** Settles when the Worker reads on (flow control: credit waits for it). */
+    let pulled: (() => void) | null = null;
+    const wakePull = () => {
+      pulled?.();
+      pulled = null;
+    };
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start(controller) {
+          out = controller;
+        },
+        pull() {
+          wakePull();
+        },
+        cancel() {
+          open = false;
+          wakePull();
+          abandon();
+        },
       },
-      cancel() {
-        open = false;
-        abandon();
-      },
-    });
+      new CountQueuingStrategy({ highWaterMark: 16 }),
+    );
     run = serveForwarded(holder, invoke, machineId, {
       write(chunks) {
         if (!open) return;
         for (const chunk of chunks) out.enqueue(chunk);
       },
+      ready() {
+        if (!open || (out.desiredSize ?? 1) > 0) return null;
+        return new Promise<void>((resolve) => {
+          pulled = resolve;
+        });
+      },
       end() {
         if (open) out.close();
         open = false;
+        wakePull();
         finished();
       },
     });

@@ -17,10 +17,25 @@ export const NodeEnv = z.object({
   LUNANEXA_PEER_HOST: z.string().default('127.0.0.1'),
   LUNANEXA_PEER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   LUNANEXA_PEER_URL: z.string().url().optional(),
+  /**
+   * TLS on the peer channel: the listener's certificate and key (PEM files; both or neither), which then serves
+   * HTTPS and advertises an https URL, and the CA certificates (a PEM file) the other instances' certificates are
+   * checked against (unset: the system's). The certificate must name the host of the advertised URL.
+   */
+  LUNANEXA_PEER_TLS_CERT: z.string().min(1).optional(),
+  LUNANEXA_PEER_TLS_KEY: z.string().min(1).optional(),
+  LUNANEXA_PEER_TLS_CA: z.string().min(1).optional(),
   /** Embedded store, admin token and simulator state live here. */
   LUNANEXA_DATA_DIR: z.string().default('.lunanexa'),
   /** When set, the store is this PostgreSQL instead of the embedded one. */
   DATABASE_URL: z.string().url().optional(),
+  /**
+   * The same database as the role that owns its tables: migrations are applied through it (at start, and by
+   * `npm run db:migrate`), and DATABASE_URL's role is granted only what the control plane does, the audit log
+   * append-only. Unset: DATABASE_URL's role migrates and owns the tables, and could switch the audit log's
+   * append-only trigger off (docs/operations.md, "Database roles").
+   */
+  LUNANEXA_DATABASE_OWNER_URL: z.string().url().optional(),
   /**
    * Key of runtime secrets, base64 of 32 bytes. Unset on Node: `<data dir>/secret.key`, generated on first
    * start. Instances sharing one database need the same key.
@@ -75,6 +90,9 @@ export const NodeEnv = z.object({
   LUNANEXA_RELAY_BUFFER_MAX_BYTES: z.coerce.number().int().positive().optional(),
   LUNANEXA_PLAIN_ANSWER_MAX_BYTES: z.coerce.number().int().positive().optional(),
   LUNANEXA_RELAY_BUFFERS_MAX_BYTES: z.coerce.number().int().positive().optional(),
+  /** See `relayWindowBytes` and `relayClientStallMs` in functions/kernel/config.ts. */
+  LUNANEXA_RELAY_WINDOW_BYTES: z.coerce.number().int().positive().optional(),
+  LUNANEXA_RELAY_CLIENT_STALL_MS: z.coerce.number().int().positive().optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -95,6 +113,8 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     relayBufferMaxBytes: env.LUNANEXA_RELAY_BUFFER_MAX_BYTES,
     plainAnswerMaxBytes: env.LUNANEXA_PLAIN_ANSWER_MAX_BYTES,
     relayBuffersMaxBytes: env.LUNANEXA_RELAY_BUFFERS_MAX_BYTES,
+    relayWindowBytes: env.LUNANEXA_RELAY_WINDOW_BYTES,
+    relayClientStallMs: env.LUNANEXA_RELAY_CLIENT_STALL_MS,
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
     artifactsS3: artifactsS3FromEnv(env),

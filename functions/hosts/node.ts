@@ -17,6 +17,7 @@ import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
 import { createServiceCaches } from '../services/caches.js';
 import { openPgStore } from '../store/pg.js';
+import { auditOwnedByPlane } from '../store/roles.js';
 import { loadSecretKeyFile } from '../services/secret-key.js';
 import { localArtifactStore } from '../store/artifacts/local.js';
 import { artifactUrlKey } from '../services/store-secrets.js';
@@ -24,7 +25,8 @@ import { newId } from '../../shared/ids.js';
 import { InstanceLease } from '../services/instances.js';
 import { PeerAuth } from '../link/peer-auth.js';
 import { PeerHolders } from '../link/peer-holders.js';
-import { startPeerServer, type PeerServer } from '../api/peer/server.js';
+import { startPeerServer, type PeerServer, type PeerTls } from '../api/peer/server.js';
+import { capConnections, headerBounds } from '../api/http/listener-bounds.js';
 import { errorFields } from '../kernel/telemetry/error-fields.js';
 import { serviceCtx, type Ports } from '../dataplane/ports.js';
 import type { ServiceCtx, ServicePorts } from '../services/service-context.js';
@@ -34,8 +36,16 @@ export interface ControlPlaneOptions {
   host?: string;
   dataDir: string;
   databaseUrl?: string;
-  /** The peer channel's listener (loopback, a free port by default) and the URL advertised to the other instances. */
-  peer?: { host?: string; port?: number; url?: string };
+  /**
+   * The role that applies the migrations and so owns the tables (LUNANEXA_DATABASE_OWNER_URL), when it is not
+   * `databaseUrl`'s: that one is then granted only what the plane does, the audit log append-only.
+   */
+  databaseOwnerUrl?: string;
+  /**
+   * The peer channel's listener (loopback, a free port by default), the URL advertised to the other instances, its
+   * certificate and key when it serves HTTPS, and the certificates (PEM) the other instances' are checked against.
+   */
+  peer?: { host?: string; port?: number; url?: string; tls?: PeerTls; ca?: string };
   config?: Partial<ControlPlaneConfig>;
   logger?: Logger;
 }
@@ -97,8 +107,19 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const config = ControlPlaneConfig.parse({ ...opts.config, secretKey: opts.config?.secretKey ?? (await loadSecretKeyFile(dataDir)), artifactsDir });
   // Operators copy versions' files in: it is theirs to lay out (docs/artifacts.md); it only has to exist.
   if (!config.artifactsS3) await mkdir(artifactsDir, { recursive: true });
+  if (opts.databaseOwnerUrl && !opts.databaseUrl) throw new Error('LUNANEXA_DATABASE_OWNER_URL is set without DATABASE_URL: the embedded store has one role');
   // The embedded store is imported only when it is used: on DATABASE_URL the bundle runs without PGlite installed.
-  const store = opts.databaseUrl ? await openPgStore(opts.databaseUrl) : await (await import('../store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
+  const store = opts.databaseUrl
+    ? await openPgStore(opts.databaseUrl, { ownerUrl: opts.databaseOwnerUrl })
+    : await (await import('../store/pglite.js')).openPgliteStore(join(dataDir, 'store'));
+  // Said once, where it can be mended: the embedded store has only the one role.
+  if (opts.databaseUrl && (await auditOwnedByPlane(store.db))) {
+    logger.warn(
+      "the audit log can be tampered with by this control plane's own database role: it owns audit_events (or acts as its owner), so anyone " +
+        'with DATABASE_URL can switch its append-only trigger off and cut or rewrite entries, and the chain would still verify. Apply the ' +
+        'migrations as a separate owner role: set LUNANEXA_DATABASE_OWNER_URL (docs/operations.md, "Database roles")',
+    );
+  }
   // Across instances the bus is Postgres LISTEN/NOTIFY; the embedded store is one process, so memory suffices.
   const bus = opts.databaseUrl
     ? await createPgBus(opts.databaseUrl, {
@@ -111,7 +132,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   const identity = createIdentityLoader(store.db);
   const peerAuth = new PeerAuth(instanceId, identity);
   // The peer channel matters only where several instances share a store; the embedded store has one.
-  const peerHolders = opts.databaseUrl ? new PeerHolders({ instanceId, auth: peerAuth, db: () => ports.store.db }) : undefined;
+  const peerHolders = opts.databaseUrl ? new PeerHolders({ instanceId, auth: peerAuth, db: () => ports.store.db, ca: opts.peer?.ca }) : undefined;
   let peerServer: PeerServer | null = null;
   // Known once the server listens; the local store's URLs are made only after that.
   let listening = '';
@@ -138,7 +159,12 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
       : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
   };
   peerServer = peerHolders
-    ? await startPeerServer(ports, peerAuth, { host: opts.peer?.host ?? '127.0.0.1', port: opts.peer?.port ?? 0, advertise: opts.peer?.url })
+    ? await startPeerServer(ports, peerAuth, {
+        host: opts.peer?.host ?? '127.0.0.1',
+        port: opts.peer?.port ?? 0,
+        advertise: opts.peer?.url,
+        tls: opts.peer?.tls,
+      })
     : null;
   const systemCtx = serviceCtx(ports, 'system');
   const workspaceId = await ensureWorkspace({ ctx: systemCtx, input: { name: ROOT_WORKSPACE } });
@@ -162,21 +188,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
         fetch: app.fetch,
         port: opts.port ?? 8787,
         hostname: opts.host ?? '127.0.0.1',
-        // Headers that trickle in are cut at `headersTimeoutMs`, checked this often (Node's default: every 30 s).
-        serverOptions: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs) },
+        serverOptions: headerBounds(config),
       },
       () => resolveServer(s),
     );
   });
   // Idle keep-alive connections outlive the usual 60 s idle timeout of the load balancers and clients in
   // front: the side that closes first must be the client, or a request sent on a connection the server is
-  // closing at that instant fails ("other side closed"). Node's default is 5 s. The headers timeout counts from a
-  // request's first byte, never over an idle connection; requests (bodies) keep Node's own bound.
-  if ('keepAliveTimeout' in server) {
-    server.keepAliveTimeout = 65_000;
-    server.headersTimeout = config.headersTimeoutMs;
-    if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
-  }
+  // closing at that instant fails ("other side closed"). Node's default is 5 s. Requests (bodies) keep Node's own bound.
+  if ('keepAliveTimeout' in server) server.keepAliveTimeout = 65_000;
+  capConnections(server, config);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : (opts.port ?? 8787);
   listening = `http://${opts.host ?? '127.0.0.1'}:${port}`;
@@ -222,6 +243,19 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   };
 }
 
+/** The peer channel's options from LUNANEXA_PEER_*, its TLS files read. */
+export async function peerFromEnv(env: NodeEnv): Promise<NonNullable<ControlPlaneOptions['peer']>> {
+  const { LUNANEXA_PEER_TLS_CERT: cert, LUNANEXA_PEER_TLS_KEY: key, LUNANEXA_PEER_TLS_CA: ca } = env;
+  if (Boolean(cert) !== Boolean(key)) throw new Error('LUNANEXA_PEER_TLS_CERT and LUNANEXA_PEER_TLS_KEY go together: set both or neither');
+  return {
+    host: env.LUNANEXA_PEER_HOST,
+    port: env.LUNANEXA_PEER_PORT,
+    url: env.LUNANEXA_PEER_URL,
+    tls: cert && key ? { cert: await readFile(cert, 'utf8'), key: await readFile(key, 'utf8') } : undefined,
+    ca: ca ? await readFile(ca, 'utf8') : undefined,
+  };
+}
+
 async function main() {
   const env = NodeEnv.parse(process.env);
   const plane = await startControlPlane({
@@ -229,7 +263,8 @@ async function main() {
     host: env.LUNANEXA_HOST,
     dataDir: env.LUNANEXA_DATA_DIR,
     databaseUrl: env.DATABASE_URL,
-    peer: { host: env.LUNANEXA_PEER_HOST, port: env.LUNANEXA_PEER_PORT, url: env.LUNANEXA_PEER_URL },
+    databaseOwnerUrl: env.LUNANEXA_DATABASE_OWNER_URL,
+    peer: await peerFromEnv(env),
     config: configFromEnv(env),
   });
   plane.ports.logger.info({ url: plane.url, store: plane.ports.store.kind }, 'control plane listening');

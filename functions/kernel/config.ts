@@ -129,13 +129,14 @@ export const ControlPlaneConfig = z
      */
     admissionTokenShare: z.number().gt(0).max(1).default(0.5),
     /**
-     * Node: a request whose headers have not all arrived this long after its first byte is answered 408 and its
-     * connection closed (LUNANEXA_HEADERS_TIMEOUT_MS), checked every second; a trickled header holds a connection
-     * no longer. Bodies and answers are not timed by it: SSE streams, uplinks and uploads are long-lived.
+     * Node, the API's listener and the peer channel's: a request whose headers have not all arrived this long after
+     * its first byte is answered 408 and its connection closed (LUNANEXA_HEADERS_TIMEOUT_MS), checked every second; a
+     * trickled header holds a connection no longer. Bodies and answers are not timed by it: SSE streams, uplinks and uploads are long-lived.
      */
     headersTimeoutMs: z.number().int().min(100).max(300_000).default(10_000),
     /**
-     * Node: connections the server holds at once (LUNANEXA_MAX_CONNECTIONS); one more is closed as it arrives.
+     * Node: connections each listener (the API's, the peer channel's) holds at once (LUNANEXA_MAX_CONNECTIONS); one
+     * more is closed as it arrives.
      * Each agent holds two (its stream and its uplink) and each live console or streamed answer one; keep it under
      * the process's open-files limit. 0: no cap.
      */
@@ -179,6 +180,17 @@ export const ControlPlaneConfig = z
       .int()
       .positive()
       .default(8 * 1024 * 1024),
+    /**
+     * Flow control (docs/relay.md, "Memory"): data bytes of one streamed answer a node sends ahead of what its client
+     * has taken. At it the node stops reading its runtime until the client reads on.
+     */
+    relayWindowBytes: z
+      .number()
+      .int()
+      .min(64 * 1024)
+      .default(1024 * 1024),
+    /** A streamed answer's client that takes nothing for this long while the answer waits is cut: `client_too_slow`. */
+    relayClientStallMs: z.number().int().positive().default(60_000),
     /** Largest answer that is not streamed (it is held whole, then sent): past it, 502 `answer_too_large`. */
     plainAnswerMaxBytes: z
       .number()

@@ -112,6 +112,7 @@ export class DurableHolders implements RemoteHolders {
     // Once its last frame is here the invocation is over, and the holder's release must not post a cancel for it.
     const ended = () => this.running.delete(invoke.invocationId);
     const relayed: FrameSink = {
+      room: () => sink.room?.() ?? null,
       frame: (frame) => {
         if (frame.t === 'end' || frame.t === 'error') ended();
         sink.frame(frame);

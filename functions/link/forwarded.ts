@@ -19,13 +19,16 @@ export const MACHINE_HEADER = 'x-lunanexa-machine';
 export interface ForwardedOut {
   write(chunks: Uint8Array[]): void;
   end(): void;
+  /** Null while the caller's connection takes more; else settles once it drained. Absent: it always takes more. */
+  ready?(): Promise<void> | null;
 }
 
 /**
  * The holder's half: dispatches `invoke` to the machine whose link is held here and writes its frames to `out`,
  * those of one event-loop turn in one write. `gone` is what the caller going away calls: the invocation is
  * cancelled on the node; `stop` ends it from the holder's side. `done` tells whether the last frame was written
- * (or the caller went).
+ * (or the caller went). A paced invocation (`invoke.window`) is credited as its frames leave for the caller: what
+ * the caller's connection does not take holds the node back, here as on the instance that forwarded it.
  */
 export function serveForwarded(
   holder: LinkHolder,
@@ -34,15 +37,37 @@ export function serveForwarded(
   out: ForwardedOut,
 ): { dispatched: Promise<void>; gone(): void; stop(code: string, message: string): void; done(): boolean } {
   let done = false;
+  /** Data bytes written to the caller and not yet passed on (credited): they wait for its connection to drain. */
+  let unpaced = 0;
+  let draining = false;
+  const passOn = () => {
+    if (unpaced === 0 || draining || !sink.onPassedOn) return;
+    const ready = out.ready?.() ?? null;
+    if (ready === null) {
+      const bytes = unpaced;
+      unpaced = 0;
+      sink.onPassedOn(bytes);
+      return;
+    }
+    draining = true;
+    void ready.then(() => {
+      draining = false;
+      passOn();
+    });
+  };
   const batch = turnBatch<Uint8Array>((chunks) => {
     out.write(chunks);
     if (done) out.end();
+    else passOn();
   });
   const send = (frame: Frame) => batch.push(encodeFrame(invoke.invocationId, frame));
   const sink: FrameSink = {
+    window: invoke.window,
+    onPassedOn: null,
     frame(frame) {
       if (done) return;
       if (frame.t === 'end' || frame.t === 'error') done = true;
+      else if (frame.t === 'data') unpaced += frame.d.length;
       send(frame);
     },
     fail(code, message) {
@@ -72,7 +97,8 @@ export function serveForwarded(
 
 /**
  * The caller's half: reads the holder's answer into `sink` until it ends. An answer that breaks off before its
- * last frame fails the invocation (`holder_lost`) unless `aborted()` says the caller stopped it itself.
+ * last frame fails the invocation (`holder_lost`) unless `aborted()` says the caller stopped it itself. A paced
+ * sink that is full stops the reading, so that the holder's writes wait and its node is not credited.
  */
 export async function readForwarded(body: AsyncIterable<Uint8Array>, sink: FrameSink, aborted: () => boolean): Promise<void> {
   let finished = false;
@@ -85,7 +111,11 @@ export async function readForwarded(body: AsyncIterable<Uint8Array>, sink: Frame
     control: () => {},
   });
   try {
-    for await (const chunk of body) decoder.push(chunk);
+    for await (const chunk of body) {
+      decoder.push(chunk);
+      const room = sink.room?.();
+      if (room) await room;
+    }
   } catch {
     // Aborted by the caller, or the holder went away: told below unless the invocation is over.
   }

@@ -6,6 +6,15 @@ export interface FrameSink {
   frame(frame: Frame): void;
   /** The invocation failed without a frame of its own saying so (its node or its link holder went away). */
   fail(code: string, message: string): void;
+  /**
+   * Flow control (docs/relay.md, "Memory"): the data bytes the sink takes beyond what it passed on toward the
+   * client. Absent or 0: the sink takes the answer as fast as it comes (held whole, or bounded by the budget).
+   */
+  readonly window?: number;
+  /** Set by the link holder on a paced sink: called with the data bytes the sink passed on, as it passes them. */
+  onPassedOn?: ((bytes: number) => void) | null;
+  /** A paced sink that is full: settles once it has room (see `FrameQueue.room`); null while it has. */
+  room?(): Promise<void> | null;
 }
 
 /** How a machine's stream, held by this instance, is told things. Each call is one write to its response. */
@@ -14,6 +23,8 @@ export interface StreamSink {
   cancel(invocationId: string, reason: string): void;
   /** Acknowledges uplink progress: per invocation, the next offset this instance expects. */
   ack(offsets: ReadonlyMap<string, number>): void;
+  /** Flow control: per invocation, the data bytes passed on toward its client so far. */
+  credit(credits: ReadonlyMap<string, number>): void;
   /** The uplink that said `hello` with this id is bound to the stream: the agent may send frames on it. */
   confirmUplink(uplinkId: string): void;
   /** The agent answered a ping over its uplink (instead of `POST /agent/v1/pong`). */
@@ -57,7 +68,14 @@ interface Dispatched {
   machineId: string;
   nextOffset: number;
   sink: FrameSink;
+  /** Flow control: the invocation's window (0: none), the data bytes its sink passed on, and what the node was told. */
+  window: number;
+  passedOn: number;
+  credited: number;
 }
+
+/** How long, at most, credit waits to be sent with others while less than half an invocation's window is owed. */
+const CREDIT_EVERY_MS = 10;
 
 export type FrameAcceptance = { ok: true; nextOffset: number; duplicate: boolean } | { ok: false; reason: 'unknown' | 'not_yours' | 'gap' };
 
@@ -72,6 +90,9 @@ export class LinkHolder {
   private readonly streams = new Map<string, StreamSink>();
   private readonly dispatched = new Map<string, Dispatched>();
   private readonly detachHooks = new Map<string, Set<() => void>>();
+  /** Credit not yet sent, per machine: per invocation, its running total. */
+  private readonly owed = new Map<string, Map<string, number>>();
+  private creditTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly remote: RemoteHolders | null) {}
 
@@ -108,16 +129,51 @@ export class LinkHolder {
     return () => hooks.delete(hook);
   }
 
-  /** Sends `invoke` to the machine: down its stream here, or through the instance holding its link. */
+  /**
+   * Sends `invoke` to the machine: down its stream here, or through the instance holding its link. A paced sink's
+   * window travels with it; here, what the sink passes on is credited to the node down its stream.
+   */
   async dispatch(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
+    const window = sink.window ?? 0;
+    const sent = window > 0 ? { ...invoke, window } : invoke;
     const local = this.streams.get(machineId);
     if (local) {
-      this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0, sink });
-      local.invoke(invoke);
+      this.dispatched.set(invoke.invocationId, { machineId, nextOffset: 0, sink, window, passedOn: 0, credited: 0 });
+      if (window > 0) sink.onPassedOn = (bytes) => this.passedOn(invoke.invocationId, bytes);
+      local.invoke(sent);
       return;
     }
     if (!this.remote) throw new Error('no instance holds the node stream');
-    await this.remote.forward(invoke, machineId, sink, opts);
+    await this.remote.forward(sent, machineId, sink, opts);
+  }
+
+  private passedOn(invocationId: string, bytes: number): void {
+    // Its last frame came (or it is over): the node sends nothing more that credit could free.
+    const entry = this.dispatched.get(invocationId);
+    if (!entry) return;
+    entry.passedOn += bytes;
+    let owed = this.owed.get(entry.machineId);
+    if (!owed) this.owed.set(entry.machineId, (owed = new Map()));
+    owed.set(invocationId, entry.passedOn);
+    // Half a window owed: the node may be waiting for it, so it goes now; less rides with others a moment later.
+    if (entry.passedOn - entry.credited >= entry.window / 2) this.sendCredit(entry.machineId);
+    else this.creditTimer ??= setTimeout(() => this.sendAllCredit(), CREDIT_EVERY_MS);
+  }
+
+  private sendCredit(machineId: string): void {
+    const owed = this.owed.get(machineId);
+    if (!owed) return;
+    this.owed.delete(machineId);
+    for (const [invocationId, total] of owed) {
+      const entry = this.dispatched.get(invocationId);
+      if (entry) entry.credited = total;
+    }
+    this.streams.get(machineId)?.credit(owed);
+  }
+
+  private sendAllCredit(): void {
+    this.creditTimer = undefined;
+    for (const machineId of [...this.owed.keys()]) this.sendCredit(machineId);
   }
 
   /** Asks the node to abort the runtime call (best effort: a node that is gone has dropped it already). */

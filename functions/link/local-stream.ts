@@ -8,7 +8,7 @@ export interface StreamEvents {
 }
 
 /**
- * The link holder's side of a machine's stream held by this instance: invocations, cancels, uplink acks and
+ * The link holder's side of a machine's stream held by this instance: invocations, cancels, uplink acks, credit and
  * confirmations go down it as events, queued at once (the hot path never waits on the store), and the stream is
  * pinged. An agent that stops answering (frozen) loses its stream: the invocations sent through it fail at once
  * and are retried elsewhere before their first byte, instead of waiting for the node to thaw.
@@ -32,6 +32,7 @@ export function holdLocalStream(input: {
     invoke: (invoke: Invoke) => out.event('invoke', JSON.stringify(invoke)),
     cancel: (invocationId, reason) => out.event('cancel', JSON.stringify({ invocationId, reason })),
     ack: (offsets) => out.event('ack', JSON.stringify({ offsets: Object.fromEntries(offsets) })),
+    credit: (credits) => out.event('credit', JSON.stringify({ credits: Object.fromEntries(credits) })),
     confirmUplink: (uplinkId) => out.event('uplink', JSON.stringify({ uplinkId })),
     pong: () => pings.answeredOverUplink(machineId, connectionId),
   };

@@ -3,7 +3,7 @@ import type { Invoke } from '../../shared/contracts/relay.js';
 import type { Db } from '../store/db.js';
 import { linkHolderOf } from '../services/instances.js';
 import type { FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
-import type { PeerAuth } from './peer-auth.js';
+import type { PeerAuth, PeerRequest } from './peer-auth.js';
 import type { MachinePrincipal } from '../core/principals.js';
 import { MACHINE_HEADER, readForwarded } from './forwarded.js';
 /** How long who holds a machine's link is remembered; a refused forward forgets it at once. */
@@ -14,17 +14,25 @@ interface Holder {
   peerUrl: string | null;
 }
 
+/** What a peer token binds: the request target as undici sends it (the URL's path and query, normalised). */
+function bound(method: string, url: URL, machineId: string): PeerRequest {
+  return { method, path: `${url.pathname}${url.search}`, machineId };
+}
+
 /**
  * The client half of the peer channel (Node): an invocation for a machine whose link another instance holds is
  * forwarded there whole, and its frames stream back on the answer; an agent upload that landed here is piped to
  * the holder the same way. Who holds which link is the store's truth (`stream_leases` and the holder's lease).
  */
 export class PeerHolders implements RemoteHolders {
-  private readonly dispatcher = new Agent({ keepAliveTimeout: 30_000 });
+  private readonly dispatcher: Agent;
   private readonly running = new Map<string, AbortController>();
   private readonly holders = new Map<string, { holder: Holder | null; at: number }>();
 
-  constructor(private readonly deps: { instanceId: string; auth: PeerAuth; db: () => Db }) {}
+  /** `ca`: the certificates (PEM) that peers' HTTPS listeners are checked against, instead of the system's. */
+  constructor(private readonly deps: { instanceId: string; auth: PeerAuth; db: () => Db; ca?: string }) {
+    this.dispatcher = new Agent({ keepAliveTimeout: 30_000, connect: deps.ca ? { ca: deps.ca } : undefined });
+  }
 
   private async holder(machineId: string): Promise<Holder | null> {
     const cached = this.holders.get(machineId);
@@ -53,9 +61,11 @@ export class PeerHolders implements RemoteHolders {
     };
     let response: Awaited<ReturnType<typeof request>>;
     try {
-      response = await request(`${target.url}/peer/v1/invoke`, {
+      const url = new URL(`${target.url}/peer/v1/invoke`);
+      const authorization = await this.deps.auth.header(target.instanceId, bound('POST', url, machineId), invoke.invocationId);
+      response = await request(url, {
         method: 'POST',
-        headers: { authorization: await this.deps.auth.header(target.instanceId), 'content-type': 'application/json', [MACHINE_HEADER]: machineId },
+        headers: { authorization, 'content-type': 'application/json', [MACHINE_HEADER]: machineId },
         body: JSON.stringify(invoke),
         signal: controller.signal,
         dispatcher: this.dispatcher,
@@ -89,9 +99,11 @@ export class PeerHolders implements RemoteHolders {
     const target = await this.target(machineId);
     if (!target) return null;
     try {
-      const response = await request(`${target.url}/peer/v1/agent${path}`, {
+      const url = new URL(`${target.url}/peer/v1/agent${path}`);
+      const authorization = await this.deps.auth.header(target.instanceId, bound(method, url, machineId));
+      const response = await request(url, {
         method,
-        headers: { authorization: await this.deps.auth.header(target.instanceId), [MACHINE_HEADER]: machineId, 'content-type': 'application/octet-stream' },
+        headers: { authorization, [MACHINE_HEADER]: machineId, 'content-type': 'application/octet-stream' },
         // undici streams an async iterable as a chunked body; its typings only name Readable.
         body: body as unknown as string | null,
         dispatcher: this.dispatcher,

@@ -25,7 +25,11 @@ const VIEW_COLUMNS = {
   memberName: workspaceMembers.name,
   models: apiTokens.models,
   rateLimitPerMinute: apiTokens.rateLimitPerMinute,
-  createdBy: apiTokens.createdBy,
+  // Another workspace's token id is not this workspace's to see: a workspace's first admin token is created by the
+  // default workspace's admin.
+  createdBy: sql<
+    string | null
+  >`case when ${apiTokens.createdBy} = 'system' or exists (select 1 from api_tokens creator where creator.id = ${apiTokens.createdBy} and creator.workspace_id = ${apiTokens.workspaceId}) then ${apiTokens.createdBy} end`,
   createdAt: apiTokens.createdAt,
   expiresAt: apiTokens.expiresAt,
   revokedAt: apiTokens.revokedAt,

@@ -1,5 +1,5 @@
 import { and, eq, gt, isNull, ne, or, sql } from 'drizzle-orm';
-import { apiTokens, consoleSessions } from '../store/schema/index.js';
+import { apiTokens, consoleSessions, machineJtis } from '../store/schema/index.js';
 import { newId } from '../../shared/ids.js';
 import type { Role } from '../../shared/contracts/common.js';
 import { hashSecret } from './secrets.js';
@@ -120,4 +120,19 @@ export async function recordSignInFailure({ ctx, input }: { ctx: ServiceCtx; inp
     { workspaceId: row.workspaceId, action: 'console.sign-in-failed', target: row.id, outcome: 'denied', details: { reason } },
   );
   return reason;
+}
+
+/**
+ * Takes a console sign-in form's nonce: true the first time, false ever after, on every instance of the store. The
+ * fence is the replay fence's table (`machine_jtis`, the machines' token ids), under `sign-in:<SHA-256 of the nonce>`
+ * and the owner `console`, kept until the nonce expires and then swept with the machines' entries: a table of its own
+ * would hold the same three columns.
+ */
+export async function takeSignInNonce({ ctx, input }: { ctx: ServiceCtx; input: { nonce: string; expiresAt: Date } }): Promise<boolean> {
+  const taken = await ctx.db
+    .insert(machineJtis)
+    .values({ jti: `sign-in:${await hashSecret(input.nonce)}`, machineId: 'console', expiresAt: input.expiresAt })
+    .onConflictDoNothing()
+    .returning({ jti: machineJtis.jti });
+  return taken.length === 1;
 }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { and, eq, gt, sql } from 'drizzle-orm';
 import { runtimeSecrets } from '../store/schema/index.js';
 import type { RuntimeSecretView, SecretFeed } from '../../shared/contracts/runtime-template.js';
-import { canonicalize } from '../../shared/canonical.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 import { ApiError } from '../kernel/errors.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
@@ -52,7 +51,9 @@ export async function listRuntimeSecrets({
  * (template, env name) pairs listed in `feeds` (none for a new secret written without; an existing one keeps its
  * list when `feeds` is left out). A new value gets a new version, which rolls the replicas that use it; a new
  * list applies at the next reconcile (a deployment it no longer lists stops rendering and receives the value no
- * more); writing what it already has changes nothing.
+ * more). Every write is one, whatever was stored: sealed anew, `updatedAt` moved and audited as a rotation, so that
+ * neither the answer nor the audit log tells the writer whether a value it sent equals the stored one (a guess
+ * oracle); only the replicas, which roll on a new value alone, show it, and a wrong guess has then replaced the secret.
  */
 export async function putRuntimeSecret({
   ctx,
@@ -60,7 +61,7 @@ export async function putRuntimeSecret({
 }: {
   ctx: ServiceCtx & Pick<ServicePorts, 'config' | 'afterWrite'>;
   input: { workspaceId: string; name: string; value: string; feeds?: readonly SecretFeed[] };
-}): Promise<{ view: RuntimeSecretView; changed: boolean }> {
+}): Promise<RuntimeSecretView> {
   const box = requireSecretBox(ctx.config);
   if (input.value.includes('\0'))
     throw new ApiError('validation_failed', 'a runtime secret must not contain NUL at value', [{ path: 'value', message: 'must not contain NUL' }]);
@@ -70,30 +71,28 @@ export async function putRuntimeSecret({
     const [existing] = await tx.db.select().from(runtimeSecrets).where(where).for('update');
     const feeds = input.feeds !== undefined ? normalFeeds(input.feeds) : (existing?.feeds ?? []);
     const sameValue = existing !== undefined && box.open(existing.sealed, aad) === input.value;
-    const sameFeeds = existing !== undefined && canonicalize(existing.feeds) === canonicalize(feeds);
-    if (sameValue && sameFeeds) return { view: secretView(existing), changed: false };
     // The version (which rolls replicas) changes with the value only.
-    const sealed = () => ({ sealed: box.seal(input.value, aad), keyId: box.keyId, version: randomUUID() });
+    const sealed = { sealed: box.seal(input.value, aad), keyId: box.keyId, version: sameValue ? existing.version : randomUUID() };
     const [row] = existing
       ? await tx.db
           .update(runtimeSecrets)
-          .set({ ...(sameValue ? {} : sealed()), feeds, updatedAt: sql`now()` })
+          .set({ ...sealed, feeds, updatedAt: sql`now()` })
           .where(where)
           .returning()
       : await tx.db
           .insert(runtimeSecrets)
-          .values({ workspaceId: input.workspaceId, name: input.name, ...sealed(), feeds })
+          .values({ workspaceId: input.workspaceId, name: input.name, ...sealed, feeds })
           .returning();
     // The name, which key sealed it and what it feeds; never the value, its length or its ciphertext.
     await audit(tx, {
       workspaceId: input.workspaceId,
-      action: !existing ? 'runtime_secret.create' : sameValue ? 'runtime_secret.feeds' : 'runtime_secret.rotate',
+      action: existing ? 'runtime_secret.rotate' : 'runtime_secret.create',
       target: input.name,
       details: { keyId: box.keyId, feeds },
     });
-    return { view: secretView(row!), changed: true };
+    return secretView(row!);
   });
-  if (written.changed) await reconcileAfterWrite(ctx);
+  await reconcileAfterWrite(ctx);
   return written;
 }
 

@@ -7,6 +7,18 @@ import type { Jwks } from '../../shared/contracts/enrollment.js';
 export interface SigningKey {
   kid: string;
   privateKey: CryptoKey;
+  /**
+   * The peer channel's HMAC key (functions/link/peer-auth.ts), derived from the private key: only the instances,
+   * which read that from the store, can derive it; agents pin the public half only.
+   */
+  peerKey: Uint8Array;
+}
+
+/** HKDF-SHA256 of the private key's scalar, salted with its kid: a key for one purpose, not the signing key itself. */
+async function derivePeerKey(kid: string, privateJwk: JWK): Promise<Uint8Array> {
+  const secret = await crypto.subtle.importKey('raw', Buffer.from(privateJwk.d!, 'base64url'), 'HKDF', false, ['deriveBits']);
+  const info = new TextEncoder().encode('lunanexa peer channel v1');
+  return new Uint8Array(await crypto.subtle.deriveBits({ name: 'HKDF', hash: 'SHA-256', salt: new TextEncoder().encode(kid), info }, secret, 256));
 }
 
 /**
@@ -25,7 +37,7 @@ export async function loadSigningKey(db: Db): Promise<SigningKey> {
     rows = await db.select().from(signingKeys).where(isNull(signingKeys.retiredAt)).orderBy(asc(signingKeys.createdAt), asc(signingKeys.kid));
   }
   const row = rows[0]!;
-  return { kid: row.kid, privateKey: (await importJWK(row.privateJwk, 'EdDSA')) as CryptoKey };
+  return { kid: row.kid, privateKey: (await importJWK(row.privateJwk, 'EdDSA')) as CryptoKey, peerKey: await derivePeerKey(row.kid, row.privateJwk) };
 }
 
 /** The public keys agents pin at enrollment. */

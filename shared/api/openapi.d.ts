@@ -3174,7 +3174,7 @@ export interface paths {
                                     [key: string]: {
                                         /** @enum {string} */
                                         type: "string";
-                                        /** @default ^[A-Za-z0-9._/:-]{1,200}$ */
+                                        /** @default ^(?!/)(?!(?:.*\/)?\.\.(?:/|$))[A-Za-z0-9._/:-]{1,200}$ */
                                         pattern: string;
                                         default?: string;
                                         description?: string;
@@ -3310,7 +3310,7 @@ export interface paths {
                                 [key: string]: {
                                     /** @enum {string} */
                                     type: "string";
-                                    /** @default ^[A-Za-z0-9._/:-]{1,200}$ */
+                                    /** @default ^(?!/)(?!(?:.*\/)?\.\.(?:/|$))[A-Za-z0-9._/:-]{1,200}$ */
                                     pattern: string;
                                     default?: string;
                                     description?: string;
@@ -3439,7 +3439,7 @@ export interface paths {
                             [key: string]: {
                                 /** @enum {string} */
                                 type: "string";
-                                /** @default ^[A-Za-z0-9._/:-]{1,200}$ */
+                                /** @default ^(?!/)(?!(?:.*\/)?\.\.(?:/|$))[A-Za-z0-9._/:-]{1,200}$ */
                                 pattern?: string;
                                 default?: string;
                                 description?: string;
@@ -3494,7 +3494,7 @@ export interface paths {
                                 [key: string]: {
                                     /** @enum {string} */
                                     type: "string";
-                                    /** @default ^[A-Za-z0-9._/:-]{1,200}$ */
+                                    /** @default ^(?!/)(?!(?:.*\/)?\.\.(?:/|$))[A-Za-z0-9._/:-]{1,200}$ */
                                     pattern: string;
                                     default?: string;
                                     description?: string;
@@ -4474,7 +4474,7 @@ export interface paths {
                                 } | null;
                                 models: string[] | null;
                                 rateLimitPerMinute: number | null;
-                                createdBy: string;
+                                createdBy: string | null;
                                 createdAt: string;
                                 expiresAt: string | null;
                                 revokedAt: string | null;
@@ -4577,7 +4577,7 @@ export interface paths {
                             } | null;
                             models: string[] | null;
                             rateLimitPerMinute: number | null;
-                            createdBy: string;
+                            createdBy: string | null;
                             createdAt: string;
                             expiresAt: string | null;
                             revokedAt: string | null;
@@ -4711,7 +4711,7 @@ export interface paths {
                             } | null;
                             models: string[] | null;
                             rateLimitPerMinute: number | null;
-                            createdBy: string;
+                            createdBy: string | null;
                             createdAt: string;
                             expiresAt: string | null;
                             revokedAt: string | null;
@@ -4801,7 +4801,7 @@ export interface paths {
                             } | null;
                             models: string[] | null;
                             rateLimitPerMinute: number | null;
-                            createdBy: string;
+                            createdBy: string | null;
                             createdAt: string;
                             expiresAt: string | null;
                             revokedAt: string | null;
@@ -5258,7 +5258,7 @@ export interface paths {
                                 } | null;
                                 models: string[] | null;
                                 rateLimitPerMinute: number | null;
-                                createdBy: string;
+                                createdBy: string | null;
                                 createdAt: string;
                                 expiresAt: string | null;
                                 revokedAt: string | null;

@@ -19,6 +19,12 @@ export const Invoke = z.object({
   deadline: z.number().int(),
   idempotencyKey: z.string().max(256).nullable(),
   stream: z.boolean(),
+  /**
+   * Flow control (docs/relay.md, "Memory"): bytes of the answer's data the agent may have sent beyond what the link
+   * holder has credited (`credit` events), so that a client that stops reading stops the runtime being read.
+   * Absent: the holder takes the answer as fast as it comes (it is held whole, or bounded by the relay budget).
+   */
+  window: z.number().int().positive().optional(),
 });
 export type Invoke = z.infer<typeof Invoke>;
 

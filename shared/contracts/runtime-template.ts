@@ -14,8 +14,12 @@ export const EnvName = z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an upper-cas
 export const TemplateParam = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('string'),
-    /** Regular expression (JavaScript, `u` flag) the whole value must match; written anchored, `^...$`. */
-    pattern: z.string().max(200).default('^[A-Za-z0-9._/:-]{1,200}$'),
+    /**
+     * Regular expression (JavaScript, `u` flag) the whole value must match; written anchored, `^...$`. The default
+     * takes names, tags and relative paths: no leading `/` and no `..` segment, so that an operator cannot point an
+     * argument at any file of the node; a template that means to take paths declares a pattern of its own.
+     */
+    pattern: z.string().max(200).default('^(?!/)(?!(?:.*/)?\\.\\.(?:/|$))[A-Za-z0-9._/:-]{1,200}$'),
     default: z.string().max(1024).optional(),
     description: z.string().max(200).optional(),
   }),

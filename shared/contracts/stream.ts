@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Invoke } from './relay.js';
-import { UplinkAck, UplinkConfirmed } from './uplink.js';
+import { UplinkAck, UplinkConfirmed, UplinkCredit } from './uplink.js';
 
 /** Version of the SSE catalogue; sent in the `hello` event so agents can refuse what they do not speak. */
 export const STREAM_PROTOCOL_VERSION = 1;
@@ -21,6 +21,8 @@ export const StreamEvents = {
   uplink: UplinkConfirmed,
   /** Uplink progress (see `UplinkAck`). */
   ack: UplinkAck,
+  /** Flow control: what the holder passed on of each invocation's answer (see `UplinkCredit`). */
+  credit: UplinkCredit,
   /** Asks the agent to upload the tail of a runtime's log ring under `requestId`. */
   logs: z.object({ requestId: z.string(), assignmentId: z.string(), lines: z.number().int().positive().max(1_000) }),
 } as const;

@@ -44,8 +44,8 @@ export const ApiTokenView = z.object({
   member: z.object({ id: z.string(), name: z.string() }).nullable(),
   models: z.array(z.string()).nullable(),
   rateLimitPerMinute: z.number().int().nullable(),
-  /** The token that created it, or `system`. */
-  createdBy: z.string(),
+  /** The token that created it, or `system`; null when that token is another workspace's (a workspace's first admin token). */
+  createdBy: z.string().nullable(),
   createdAt: z.string(),
   expiresAt: z.string().nullable(),
   revokedAt: z.string().nullable(),

@@ -14,3 +14,11 @@ export type UplinkConfirmed = z.infer<typeof UplinkConfirmed>;
  */
 export const UplinkAck = z.object({ offsets: z.record(z.string().max(255), z.number().int().nonnegative()) });
 export type UplinkAck = z.infer<typeof UplinkAck>;
+
+/**
+ * Stream event `credit`: per invocation, the bytes of its data frames the link holder has passed on toward the
+ * client so far (a running total, so a lost or repeated event does no harm). The agent keeps what it sent beyond
+ * that within the invocation's `window`, and stops reading the runtime at it.
+ */
+export const UplinkCredit = z.object({ credits: z.record(z.string().max(255), z.number().int().nonnegative()) });
+export type UplinkCredit = z.infer<typeof UplinkCredit>;

@@ -41,8 +41,8 @@ export async function isSimRuntime(pid: number): Promise<boolean> {
 }
 
 /** The simulator's own counters of every runtime on `node` that answers, summed. */
-export async function simStats(node: SimNode): Promise<Pick<SimStats, 'requests' | 'completed' | 'aborted' | 'active'>> {
-  const total = { requests: 0, completed: 0, aborted: 0, active: 0 };
+export async function simStats(node: SimNode): Promise<Pick<SimStats, 'requests' | 'completed' | 'aborted' | 'active' | 'tokensStreamed'>> {
+  const total = { requests: 0, completed: 0, aborted: 0, active: 0, tokensStreamed: 0 };
   for (const record of await runtimeRecords(node)) {
     const response = await fetch(`${record.baseUrl}/sim/stats`, {
       headers: { authorization: `Bearer ${record.token}` },

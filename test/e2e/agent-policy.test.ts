@@ -7,7 +7,7 @@ import { eq } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentPolicy } from '../../agent/policy.js';
 import { DEFAULT_POLICY_PATH } from '../../agent/policy-file.js';
-import { runtimeUser } from '../../agent/runtime-user.js';
+import { runtimeUsers } from '../../agent/runtime-user.js';
 import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { machines, runtimeReports } from '../../functions/store/schema/index.js';
@@ -118,8 +118,8 @@ describe('the node decides what it runs', () => {
       ]);
       expect(environ.join('\n')).not.toMatch(/e2e-agent-secret|hunter2/);
       const uid = /^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1];
-      const nobody = await runtimeUser(AgentPolicy.parse({ runAs: { user: 'nobody' } }), true);
-      expect(Number(uid)).toBe(root ? nobody!.ids!.uid : process.getuid!());
+      const nobody = await runtimeUsers(AgentPolicy.parse({ runAs: { user: 'nobody' } }), true);
+      expect(Number(uid)).toBe(root && nobody?.kind === 'one' ? nobody.user.ids!.uid : process.getuid!());
       // It serves: inference reaches it through the dial-out link.
       const response = await fetch(`${plane!.url}/v1/chat/completions`, {
         method: 'POST',

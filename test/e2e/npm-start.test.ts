@@ -55,6 +55,21 @@ describe('npm start', () => {
       // The list pages in enrollment order; the four enroll concurrently.
       expect(machines.map((m) => m.name).sort()).toEqual(['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4']);
       expect(machines.every((m) => m.runtimes[0]!.model === 'sim-chat')).toBe(true);
+      if (process.getuid?.() === 0) {
+        // Run as root, each node's runtime runs as a uid of the node's own range (never `nobody`, which other software
+        // shares): four runtimes, four uids, none another's.
+        const uids: number[] = [];
+        for (const node of machines.map((m) => m.name)) {
+          const runtimes = join(dataDir, 'nodes', node, 'runtimes');
+          for (const file of (await readdir(runtimes)).filter((f) => f.endsWith('.json'))) {
+            const { pid, uid } = JSON.parse(await readFile(join(runtimes, file), 'utf8')) as { pid: number; uid: number };
+            expect(/^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]).toBe(String(uid));
+            uids.push(uid);
+          }
+        }
+        expect(new Set(uids).size).toBe(4);
+        expect(uids.every((uid) => uid >= 2_013_265_920)).toBe(true);
+      }
       expect(output).toContain(`http://127.0.0.1:${port}`);
       expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
 

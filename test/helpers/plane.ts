@@ -60,6 +60,8 @@ interface TestPlaneOptions {
   config?: Partial<ControlPlaneConfig>;
   dataDir?: string;
   databaseUrl?: string;
+  /** The role that migrates `databaseUrl` and owns its tables (LUNANEXA_DATABASE_OWNER_URL). */
+  databaseOwnerUrl?: string;
   port?: number;
   logger?: Logger;
 }
@@ -77,6 +79,7 @@ async function start(opts: TestPlaneOptions, inheritedDrop: (() => Promise<void>
     port: opts.port ?? 0,
     dataDir,
     databaseUrl,
+    databaseOwnerUrl: opts.databaseOwnerUrl,
     config: { ...FAST_TEST_CONFIG, ...opts.config },
     logger: opts.logger ?? pino({ level: process.env.LUNANEXA_TEST_LOG ?? 'silent' }),
   });

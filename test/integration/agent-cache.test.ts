@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -7,10 +7,10 @@ import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ArtifactCache } from '../../agent/artifacts/cache.js';
 import { AgentPolicy } from '../../agent/policy.js';
-import { runtimeUser } from '../../agent/runtime-user.js';
+import { inUidRange, runtimeUsers, uidRangeProblem } from '../../agent/runtime-user.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { executableDigest } from '../../agent/runtimes/files.js';
-import { ensureStateDir } from '../../agent/state.js';
+import { ensureStateDir, secureStateDir } from '../../agent/state.js';
 import { IDLE } from '../../agent/supervisor/plan.js';
 import { Supervisor } from '../../agent/supervisor/supervisor.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
@@ -371,7 +371,7 @@ describe('a version through the supervisor and the process adapter', () => {
       ...(root ? { runAs: { user: 'nobody' } } : {}),
       cache: { ...(cacheDir ? { dir: cacheDir } : {}), stallSeconds: 5 },
     });
-    const adapters = createAdapters({ stateDir, policy, user: await runtimeUser(policy, root), log: () => {} });
+    const adapters = createAdapters({ stateDir, policy, users: await runtimeUsers(policy, root), log: () => {} });
     return { adapters };
   }
 
@@ -454,5 +454,37 @@ describe('a version through the supervisor and the process adapter', () => {
       `refused by local policy: the model cache ${join(dir, 'state', 'cache')} lies in the agent's private state dir, which runtimes running as nobody cannot read: set cache.dir in the local policy`,
     );
     expect(server.requests).toEqual([]);
+  });
+
+  it.runIf(root)('serves a version from the cache in the state dir to a runtime with a uid of a range, whose group passes through it', async () => {
+    await chmod(dir, 0o755);
+    let uids = { first: 2_140_000_000 + randomInt(0, 400_000) * 16, count: 2 };
+    while ((await uidRangeProblem(uids)) !== null) uids = { first: uids.first + 16, count: 2 };
+    const stateDir = join(dir, 'state-range');
+    await ensureStateDir(stateDir);
+    // As the agent does at start: 0710 and the runtimes' group.
+    await secureStateDir(stateDir, { runtimeUid: (uid) => inUidRange(uids, uid), group: uids.first });
+    const policy = AgentPolicy.parse({
+      templates: { fixture: { executable: process.execPath } },
+      runAs: { uids, group: uids.first },
+      cache: { stallSeconds: 5 },
+    });
+    const adapter = createAdapters({ stateDir, policy, users: await runtimeUsers(policy, true), log: () => {} }).template;
+    const config = '{"hidden_size":8}';
+    const a = await assignment(publish('mv_state_dir', { 'config.json': Buffer.from(config) }));
+    await adapter.prepare(a, never());
+    const handle = await adapter.start(a);
+    try {
+      expect(handle.uid).toBe(uids.first);
+      let health: { modelPath?: string; config?: string } = {};
+      for (const deadline = Date.now() + 10_000; health.config === undefined && Date.now() < deadline; await new Promise((r) => setTimeout(r, 50)))
+        health = await fetch(`${handle.baseUrl}/health`).then(
+          (response) => response.json() as Promise<typeof health>,
+          () => ({}),
+        );
+      expect(health).toMatchObject({ modelPath: join(stateDir, 'cache', 'versions', 'mv_state_dir'), config });
+    } finally {
+      await adapter.stop(handle);
+    }
   });
 });

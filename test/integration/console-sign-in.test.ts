@@ -10,13 +10,19 @@ describePg('console sign-in: failures recorded, attempts throttled', () => {
   let plane: TestPlane;
   const LIMIT = 3;
 
-  async function postSignIn(token: string) {
+  /** The sign-in form's nonce and cookie, as a browser gets them. */
+  async function signInForm(): Promise<{ nonce: string; cookie: string }> {
     const page = await fetch(`${plane.url}/console/sign-in`);
     const nonce = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!;
     const cookie = page.headers
       .getSetCookie()
       .find((c) => c.startsWith('lnx_sign_in='))!
       .split(';')[0]!;
+    return { nonce, cookie };
+  }
+
+  async function postSignIn(token: string, form?: { nonce: string; cookie: string }) {
+    const { nonce, cookie } = form ?? (await signInForm());
     return await fetch(`${plane.url}/console/sign-in`, {
       method: 'POST',
       redirect: 'manual',
@@ -60,6 +66,21 @@ describePg('console sign-in: failures recorded, attempts throttled', () => {
       [inference.id, 'denied', { reason: 'inference' }],
     ]);
     expect(JSON.stringify(entries)).not.toContain(viewer.token);
+  });
+
+  it('takes a sign-in form once: a second attempt with its nonce is refused 403, after a failure or a success (I-4)', async () => {
+    const failed = await signInForm();
+    expect((await postSignIn('lnx_wrong', failed)).status).toBe(401);
+    const again = await postSignIn(plane.adminToken, failed);
+    expect(again.status).toBe(403);
+    expect(await again.text()).toContain('this sign-in form was sent already');
+    expect(again.headers.getSetCookie().some((c) => c.startsWith('lnx_session='))).toBe(false);
+
+    // Four attempts: more than this suite's limit a minute.
+    await plane.ports.store.db.delete(tokenRateWindows);
+    const succeeded = await signInForm();
+    expect((await postSignIn(plane.adminToken, succeeded)).status).toBe(303);
+    expect((await postSignIn(plane.adminToken, succeeded)).status).toBe(403);
   });
 
   it(`throttles sign-in attempts per client address: past ${LIMIT} a minute, 429 with Retry-After on the sign-in page`, async () => {

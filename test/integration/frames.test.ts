@@ -22,6 +22,7 @@ function recordingStream() {
     invoke: (invoke) => invokes.push(invoke),
     cancel: () => {},
     ack: () => {},
+    credit: () => {},
     confirmUplink: () => {},
     pong: () => {},
   };
@@ -47,7 +48,7 @@ async function dispatched(plane: TestPlane, machine: TestMachine): Promise<{ inv
   const stream = recordingStream();
   const detach = hub.attachStream(machine.machineId, stream.sink);
   const invocationId = newId('invocation');
-  const queue = new FrameQueue();
+  const queue = new FrameQueue({ budget: null });
   await hub.dispatch(invokeOf(invocationId), machine.machineId, queue);
   expect(stream.invokes.map((i) => i.invocationId)).toEqual([invocationId]);
   return { invocationId, path: `/agent/v1/invocations/${invocationId}/frames`, queue, detach };

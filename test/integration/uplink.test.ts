@@ -22,6 +22,7 @@ function recordingStream() {
   const invokes: Invoke[] = [];
   const cancels: { invocationId: string; reason: string }[] = [];
   const acks: { at: number; offsets: Record<string, number> }[] = [];
+  const credits: Record<string, number>[] = [];
   const confirmed: string[] = [];
   let pongs = 0;
   const sink: StreamSink = {
@@ -29,6 +30,7 @@ function recordingStream() {
     cancel: (invocationId, reason) => cancels.push({ invocationId, reason }),
     // Copied at once: the map is the caller's.
     ack: (offsets) => acks.push({ at: performance.now(), offsets: Object.fromEntries(offsets) }),
+    credit: (totals) => credits.push(Object.fromEntries(totals)),
     confirmUplink: (uplinkId) => confirmed.push(uplinkId),
     pong: () => void (pongs += 1),
   };
@@ -37,9 +39,14 @@ function recordingStream() {
     invokes,
     cancels,
     acks,
+    credits,
     confirmed,
     get pongs() {
       return pongs;
+    },
+    /** The latest credit of each invocation, over every credit event so far. */
+    credited(): Record<string, number> {
+      return Object.assign({}, ...credits) as Record<string, number>;
     },
     /** The latest acknowledged offset of each invocation, over every ack so far. */
     acked(): Record<string, number> {
@@ -148,7 +155,7 @@ describe('the uplink', () => {
   /** Dispatches a fresh invocation to `machine` (whose stream must be attached); its id and waiting queue. */
   async function dispatch(machine: TestMachine, stream: RecordingStream): Promise<{ id: string; queue: FrameQueue }> {
     const id = newId('invocation');
-    const queue = new FrameQueue();
+    const queue = new FrameQueue({ budget: null });
     await plane.ports.dataPlane.holder.dispatch(invokeOf(id), machine.machineId, queue);
     expect(stream.invokes.at(-1)?.invocationId).toBe(id);
     cleanups.push(() => plane.ports.dataPlane.holder.release(id));
@@ -266,6 +273,36 @@ describe('the uplink', () => {
     await closedCleanly(uplink);
     expect(await received(one.queue)).toEqual([]);
     expect(await received(two.queue)).toEqual([]);
+  });
+
+  it('paces a windowed invocation: its window goes with the invoke, and credit follows what the consumer took, not what arrived', async () => {
+    const stream = attach(a);
+    const id = newId('invocation');
+    const window = 64 * 1024;
+    const queue = new FrameQueue({ budget: null, window });
+    await plane.ports.dataPlane.holder.dispatch(invokeOf(id), a.machineId, queue);
+    cleanups.push(() => plane.ports.dataPlane.holder.release(id));
+    expect(stream.invokes.at(-1)).toMatchObject({ invocationId: id, window });
+    const uplink = await openUplink(a);
+    const piece = new Uint8Array(8 * 1024).fill(0x61);
+    uplink.send(encodeFrame(id, { o: 0, t: 'accept' }), encodeFrame(id, { o: 1, t: 'head', status: 200, contentType: 'text/event-stream' }));
+    for (let o = 2; o < 2 + 10; o += 1) uplink.send(encodeFrame(id, { o, t: 'data', d: piece }));
+    await until(() => stream.acked()[id] === 12, 'the frames to arrive');
+    // Arrived is not passed on: nothing is credited while the consumer has taken nothing.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(stream.credits).toEqual([]);
+    expect(queue.room()).not.toBeNull();
+    const taken = await collect(queue, 12);
+    expect(taken.frames.filter((f) => f.t === 'data')).toHaveLength(10);
+    // Half a window or more owed is credited at once; the running total is what the consumer took.
+    await until(() => stream.credited()[id] === 10 * piece.length, 'the credit');
+    expect(stream.credits).toHaveLength(1);
+    expect(queue.room()).toBeNull();
+    // A little more is credited too, a moment later, with whatever else is owed.
+    uplink.send(encodeFrame(id, { o: 12, t: 'data', d: piece.subarray(0, 100) }));
+    await collect(queue, 1);
+    await until(() => stream.credited()[id] === 10 * piece.length + 100, 'the small credit');
+    await closedCleanly(uplink);
   });
 
   it('acknowledges a burst of many frames in few acks, never two within 50 ms', async () => {

@@ -100,7 +100,7 @@ describe('the local policy pins a template argv (security review 2, M2)', () => 
       adapter = new ProcessAdapter({
         stateDir,
         policy: policy({ args: SERVER_ARGS }),
-        user: { name: 'self', home: stateDir, ids: null },
+        users: { kind: 'one', user: { name: 'self', home: stateDir, ids: null } },
         launchSpec: () => {
           throw new Error('never launched');
         },

@@ -1,12 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, truncate, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, stat, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LaunchRefused } from '../../agent/runtimes/adapter.js';
 import { artifactPath, executableDigest, hashArtifact, resolveRoots } from '../../agent/runtimes/files.js';
+import { inUidRange } from '../../agent/runtime-user.js';
 import { secureStateDir } from '../../agent/state.js';
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -107,6 +108,8 @@ describe('artifacts', () => {
 });
 
 describe('secureStateDir', () => {
+  const NO_RUNTIME_USER = { runtimeUid: () => false, group: null };
+
   it('makes a loosened state dir private again and says what it changed', async () => {
     const state = join(dir, 'state');
     await mkdir(join(state, 'runtimes'), { recursive: true });
@@ -114,19 +117,39 @@ describe('secureStateDir', () => {
     await chmod(join(state, 'runtimes'), 0o777);
     await writeFile(join(state, 'machine-key.jwk'), '{}', { mode: 0o644 });
     await writeFile(join(state, 'identity.json'), '{}', { mode: 0o600 });
-    expect(await secureStateDir(state, null)).toEqual([state, join(state, 'runtimes'), join(state, 'machine-key.jwk')]);
+    expect(await secureStateDir(state, NO_RUNTIME_USER)).toEqual([state, join(state, 'runtimes'), join(state, 'machine-key.jwk')]);
     expect((await stat(state)).mode & 0o777).toBe(0o700);
     expect((await stat(join(state, 'runtimes'))).mode & 0o777).toBe(0o700);
     expect((await stat(join(state, 'machine-key.jwk'))).mode & 0o777).toBe(0o600);
-    expect(await secureStateDir(state, null)).toEqual([]);
+    expect(await secureStateDir(state, NO_RUNTIME_USER)).toEqual([]);
   });
 
   it('refuses a state dir the runtime user owns, and a key that is a symbolic link', async () => {
     const state = join(dir, 'state-owned');
     await mkdir(state, { mode: 0o700 });
     const uid = (await stat(state)).uid;
-    await expect(secureStateDir(state, uid)).rejects.toThrow(/belongs to the runtime user/);
+    await expect(secureStateDir(state, { runtimeUid: (id) => id === uid, group: null })).rejects.toThrow(/belongs to a runtime user/);
     await symlink('/etc/passwd', join(state, 'machine-key.jwk'));
-    await expect(secureStateDir(state, null)).rejects.toThrow(/machine-key\.jwk is a symbolic link/);
+    await expect(secureStateDir(state, NO_RUNTIME_USER)).rejects.toThrow(/machine-key\.jwk is a symbolic link/);
   });
+
+  it.runIf(process.getuid?.() === 0)(
+    "with runtimes' own uids, lets their group pass through it to their homes (0710), and refuses an entry a uid of the range owns",
+    async () => {
+      const state = join(dir, 'state-range');
+      await mkdir(join(state, 'runtimes'), { recursive: true, mode: 0o700 });
+      await chmod(state, 0o700);
+      const range = { first: 2_140_000_000, count: 4 };
+      const access = { runtimeUid: (uid: number) => inUidRange(range, uid), group: range.first };
+      expect(await secureStateDir(state, access)).toEqual([state, join(state, 'homes')]);
+      for (const path of [state, join(state, 'homes')]) {
+        const info = await stat(path);
+        expect({ path, mode: info.mode & 0o777, gid: info.gid }).toEqual({ path, mode: 0o710, gid: range.first });
+      }
+      expect((await stat(join(state, 'runtimes'))).mode & 0o777).toBe(0o700);
+      expect(await secureStateDir(state, access)).toEqual([]);
+      await chown(join(state, 'runtimes'), range.first + 3, range.first);
+      await expect(secureStateDir(state, access)).rejects.toThrow(`${join(state, 'runtimes')} belongs to a runtime user (uid ${range.first + 3})`);
+    },
+  );
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AgentPolicy } from '../../agent/policy.js';
-import { runtimeUser, type RuntimeUser } from '../../agent/runtime-user.js';
+import { runtimeUsers, type RuntimeUsers } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { pidAlive } from '../../agent/runtimes/process.js';
@@ -90,9 +90,11 @@ async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs =
   }
 }
 
-let user: RuntimeUser | null;
-const adapterWith = (policy: AgentPolicy, opts: { user?: RuntimeUser | null; gpus?: () => Promise<number[]> } = {}): RuntimeAdapter =>
-  createAdapters({ stateDir, policy, user: opts.user === undefined ? user : opts.user, gpus: opts.gpus, log }).template;
+let users: RuntimeUsers | null;
+/** The one user of `users` (this file's policies name one). */
+const oneUser = () => (users?.kind === 'one' ? users.user : null);
+const adapterWith = (policy: AgentPolicy, opts: { users?: RuntimeUsers | null; gpus?: () => Promise<number[]> } = {}): RuntimeAdapter =>
+  createAdapters({ stateDir, policy, users: opts.users === undefined ? users : opts.users, gpus: opts.gpus, log }).template;
 
 /** Starts a runtime and waits for it to exit; resolves with its output. */
 async function runToExit(adapter: RuntimeAdapter, a: Assignment): Promise<string[]> {
@@ -105,7 +107,7 @@ async function runToExit(adapter: RuntimeAdapter, a: Assignment): Promise<string
 beforeAll(async () => {
   for (const [name, spec] of Object.entries(TEMPLATES)) digests[name] = await digestOf(spec.executable);
   if (root) execFileSync('useradd', ['--system', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', runtimeUserName]);
-  user = await runtimeUser(policyOf(), root);
+  users = await runtimeUsers(policyOf(), root);
 });
 afterAll(async () => {
   if (!root) return;
@@ -145,7 +147,7 @@ describe.skipIf(!root)('runtimes cannot read the agent key (skipped unless root:
   it('runs a runtime as the policy user, without supplementary groups', async () => {
     const [line] = await runToExit(adapterWith(policyOf()), assignment('asg_id', template('id')));
     expect(line).toMatch(new RegExp(`^uid=\\d+\\(${runtimeUserName}\\) gid=\\d+\\(${runtimeUserName}\\) groups=\\d+\\(${runtimeUserName}\\)$`));
-    expect(user!.ids!.uid).toBeGreaterThan(0);
+    expect(oneUser()!.ids!.uid).toBeGreaterThan(0);
   });
 
   it("denies a runtime that tries to read the agent's key, and the key never reaches its log", async () => {
@@ -159,16 +161,16 @@ describe.skipIf(!root)('runtimes cannot read the agent key (skipped unless root:
 
   it('refuses every runtime when the agent is root and the policy names no runAs user', async () => {
     const noUser = AgentPolicy.parse({ templates: TEMPLATES });
-    expect(await runtimeUser(noUser, true)).toBeNull();
-    await expect(adapterWith(noUser, { user: null }).start(assignment('asg_root', template('id')))).rejects.toThrow(
+    expect(await runtimeUsers(noUser, true)).toBeNull();
+    await expect(adapterWith(noUser, { users: null }).start(assignment('asg_root', template('id')))).rejects.toThrow(
       'refused by local policy: the agent runs as root and the policy names no runAs user to run runtimes as',
     );
   });
 
   it('refuses a runAs user that does not exist, or is root', async () => {
-    await expect(runtimeUser(AgentPolicy.parse({ runAs: { user: `${runtimeUserName}x` } }), true)).rejects.toThrow(/runAs user .* does not exist/);
-    await expect(runtimeUser(AgentPolicy.parse({ runAs: { user: 'root' } }), true)).rejects.toThrow(/is root: runtimes must run unprivileged/);
-    await expect(runtimeUser(AgentPolicy.parse({ runAs: { user: runtimeUserName, group: 'root' } }), true)).rejects.toThrow(/is root/);
+    await expect(runtimeUsers(AgentPolicy.parse({ runAs: { user: `${runtimeUserName}x` } }), true)).rejects.toThrow(/runAs user .* does not exist/);
+    await expect(runtimeUsers(AgentPolicy.parse({ runAs: { user: 'root' } }), true)).rejects.toThrow(/is root: runtimes must run unprivileged/);
+    await expect(runtimeUsers(AgentPolicy.parse({ runAs: { user: runtimeUserName, group: 'root' } }), true)).rejects.toThrow(/is root/);
   });
 });
 
@@ -191,7 +193,7 @@ describe('a runtime gets a minimal environment', () => {
         'PATH',
         'PORT',
       ]);
-      expect(env).toMatchObject({ ALLOWED_VAR: 'given', CUDA_VISIBLE_DEVICES: '0', PATH: '/usr/local/bin:/usr/bin:/bin', HOME: user!.home });
+      expect(env).toMatchObject({ ALLOWED_VAR: 'given', CUDA_VISIBLE_DEVICES: '0', PATH: '/usr/local/bin:/usr/bin:/bin', HOME: oneUser()!.home });
       expect(lines.join('\n')).not.toContain('agent-secret-value');
       expect(lines.join('\n')).not.toContain('hunter2');
     } finally {
@@ -222,9 +224,9 @@ describe('an assignment outside the local policy is refused and reported, and no
   });
 
   /** Runs `a` under a supervisor with `policy`; resolves with its report once failed, after time for restarts to happen. */
-  async function refused(policy: AgentPolicy, a: Assignment, opts: { user?: RuntimeUser | null } = {}): Promise<RuntimeReport> {
+  async function refused(policy: AgentPolicy, a: Assignment, opts: { users?: RuntimeUsers | null } = {}): Promise<RuntimeReport> {
     supervisor = new Supervisor({
-      adapters: createAdapters({ stateDir, policy, user: opts.user === undefined ? user : opts.user, log }),
+      adapters: createAdapters({ stateDir, policy, users: opts.users === undefined ? users : opts.users, log }),
       onChange: () => {},
       load: () => IDLE,
       log,

@@ -296,6 +296,6 @@ describe('the example policy of the unit files', () => {
   it('is a valid policy', async () => {
     const example = AgentPolicy.parse(JSON.parse(await readFile('infra/systemd/agent.json.example', 'utf8')));
     expect(Object.keys(example.templates).sort()).toEqual(['llama-cpp', 'vllm']);
-    expect(example.runAs).toEqual({ user: 'lunanexa-runtime' });
+    expect(example.runAs).toEqual({ uids: { first: 1_879_048_192, count: 1024 }, group: 'lunanexa-runtime' });
   });
 });

@@ -14,7 +14,7 @@ import { pidAlive } from '../../agent/runtimes/process.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { executableDigest } from '../../agent/runtimes/files.js';
 import { AgentPolicy } from '../../agent/policy.js';
-import { runtimeUser, type RuntimeUser } from '../../agent/runtime-user.js';
+import { runtimeUsers, type RuntimeUsers } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { Supervisor } from '../../agent/supervisor/supervisor.js';
 import { ensureStateDir, loadHeldGen, saveHeldGen } from '../../agent/state.js';
@@ -174,12 +174,12 @@ let nodeSha256: string;
 const root = process.getuid?.() === 0;
 // Run as root (CI containers), the agent needs an unprivileged user for its runtimes: `nobody` is on every Linux.
 const policy = AgentPolicy.parse({ templates: { fixture: { executable: process.execPath } }, ...(root ? { runAs: { user: 'nobody' } } : {}) });
-let user: RuntimeUser | null;
-const adapters = () => createAdapters({ stateDir, policy, user, log });
+let users: RuntimeUsers | null;
+const adapters = () => createAdapters({ stateDir, policy, users, log });
 
 beforeAll(async () => {
   nodeSha256 = await executableDigest(process.execPath);
-  user = await runtimeUser(policy, root);
+  users = await runtimeUsers(policy, root);
 });
 
 beforeEach(async () => {

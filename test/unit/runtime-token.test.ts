@@ -7,7 +7,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AgentPolicy } from '../../agent/policy.js';
-import { runtimeUser, type RuntimeUser } from '../../agent/runtime-user.js';
+import { runtimeUsers, type RuntimeUsers } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { executableDigest } from '../../agent/runtimes/files.js';
@@ -77,15 +77,15 @@ describe('the simulated runtime checks the token in its environment', () => {
 describe("the agent's runtime calls carry the launch's token", () => {
   const root = process.getuid?.() === 0;
   const policy = AgentPolicy.parse({ templates: { sim: { executable: process.execPath } }, ...(root ? { runAs: { user: 'nobody' } } : {}) });
-  let user: RuntimeUser | null;
+  let users: RuntimeUsers | null;
   let nodeSha256: string;
   beforeAll(async () => {
     nodeSha256 = await executableDigest(process.execPath);
-    user = await runtimeUser(policy, root);
+    users = await runtimeUsers(policy, root);
   });
 
   /** An agent's adapter on `stateDir` (a second one is the agent started again). */
-  const adapterOn = (stateDir: string): RuntimeAdapter => createAdapters({ stateDir, policy, user, log: () => {} }).template;
+  const adapterOn = (stateDir: string): RuntimeAdapter => createAdapters({ stateDir, policy, users, log: () => {} }).template;
   const assignment = (): Assignment => ({
     assignmentId: 'asg_tok',
     deploymentId: 'dep_tok',

@@ -102,6 +102,17 @@ describe('rendering a template', () => {
     }
   });
 
+  it('the default pattern refuses an absolute path and any ".." segment; a declared pattern may take paths (I-7)', () => {
+    const plain = { params: { model: { type: 'string' } }, args: ['--model', '{model}'] };
+    for (const value of ['org/model', 'hf:org/model-1.5', 'v1..2', '..hidden', 'a/..b', 'models/./x'])
+      expect(argsOf({ model: value }, plain)).toEqual(['--model', value]);
+    for (const value of ['/etc/shadow', '/', '..', '../x', 'a/../../b', 'a/..']) {
+      expect(issues({ model: value }, plain)[0], value).toMatchObject({ path: 'runtime.params.model' });
+    }
+    const paths = { params: { model: { type: 'string', pattern: '^/srv/models/[a-z0-9-]+$' } }, args: ['--model', '{model}'] };
+    expect(argsOf({ model: '/srv/models/llama-3' }, paths)).toEqual(['--model', '/srv/models/llama-3']);
+  });
+
   it('refuses control characters whatever the pattern allows: NUL, newline, carriage return, tab, escape', () => {
     const anything = { params: { v: { type: 'string', pattern: '^[\\s\\S]*$' } }, args: ['{v}'] };
     for (const value of ['a\0b', 'a\nb', 'a\r\nb', 'a\tb', '\u001b[31m', 'a\u007f']) {

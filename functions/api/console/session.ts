@@ -5,13 +5,16 @@ import { storeSecret } from '../../services/store-secrets.js';
 import type { Role } from '../../../shared/contracts/common.js';
 import type { Actor } from '../../core/principals.js';
 import { roleCovers } from '../../core/token-rules.js';
-import { consoleSessionLive, createConsoleSession, endConsoleSession, findConsoleSession } from '../../services/console-sessions.js';
+import { consoleSessionLive, createConsoleSession, endConsoleSession, findConsoleSession, takeSignInNonce } from '../../services/console-sessions.js';
 import { serviceCtx, type AppEnv, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 
 /** The session cookie: the session's random secret, signed with the console key. */
 const SESSION_COOKIE = 'lnx_session';
-/** The sign-in form's own CSRF nonce (double submit): there is no session to bind a token to yet. */
+/**
+ * The sign-in form's own CSRF nonce (double submit): there is no session to bind a token to yet. Its value is
+ * `<random>.<expiry, epoch ms>`, and it is good for one attempt (`checkSignInNonce`).
+ */
 const SIGN_IN_COOKIE = 'lnx_sign_in';
 /** A console session lives at most this long, and never past its API token's expiry. */
 const SESSION_TTL_MS = 12 * 3600_000;
@@ -100,17 +103,20 @@ function cookieOptions(c: Context, maxAgeS: number) {
 /**
  * Same-origin check of a state-changing request, beside the CSRF token: a browser says where a POST comes from.
  * `Sec-Fetch-Site` (a header no page can set) must be `same-origin`; a browser that does not send it is judged by
- * `Origin`, which must name this host (`null`, from a sandboxed frame or a file, is refused). A client that sends
- * neither (curl) still needs the token.
+ * `Origin`, which must be this console's origin, scheme included (`null`, from a sandboxed frame or a file, is
+ * refused). A client that sends neither (curl) still needs the token.
  */
 function sameOrigin(c: Context): boolean {
   const site = c.req.header('sec-fetch-site');
   if (site !== undefined) return site === 'same-origin';
   const origin = c.req.header('origin');
   if (origin === undefined) return true;
+  // Behind a TLS-terminating proxy the request URL says http while the browser's origin says https: the operator
+  // names that origin in LUNANEXA_PUBLIC_URL (docs/security.md, "The console").
+  const { publicUrl } = portsOf(c).config;
   try {
-    // By host: behind a TLS-terminating proxy the request URL says http while the browser's origin says https.
-    return new URL(origin).host === new URL(c.req.url).host;
+    const from = new URL(origin).origin;
+    return from === new URL(c.req.url).origin || (publicUrl !== undefined && from === new URL(publicUrl).origin);
   } catch {
     return false;
   }
@@ -125,17 +131,25 @@ export function checkCsrf(c: Context, session: ConsoleSession, token: string | u
 
 /** Sets the sign-in form's nonce cookie and returns the nonce the form carries. */
 export async function issueSignInNonce(c: Context): Promise<string> {
-  const nonce = randomToken();
+  const nonce = `${randomToken()}.${Date.now() + SIGN_IN_TTL_S * 1000}`;
   await setSignedCookie(c, SIGN_IN_COOKIE, nonce, await consoleKey(portsOf(c)), cookieOptions(c, SIGN_IN_TTL_S));
   return nonce;
 }
 
-/** Checks the sign-in form: same origin, and its nonce equal to the signed cookie's (double submit). */
+/**
+ * Checks the sign-in form: same origin, its nonce equal to the signed cookie's (double submit) and not expired, and
+ * takes the nonce, so that it is good for one attempt, whatever its outcome, on any instance: guessing tokens needs a
+ * fresh form each time (the page that answers an attempt carries one). 403 otherwise.
+ */
 export async function checkSignInNonce(c: Context, nonce: string | undefined): Promise<void> {
   if (!sameOrigin(c)) throw new ApiError('forbidden', 'this sign-in form was sent from another site; open the console and sign in there');
-  const cookie = await getSignedCookie(c, await consoleKey(portsOf(c)), SIGN_IN_COOKIE);
-  if (!cookie || !nonce || !sameSecret(cookie, nonce))
+  const ports = portsOf(c);
+  const cookie = await getSignedCookie(c, await consoleKey(ports), SIGN_IN_COOKIE);
+  const expiresAt = Number(nonce?.split('.')[1]);
+  if (!cookie || !nonce || !sameSecret(cookie, nonce) || !(expiresAt > Date.now()))
     throw new ApiError('forbidden', 'the sign-in form is stale (or cookies are blocked); reload the sign-in page and try again');
+  if (!(await takeSignInNonce({ ctx: serviceCtx(ports, 'anonymous'), input: { nonce, expiresAt: new Date(expiresAt) } })))
+    throw new ApiError('forbidden', 'this sign-in form was sent already, and each is good for one attempt; reload the sign-in page and try again');
 }
 
 /**

@@ -60,7 +60,7 @@ function tokenRow(t: ApiTokenView, session: ConsoleSession, names: ReadonlyMap<s
     <td data-label="State">${badge(t.state)}</td>
     <td data-label="Member">${t.member ? t.member.name : html`<span class="muted">–</span>`}</td>
     <td data-label="Limits">${t.role === 'inference' ? html`${t.models ? html`<span class="mono">${t.models.join(', ')}</span>` : 'all models'}<br><span class="small muted">${t.rateLimitPerMinute === null ? 'no rate limit' : `${t.rateLimitPerMinute}/min`}</span>` : html`<span class="muted">–</span>`}</td>
-    <td data-label="Created"><time datetime="${isoOf(t.createdAt)}">${utc(t.createdAt)}</time><br><span class="small muted">by ${names.has(t.createdBy) ? names.get(t.createdBy) : html`<span class="mono">${t.createdBy}</span>`}</span></td>
+    <td data-label="Created"><time datetime="${isoOf(t.createdAt)}">${utc(t.createdAt)}</time><br><span class="small muted">by ${t.createdBy === null ? 'another workspace' : names.has(t.createdBy) ? names.get(t.createdBy) : html`<span class="mono">${t.createdBy}</span>`}</span></td>
     <td data-label="Expires">${t.expiresAt ? html`<time datetime="${isoOf(t.expiresAt)}">${utc(t.expiresAt)}</time>` : html`<span class="muted">never</span>`}</td>
     <td data-label="Actions">${
       t.state === 'active'

@@ -141,6 +141,19 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
   return gone.signal;
 }
 
+/** Settles once `outgoing` drained or closed: what a writer told to wait (a false `write`) waits for. */
+export function drained(outgoing: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      outgoing.off('drain', done);
+      outgoing.off('close', done);
+      resolve();
+    };
+    outgoing.on('drain', done);
+    outgoing.on('close', done);
+  });
+}
+
 /** Bytes of a streamed answer: the runtime's own, or text the surface adds (an error event). */
 export type Chunk = Uint8Array | string;
 
@@ -184,15 +197,7 @@ export function openStream(c: Context<AppEnv>, status: number, headers: Record<s
       response: new Response(null, { headers: { 'x-hono-already-sent': 'true' } }),
       async write(chunks) {
         if (outgoing.destroyed || outgoing.writableEnded || writeAll(outgoing, chunks)) return;
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            outgoing.off('drain', done);
-            outgoing.off('close', done);
-            resolve();
-          };
-          outgoing.on('drain', done);
-          outgoing.on('close', done);
-        });
+        await drained(outgoing);
       },
       end(chunks) {
         if (outgoing.destroyed || outgoing.writableEnded) return;

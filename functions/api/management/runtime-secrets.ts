@@ -52,7 +52,7 @@ export function registerRuntimeSecrets(app: OpenAPIHono<AppEnv>) {
   app.openapi(put, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
     const { value, feeds } = c.req.valid('json');
-    const { view } = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value, feeds } });
+    const view = await putRuntimeSecret({ ctx, input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, value, feeds } });
     return c.json(view, 200);
   });
   app.openapi(remove, async (c) => {

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { createApiToken, ensureWorkspace, hasActiveApiToken } from '../../services/api-tokens.js';
 import { ROOT_WORKSPACE } from '../../services/workspaces.js';
 import type { ServiceCtx } from '../../services/service-context.js';
-import { CliError, EXIT_USAGE, databaseUrlFrom, openMigratedStore, runCli } from './cli.js';
+import { CliError, EXIT_USAGE, databaseUrlsFrom, openMigratedStore, runCli } from './cli.js';
 
 /**
  * `npm run db:bootstrap`: makes a fresh DATABASE_URL ready for a control plane that does not bootstrap itself
@@ -28,8 +28,7 @@ await runCli(async () => {
   } catch (error) {
     throw new CliError(`${error instanceof Error ? error.message : String(error)}\n${USAGE}`, EXIT_USAGE);
   }
-  const url = databaseUrlFrom(process.env, 'db:bootstrap');
-  const store = await openMigratedStore(url);
+  const store = await openMigratedStore(databaseUrlsFrom(process.env, 'db:bootstrap'));
   try {
     const ctx: ServiceCtx = { db: store.db, actor: 'system' };
     if (!force && (await hasActiveApiToken({ ctx, input: { role: 'admin' } }))) {

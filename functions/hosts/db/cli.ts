@@ -3,8 +3,9 @@ import type { Store } from '../../store/db.js';
 import { openPgStore } from '../../store/pg.js';
 
 /**
- * What the `npm run db:*` commands share: DATABASE_URL, read and checked, and the store opened on it with the
- * committed migrations applied. Their messages name the variable, never its value: it holds a password.
+ * What the `npm run db:*` commands share: DATABASE_URL (and LUNANEXA_DATABASE_OWNER_URL when set), read and
+ * checked, and the store opened on it with the committed migrations applied. Their messages name the variable,
+ * never its value: it holds a password.
  */
 
 /** Exit codes: 1 the command failed (database unreachable, refused), 2 it was called wrongly (DATABASE_URL, flags). */
@@ -24,50 +25,67 @@ export class CliError extends Error {
 
 const EXAMPLE = 'postgres://user:password@host:5432/db';
 
-/** DATABASE_URL from `env`, or a usage error saying what to set. */
-export function databaseUrlFrom(env: NodeJS.ProcessEnv, command: string): string {
-  const value = env.DATABASE_URL?.trim();
-  if (!value) throw new CliError(`DATABASE_URL is not set: run DATABASE_URL=${EXAMPLE} npm run ${command}`, EXIT_USAGE);
+/** The variables that hold a database URL, and so a password. */
+const URL_VARIABLES = ['DATABASE_URL', 'LUNANEXA_DATABASE_OWNER_URL'] as const;
+
+/** A postgres:// URL from `env[name]`, or a usage error saying what is wrong with it. */
+function postgresUrl(env: NodeJS.ProcessEnv, name: (typeof URL_VARIABLES)[number]): string | undefined {
+  const value = env[name]?.trim();
+  if (!value) return undefined;
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new CliError(`DATABASE_URL is not a valid URL (its value is not shown: it holds a password); expected ${EXAMPLE}`, EXIT_USAGE);
+    throw new CliError(`${name} is not a valid URL (its value is not shown: it holds a password); expected ${EXAMPLE}`, EXIT_USAGE);
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new CliError(`DATABASE_URL is not a postgres:// or postgresql:// URL (its value is not shown: it holds a password); expected ${EXAMPLE}`, EXIT_USAGE);
+    throw new CliError(`${name} is not a postgres:// or postgresql:// URL (its value is not shown: it holds a password); expected ${EXAMPLE}`, EXIT_USAGE);
   }
   return value;
 }
 
-/** `message` without DATABASE_URL or its password, should a driver ever repeat them. */
+/**
+ * DATABASE_URL from `env`, and LUNANEXA_DATABASE_OWNER_URL when set (the role that migrates, docs/operations.md,
+ * "Database roles"), or a usage error saying what to set.
+ */
+export function databaseUrlsFrom(env: NodeJS.ProcessEnv, command: string): { url: string; ownerUrl?: string } {
+  const url = postgresUrl(env, 'DATABASE_URL');
+  if (!url) throw new CliError(`DATABASE_URL is not set: run DATABASE_URL=${EXAMPLE} npm run ${command}`, EXIT_USAGE);
+  return { url, ownerUrl: postgresUrl(env, 'LUNANEXA_DATABASE_OWNER_URL') };
+}
+
+/** `message` without the database URLs or their passwords, should a driver ever repeat them. */
 function redact(message: string, env: NodeJS.ProcessEnv = process.env): string {
-  const value = env.DATABASE_URL?.trim();
-  if (!value) return message;
-  let out = message.split(value).join('<DATABASE_URL>');
-  let password = '';
-  try {
-    password = new URL(value).password;
-    password = decodeURIComponent(password);
-  } catch {
-    // Not a URL, or a password that is not valid percent-encoding: what was read so far is matched as written.
+  let out = message;
+  for (const name of URL_VARIABLES) {
+    const value = env[name]?.trim();
+    if (!value) continue;
+    out = out.split(value).join(`<${name}>`);
+    let password = '';
+    try {
+      password = new URL(value).password;
+      password = decodeURIComponent(password);
+    } catch {
+      // Not a URL, or a password that is not valid percent-encoding: what was read so far is matched as written.
+    }
+    if (password.length >= 3) out = out.split(password).join('***');
   }
-  if (password.length >= 3) out = out.split(password).join('***');
   return out;
 }
 
 /**
  * Opens the PostgreSQL store at `url` and applies the committed migrations that are not applied yet (none on an
- * up-to-date database), as the Node control plane does at start. A database that cannot be reached or migrated
- * is a CliError that says why (runCli() prints it without the URL).
+ * up-to-date database), as the Node control plane does at start: as `ownerUrl`'s role when given. A database that
+ * cannot be reached or migrated is a CliError that says why (runCli() prints it without the URLs).
  */
-export async function openMigratedStore(url: string): Promise<Store> {
+export async function openMigratedStore({ url, ownerUrl }: { url: string; ownerUrl?: string }): Promise<Store> {
   try {
-    return await openPgStore(url, { max: 1 });
+    return await openPgStore(url, { max: 1, ownerUrl });
   } catch (error) {
     const fields = errorFields(error);
     const detail = typeof fields === 'string' ? fields : fields.message || fields.code;
-    throw new CliError(`cannot connect to or migrate the database at DATABASE_URL: ${detail || 'unknown error'}`);
+    const where = ownerUrl ? 'DATABASE_URL and LUNANEXA_DATABASE_OWNER_URL' : 'DATABASE_URL';
+    throw new CliError(`cannot connect to or migrate the database at ${where}: ${detail || 'unknown error'}`);
   }
 }
 

@@ -1,8 +1,9 @@
-import { databaseUrlFrom, openMigratedStore, runCli } from './cli.js';
+import { databaseUrlsFrom, openMigratedStore, runCli } from './cli.js';
 
-// `npm run db:migrate`: applies the committed migrations to DATABASE_URL (the Workers deployment's database).
+// `npm run db:migrate`: applies the committed migrations to DATABASE_URL (the Workers deployment's database), as
+// LUNANEXA_DATABASE_OWNER_URL's role when set, which then grants DATABASE_URL's role what the plane needs.
 await runCli(async () => {
-  const store = await openMigratedStore(databaseUrlFrom(process.env, 'db:migrate'));
+  const store = await openMigratedStore(databaseUrlsFrom(process.env, 'db:migrate'));
   await store.close();
   console.log('migrations applied');
 });

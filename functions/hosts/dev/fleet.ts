@@ -1,10 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { access, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../../services/enrollment.js';
 import { enrollAgent } from '../../../agent/enroll.js';
+import { uidRangeProblem, type UidRange } from '../../../agent/runtime-user.js';
 import { applyDeployment, type DeploymentInput } from '../../services/deployments.js';
 import type { RunningControlPlane } from '../node.js';
 
@@ -80,14 +82,36 @@ export interface SimNode {
 }
 
 /**
- * The local policy of a simulated node: it runs the built-in simulator and nothing else, as `nobody` when the
- * agent runs as root (a root agent without a run-as user refuses everything), with its model cache beside its
- * state dir (`<name>.cache`: a runtime user may not enter the state dir). 0600: the agent refuses a policy that
- * others could rewrite.
+ * Simulated nodes' runtime uids: blocks of 64 in 2013265920-2147483647, the upper half of the ids systemd leaves
+ * unused (1879048192 and up; docs/security.md's example range is the lower half), far above any account and any
+ * container range it hands out.
+ */
+const SIM_UIDS_FIRST = 2_013_265_920;
+const SIM_UIDS_PER_NODE = 64;
+const SIM_UID_BLOCKS = (2 ** 31 - SIM_UIDS_FIRST) / SIM_UIDS_PER_NODE;
+
+/**
+ * The uids of a simulated node's runtimes and their group (the block's first id): a block picked by the node's state
+ * dir, so that a node started again gets the same one (its runtimes are re-adopted) and two nodes hardly ever share
+ * one. Refused unless no account owns a uid of it, as the agent itself checks.
+ */
+async function simRuntimeUids(stateDir: string): Promise<{ uids: UidRange; group: number }> {
+  const block = createHash('sha256').update(resolve(stateDir)).digest().readUInt32BE(0) % SIM_UID_BLOCKS;
+  const uids = { first: SIM_UIDS_FIRST + block * SIM_UIDS_PER_NODE, count: SIM_UIDS_PER_NODE };
+  const problem = await uidRangeProblem(uids);
+  if (problem !== null) throw new Error(`the runtime uids ${uids.first}-${uids.first + uids.count - 1} of ${stateDir} are not free: ${problem}`);
+  return { uids, group: uids.first };
+}
+
+/**
+ * The local policy of a simulated node: it runs the built-in simulator and nothing else, when the agent runs as root
+ * (a root agent without a run-as user refuses everything) each runtime as a uid of the node's own, with its model
+ * cache beside its state dir (`<name>.cache`). 0600: the agent refuses a policy that others could rewrite.
  */
 export async function writeSimPolicy(stateDir: string): Promise<string> {
   const path = join(stateDir, 'policy.json');
-  const policy = { simulated: true, runAs: { user: 'nobody' }, cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 } };
+  const root = process.getuid?.() === 0;
+  const policy = { simulated: true, ...(root ? { runAs: await simRuntimeUids(stateDir) } : {}), cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 } };
   await writeFile(path, JSON.stringify(policy), { mode: 0o600 });
   return path;
 }

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { NodeEnv, configFromEnv } from '../node-env.js';
-import { startControlPlane } from '../node.js';
+import { peerFromEnv, startControlPlane } from '../node.js';
 import { listMachines } from '../../services/machines.js';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
 import { watchUntilReady } from './ready-watch.js';
@@ -11,7 +11,7 @@ import { watchUntilReady } from './ready-watch.js';
  */
 const env = NodeEnv.parse(process.env);
 // On the embedded store there is one instance and no peer channel: say so rather than ignore the variables.
-const peerVars = ['LUNANEXA_PEER_HOST', 'LUNANEXA_PEER_PORT', 'LUNANEXA_PEER_URL'].filter((name) => process.env[name]);
+const peerVars = Object.keys(process.env).filter((name) => name.startsWith('LUNANEXA_PEER_') && process.env[name]);
 if (!env.DATABASE_URL && peerVars.length > 0)
   console.log(`${peerVars.join(', ')}: no peer channel on the embedded store (one instance); they apply with DATABASE_URL`);
 const startedAt = performance.now();
@@ -21,9 +21,10 @@ const plane = await startControlPlane({
   host: env.LUNANEXA_HOST,
   dataDir,
   databaseUrl: env.DATABASE_URL,
+  databaseOwnerUrl: env.LUNANEXA_DATABASE_OWNER_URL,
   // As on the production entry: the peer channel (DATABASE_URL only; the embedded store is one instance) listens and
-  // advertises where LUNANEXA_PEER_HOST/PORT/URL say.
-  peer: { host: env.LUNANEXA_PEER_HOST, port: env.LUNANEXA_PEER_PORT, url: env.LUNANEXA_PEER_URL },
+  // advertises where LUNANEXA_PEER_HOST/PORT/URL say, with TLS where LUNANEXA_PEER_TLS_* do.
+  peer: await peerFromEnv(env),
   // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a token: its workspace's series).
   config: { ...configFromEnv(env), metricsPublic: true },
 });
