@@ -164,10 +164,12 @@ describePg('a client that does not read, on another instance than the node strea
     sockets.push(nonReadingClient(planeA, planeA.adminToken, true));
     const generated = await generationPlateau(node, before.tokensStreamed, 20_000);
     // Kernel socket buffers on three hops (runtime to agent, B to A, A to the client) hold the rest: about 7 MB
-    // on loopback here. A's memory holds a window, no more: without the pacing across the peer channel it held
-    // its whole bound (8 MiB) and cut the client.
+    // on loopback here. A's memory holds about a window: without the pacing across the peer channel it held its
+    // whole bound (8 MiB) and cut the client.
     expect(generated).toBeLessThan(LONG_ANSWER / 2);
-    expect(planeA.ports.dataPlane.budget.usage().peak).toBeLessThanOrEqual(WINDOW);
+    // A window, and at most one read of the peer connection that arrived as the queue filled (the reader checks
+    // for room between reads: undici reads 64 KiB at most).
+    expect(planeA.ports.dataPlane.budget.usage().peak).toBeLessThanOrEqual(WINDOW + 64 * 1024);
     // Held, not cut: the stall limit (a minute here) has not passed.
     expect((await simStats(node)).active).toBe(1);
     sockets.pop()?.destroy();
