@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,9 +40,13 @@ export async function checkOut(commit: string): Promise<{ dir: string; remove: (
   return { dir, remove };
 }
 
+/** Where older trees keep the simulated nodes' policy writer (the tree was laid out again in between). */
+const POLICY_WRITERS = ['functions/hosts/dev/fleet.ts', 'functions/dev/fleet.ts'];
+
 /**
  * The control-plane and agent bundles of the worktree at `dir`, built by its own scripts/build.mjs in a child
- * process (into its own output folder): the old code never enters this process.
+ * process (into its own output folder), and its own way of writing a simulated node's policy, run the same way:
+ * the old code never enters this process.
  */
 export async function buildIn(dir: string): Promise<Bundles> {
   const script = [
@@ -50,5 +55,13 @@ export async function buildIn(dir: string): Promise<Bundles> {
     "console.log(JSON.stringify({ controlPlane: out['control-plane'].path, agent: out.agent.path }));",
   ].join('\n');
   const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: dir });
-  return JSON.parse(stdout.trim().split('\n').at(-1)!) as Bundles;
+  const built = JSON.parse(stdout.trim().split('\n').at(-1)!) as Omit<Bundles, 'writePolicy'>;
+  const writer = POLICY_WRITERS.map((path) => join(dir, path)).find((path) => existsSync(path));
+  if (!writer) throw new Error(`no simulated-node policy writer in ${dir} (looked for ${POLICY_WRITERS.join(', ')})`);
+  const writePolicy = async (stateDir: string) => {
+    const write = `const { writeSimPolicy } = await import(${JSON.stringify(pathToFileURL(writer).href)}); console.log(await writeSimPolicy(${JSON.stringify(stateDir)}));`;
+    const { stdout: written } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', write], { cwd: dir });
+    return written.trim().split('\n').at(-1)!;
+  };
+  return { ...built, writePolicy };
 }

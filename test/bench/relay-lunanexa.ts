@@ -24,16 +24,20 @@ export interface SimulatedDeployment {
   tokensPerSecond: number;
 }
 
-/** The two programs a LunaNexa setup runs: the control-plane bundle and the agent bundle. */
+/**
+ * The two programs a LunaNexa setup runs (the control-plane bundle and the agent bundle), and how its simulated
+ * node's local policy is written: by the same code as its agent, whose policy schema it must match.
+ */
 export interface Bundles {
   controlPlane: string;
   agent: string;
+  writePolicy: (stateDir: string) => Promise<string>;
 }
 
 /** The production bundles of this working tree (`npm run build`, the control plane and the agent only). */
 export async function currentBundles(): Promise<Bundles> {
   const outputs = await build({ only: ['control-plane', 'agent'] });
-  return { controlPlane: outputs['control-plane']!.path, agent: outputs.agent!.path };
+  return { controlPlane: outputs['control-plane']!.path, agent: outputs.agent!.path, writePolicy: writeSimPolicy };
 }
 
 export interface LunaNexa {
@@ -121,7 +125,7 @@ export async function startLunaNexa(opts: {
   const nodeOptions = `${process.env.NODE_OPTIONS ?? ''} --import=${AGENT_DIAG}`.trim();
   const node = spawnLogged(
     process.execPath,
-    [...CPU_PROFILE, agent, 'run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'],
+    [...CPU_PROFILE, agent, 'run', '--state-dir', stateDir, '--policy', await opts.bundles.writePolicy(stateDir), '--stop-runtimes-on-exit'],
     { NODE_OPTIONS: nodeOptions },
     join(opts.logs, 'agent.log'),
   );
