@@ -1,3 +1,4 @@
+import { networkInterfaces } from 'node:os';
 import type { CryptoKey } from 'jose';
 import { createMachineCredentials } from './credentials.js';
 import { lazyGpuIndices } from './inventory/gpus.js';
@@ -11,15 +12,18 @@ import { createUplink } from './link/uplink.js';
 import { jsonLog, type Log } from './log.js';
 import type { PolicySource } from './policy-file.js';
 import { proxyDispatcher } from './proxy.js';
+import { machineAddress } from './reporter/address.js';
 import { observeMachine, type AgentCounters } from './reporter/observe.js';
 import { Reporter } from './reporter/reporter.js';
 import { cachedVersions, createAdapters } from './runtimes/adapters.js';
+import { MachineHolds } from './runtimes/holds.js';
 import { prepareRun } from './startup.js';
 import { saveHeldGen, type AgentIdentity } from './state.js';
 import { createStreamEvents } from './stream-events.js';
 import type { Uplink } from './link/uplink.js';
 import { Supervisor } from './supervisor/supervisor.js';
 import { AGENT_VERSION } from './version.js';
+import { WorkerSupervisor } from './workers/supervisor.js';
 
 export interface RunningAgent {
   /** Resolves with why the agent stopped. */
@@ -50,7 +54,7 @@ async function signIn(opts: { stateDir: string; identity: AgentIdentity; key: Cr
  * retried elsewhere.
  */
 async function stopParts(
-  parts: { reporter: Reporter; link: { close(): void }; uplink: Uplink; supervisor: Supervisor; catchUp: { close(): void } },
+  parts: { reporter: Reporter; link: { close(): void }; uplink: Uplink; supervisor: Supervisor; workers: WorkerSupervisor; catchUp: { close(): void } },
   revoked: boolean,
   stopRuntimes: boolean,
 ) {
@@ -61,8 +65,10 @@ async function stopParts(
     uplink.stop();
   }
   const supervised = supervisor.shutdown({ stopRuntimes: revoked || stopRuntimes, drain: !revoked });
+  const workersStopped = parts.workers.shutdown({ stopWorkers: revoked || stopRuntimes });
   if (!revoked) await reporter.report();
   await supervised;
+  await workersStopped;
   const reported = reporter.close();
   parts.catchUp.close();
   link.close();
@@ -81,12 +87,22 @@ export async function runAgent(opts: {
   /** `off` sends every answer on an upload of its own (the fallback), never up the uplink. */
   uplink?: 'auto' | 'off';
   log?: Log;
+  /** The address heartbeats give (LUNANEXA_AGENT_ADDRESS); absent: the machine's first non-internal IPv4. */
+  address?: string;
+  /** The nvidia-smi that lists the GPUs runtimes and workers reserve (LUNANEXA_AGENT_NVIDIA_SMI). */
+  nvidiaSmi?: string;
 }): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
   const start = await prepareRun({ stateDir: opts.stateDir, policy: opts.policy, log });
   const { stateDir, identity } = start;
   const baseUrl = identity.url;
   const { dispatcher, clock, machine, client } = await signIn({ stateDir, identity, key: start.key, log });
+
+  // One ledger of GPUs and uids for runtimes and run workers: neither gets what the other holds.
+  const holds = new MachineHolds(stateDir, lazyGpuIndices(AGENT_VERSION, opts.nvidiaSmi));
+  const workers = new WorkerSupervisor({ stateDir, policy: start.loaded.policy, users: start.users, holds, onChange: () => reporter.soon(), log });
+  // Before the link exists: the first desired state must find the workers an earlier agent left.
+  await workers.recover();
 
   // From here on the wiring is synchronous: the reporter, the runner, the supervisor and the link refer to one
   // another, and none of them may act before all exist.
@@ -104,6 +120,8 @@ export async function runAgent(opts: {
       observeMachine({
         machineId: identity.machineId,
         supervisor,
+        workers,
+        address: machineAddress(opts.address, networkInterfaces()),
         heldGen: desired.heldGen(),
         cachedVersions: cachedVersions(adapters),
         invocationsActive: invocations.active(),
@@ -130,9 +148,10 @@ export async function runAgent(opts: {
     log,
   });
 
-  const adapters = createAdapters({ stateDir, policy: start.loaded.policy, users: start.users, gpus: lazyGpuIndices(AGENT_VERSION), log });
+  const adapters = createAdapters({ stateDir, policy: start.loaded.policy, users: start.users, holds, log });
   const supervisor: Supervisor = new Supervisor({ adapters, onChange: reporter.soon, load: (assignmentId) => invocations.load(assignmentId), log });
   supervisor.start();
+  workers.start();
 
   const desired = createDesiredIntake({
     heldGen: start.heldGen,
@@ -141,7 +160,10 @@ export async function runAgent(opts: {
       return verifyDesiredState({ jws, jwks, machineId, clusterId, heldGen, now: new Date(clock.now()) });
     },
     save: (gen) => saveHeldGen(stateDir, gen),
-    apply: (state) => supervisor.apply(state.gen, state.assignments),
+    apply: (state) => {
+      supervisor.apply(state.gen, state.assignments);
+      workers.apply(state.workers);
+    },
     onRejected: (reason) => {
       counters.desired_rejected_total += 1;
       log('desired state rejected', { reason });
@@ -163,6 +185,7 @@ export async function runAgent(opts: {
       invocations,
       desired,
       supervisor,
+      workers,
       stopping: () => stopping,
       onRevoked: () => void shutdown('revoked'),
       counters,
@@ -174,7 +197,7 @@ export async function runAgent(opts: {
   async function shutdown(reason: 'stopped' | 'revoked') {
     if (stopping) return;
     stopping = true;
-    await stopParts({ reporter, link, uplink, supervisor, catchUp }, reason === 'revoked', opts.stopRuntimesOnExit ?? false);
+    await stopParts({ reporter, link, uplink, supervisor, workers, catchUp }, reason === 'revoked', opts.stopRuntimesOnExit ?? false);
     finish(reason);
   }
 

@@ -16,12 +16,20 @@ import { AGENT_VERSION } from './version.js';
  * `lunanexa-agent enroll`: generates the machine key locally (0600, never sent), collects inventory and trades
  * the single-use enrollment token for a machine identity, pinning the control plane's JWKS.
  */
-export async function enrollAgent(opts: { url: string; token: string; name?: string; stateDir: string; log?: Log }): Promise<AgentIdentity> {
+export async function enrollAgent(opts: {
+  url: string;
+  token: string;
+  name?: string;
+  stateDir: string;
+  log?: Log;
+  /** The nvidia-smi the inventory runs (LUNANEXA_AGENT_NVIDIA_SMI). */
+  nvidiaSmi?: string;
+}): Promise<AgentIdentity> {
   const stateDir = resolve(opts.stateDir);
   if (await loadIdentity(stateDir)) throw new Error(`${stateDir} already holds an enrolled identity`);
   await ensureStateDir(stateDir);
   const key = await generateMachineKey();
-  const inventory = await collectInventory({ agentVersion: AGENT_VERSION });
+  const inventory = await collectInventory({ agentVersion: AGENT_VERSION, nvidiaSmi: opts.nvidiaSmi });
   const name =
     opts.name ??
     hostname()

@@ -14,6 +14,16 @@ export const AgentEnv = z.object({
   LUNANEXA_AGENT_POLICY: z.string().optional(),
   /** The default of `run --uplink`: `auto` (one long-lived uplink) or `off` (one upload per invocation). */
   LUNANEXA_AGENT_UPLINK: z.enum(['auto', 'off']).default('auto'),
+  /**
+   * The address the machine's heartbeats give (a run's rank 0 is reached at it: MASTER_ADDR), when the first
+   * non-internal IPv4 is not the one other machines of its site reach it at (several interfaces, NAT).
+   */
+  LUNANEXA_AGENT_ADDRESS: z.string().min(1).max(255).optional(),
+  /**
+   * The nvidia-smi the agent lists GPUs with, at enrollment (the inventory) and when it reserves them: its path when
+   * it is not on the search path, or the simulator's stand-in (`sim/nvidia-smi.mjs`, one GB10) on simulated nodes.
+   */
+  LUNANEXA_AGENT_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 });
 export type AgentEnv = z.output<typeof AgentEnv>;
 

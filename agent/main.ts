@@ -39,7 +39,7 @@ function agentProgram(env: AgentEnv): Command {
     .option('--state-dir <dir>', 'where the key and identity are kept', env.LUNANEXA_AGENT_STATE_DIR)
     .action(async (opts: { url: string; token?: string; tokenFile?: string; name?: string; stateDir: string }) => {
       const token = await enrollmentToken(opts, env);
-      const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir });
+      const identity = await enrollAgent({ url: opts.url, token, name: opts.name, stateDir: opts.stateDir, nvidiaSmi: env.LUNANEXA_AGENT_NVIDIA_SMI });
       jsonLog('enrolled', { machineId: identity.machineId, name: identity.name, stateDir: opts.stateDir });
     });
 
@@ -61,7 +61,14 @@ function agentProgram(env: AgentEnv): Command {
       // A file named on purpose must exist; only the default one may be missing (and then nothing runs).
       const named = opts.policy ?? env.LUNANEXA_AGENT_POLICY;
       const policy = named ? { path: named, required: true } : { path: DEFAULT_POLICY_PATH, required: false };
-      const agent = await runAgent({ stateDir: opts.stateDir, policy, stopRuntimesOnExit: opts.stopRuntimesOnExit, uplink: opts.uplink });
+      const agent = await runAgent({
+        stateDir: opts.stateDir,
+        policy,
+        stopRuntimesOnExit: opts.stopRuntimesOnExit,
+        uplink: opts.uplink,
+        address: env.LUNANEXA_AGENT_ADDRESS,
+        nvidiaSmi: env.LUNANEXA_AGENT_NVIDIA_SMI,
+      });
       // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
       const stop = () => void agent.stop();
       process.on('SIGINT', stop);

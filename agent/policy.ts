@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import { z } from 'zod';
-import type { Assignment } from '../shared/contracts/desired.js';
+import type { Assignment, TemplateRuntime } from '../shared/contracts/desired.js';
 import { EnvName, TemplateName } from '../shared/contracts/runtime-template.js';
 import { versionProblem } from './artifacts/layout.js';
 import { codeLoadingEnvReason } from '../shared/env-deny.js';
@@ -168,6 +168,45 @@ export function allowsNothing(policy: AgentPolicy): boolean {
 }
 
 /**
+ * Variables the platform sets for a run's worker (docs/runs.md): its rank and the rendezvous the control plane gives
+ * (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and its GPUs, which the agent sets itself. A worker's
+ * command may carry them whatever its template's `env` list says: they say where in its run it is, never what it runs.
+ */
+export const WORKER_PLATFORM_ENV: readonly string[] = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES'];
+
+/**
+ * Why the local policy refuses a template's launch (a runtime's or a run worker's), or null when it accepts it:
+ * the template must be allowed by name, run its executable with its pinned digest and argv, and set only the
+ * variables its `env` lists, besides `platformEnv` (a worker's `WORKER_PLATFORM_ENV`). Pure.
+ */
+export function templateRefusal(policy: AgentPolicy, runtime: TemplateRuntime, platformEnv: readonly string[] = []): string | null {
+  // Own keys only: a template named "constructor" must not find Object.prototype's.
+  const allowed = Object.hasOwn(policy.templates, runtime.template) ? policy.templates[runtime.template] : undefined;
+  if (!allowed) return `template "${runtime.template}" is not allowed`;
+  if (runtime.executable !== allowed.executable) return `template "${runtime.template}" must run ${allowed.executable}, not ${runtime.executable}`;
+  const digest = allowed.executableSha256 ?? allowed.sha256;
+  if (digest !== undefined && digest !== runtime.executableSha256) {
+    return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${digest} of the local policy`;
+  }
+  const exact = allowed.args === undefined || (allowed.args.length === runtime.args.length && allowed.args.every((arg, i) => arg === runtime.args[i]));
+  const argv = argvDigest(runtime.args);
+  if (!exact || (allowed.argvSha256 !== undefined && !allowed.argvSha256.includes(argv))) {
+    return `template "${runtime.template}" runs arguments the local policy does not pin (argv digest ${argv})`;
+  }
+  const names = Object.keys(runtime.env)
+    .filter((name) => !platformEnv.includes(name))
+    .sort();
+  const refused = names.find((name) => !allowed.env.includes(name));
+  if (refused !== undefined) return `template "${runtime.template}" may not set environment variable ${refused}`;
+  // Listed by the policy, and still never passed on: the control plane refuses these too.
+  for (const name of names) {
+    const reason = name.startsWith('LUNANEXA_') ? 'the agent sets its own variables itself' : codeLoadingEnvReason(name);
+    if (reason !== null) return `template "${runtime.template}" may not set environment variable ${name}: ${reason}`;
+  }
+  return null;
+}
+
+/**
  * Why the local policy refuses what an assignment runs, or null when it accepts it. Pure: the checks that need the
  * disk (the executable's digest, where the artifact really is) are made at launch with `insideRoots`.
  */
@@ -176,27 +215,8 @@ export function policyRefusal(policy: AgentPolicy, assignment: Assignment): stri
   if (runtime.kind === 'simulated') {
     if (!policy.simulated) return 'the built-in simulated runtime is not allowed';
   } else {
-    // Own keys only: a template named "constructor" must not find Object.prototype's.
-    const allowed = Object.hasOwn(policy.templates, runtime.template) ? policy.templates[runtime.template] : undefined;
-    if (!allowed) return `template "${runtime.template}" is not allowed`;
-    if (runtime.executable !== allowed.executable) return `template "${runtime.template}" must run ${allowed.executable}, not ${runtime.executable}`;
-    const digest = allowed.executableSha256 ?? allowed.sha256;
-    if (digest !== undefined && digest !== runtime.executableSha256) {
-      return `template "${runtime.template}" pins executable digest ${runtime.executableSha256}, not the ${digest} of the local policy`;
-    }
-    const exact = allowed.args === undefined || (allowed.args.length === runtime.args.length && allowed.args.every((arg, i) => arg === runtime.args[i]));
-    const argv = argvDigest(runtime.args);
-    if (!exact || (allowed.argvSha256 !== undefined && !allowed.argvSha256.includes(argv))) {
-      return `template "${runtime.template}" runs arguments the local policy does not pin (argv digest ${argv})`;
-    }
-    const names = Object.keys(runtime.env).sort();
-    const refused = names.find((name) => !allowed.env.includes(name));
-    if (refused !== undefined) return `template "${runtime.template}" may not set environment variable ${refused}`;
-    // Listed by the policy, and still never passed on: the control plane refuses these too.
-    for (const name of names) {
-      const reason = name.startsWith('LUNANEXA_') ? 'the agent sets its own variables itself' : codeLoadingEnvReason(name);
-      if (reason !== null) return `template "${runtime.template}" may not set environment variable ${name}: ${reason}`;
-    }
+    const refusal = templateRefusal(policy, runtime);
+    if (refusal !== null) return refusal;
   }
   const artifact = assignment.artifact;
   if (artifact) {

@@ -7,6 +7,7 @@ import type { Uplink } from './link/uplink.js';
 import type { InvocationRunner } from './invocations/runner.js';
 import type { Log } from './log.js';
 import type { Supervisor } from './supervisor/supervisor.js';
+import type { WorkerSupervisor } from './workers/supervisor.js';
 
 /** The counters of the link that the heartbeats carry. */
 interface LinkCounters {
@@ -23,6 +24,7 @@ export interface StreamEventsOptions {
   invocations: InvocationRunner;
   desired: { offer(jws: string): void };
   supervisor: Pick<Supervisor, 'logs'>;
+  workers: Pick<WorkerSupervisor, 'has' | 'logs'>;
   /** Shutting down: no new desired state is taken. */
   stopping: () => boolean;
   onRevoked: () => void;
@@ -60,8 +62,12 @@ export function createStreamEvents(opts: StreamEventsOptions): Pick<StreamLinkOp
         return invocations.run({ ...event.data, deadline: clock.toLocal(event.data.deadline) });
       case 'cancel':
         return invocations.cancel(event.data.invocationId, event.data.reason);
-      case 'logs':
-        return uploadLogs(client, log, event.data.assignmentId, event.data.requestId, opts.supervisor.logs(event.data.assignmentId, event.data.lines));
+      case 'logs': {
+        // The id names a runtime's assignment (asg_...) or a run's worker (wrk_...): the two never collide.
+        const { assignmentId: id, lines } = event.data;
+        const tail = opts.workers.has(id) ? opts.workers.logs(id, lines) : opts.supervisor.logs(id, lines);
+        return uploadLogs(client, log, id, event.data.requestId, tail);
+      }
       case 'revoked':
         log('machine revoked', { reason: event.data.reason });
         return opts.onRevoked();

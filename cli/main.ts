@@ -11,6 +11,7 @@ import { registerAudit } from './commands/audit.js';
 import { registerModels } from './commands/models.js';
 import { registerAliases } from './commands/aliases.js';
 import { registerPolicy } from './commands/policy.js';
+import { registerRuns } from './commands/runs.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -25,6 +26,7 @@ const program = new Command('lunanexa')
 registerSession(program);
 registerMachines(program);
 registerDeployments(program);
+registerRuns(program);
 registerLogs(program);
 registerEnrollTokens(program);
 registerTokens(program);

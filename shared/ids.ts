@@ -16,6 +16,7 @@ const ID_PREFIXES = {
   modelVersion: 'mv',
   job: 'job',
   run: 'run',
+  worker: 'wrk',
   audit: 'aud',
   event: 'evt',
   connection: 'con',

@@ -15,6 +15,8 @@ export type ReadTextFile = (path: string) => Promise<string>;
 
 export interface CollectInventoryOptions {
   agentVersion: string;
+  /** The nvidia-smi to run (LUNANEXA_AGENT_NVIDIA_SMI): `nvidia-smi` on the search path unless told otherwise. */
+  nvidiaSmi?: string;
   run?: RunCommand;
   readFile?: ReadTextFile;
 }
@@ -44,10 +46,10 @@ async function readHostMemory(readFile: ReadTextFile): Promise<MeminfoSummary> {
   }
 }
 
-async function readGpus(run: RunCommand): Promise<GpuDevice[]> {
+async function readGpus(run: RunCommand, nvidiaSmi: string): Promise<GpuDevice[]> {
   let result: { code: number; stdout: string };
   try {
-    result = await run('nvidia-smi', [...NVIDIA_SMI_ARGS]);
+    result = await run(nvidiaSmi, [...NVIDIA_SMI_ARGS]);
   } catch {
     // Missing binary (ENOENT) or a timeout: the host has no usable NVIDIA GPU.
     return [];
@@ -82,7 +84,7 @@ export async function collectInventory(opts: CollectInventoryOptions): Promise<I
   const run = opts.run ?? execFileRun;
   const readFile = opts.readFile ?? readUtf8;
 
-  const [memory, rawGpus, diskFree] = await Promise.all([readHostMemory(readFile), readGpus(run), diskFreeMiB(process.cwd())]);
+  const [memory, rawGpus, diskFree] = await Promise.all([readHostMemory(readFile), readGpus(run, opts.nvidiaSmi ?? 'nvidia-smi'), diskFreeMiB(process.cwd())]);
 
   const hostUsedMiB = memory.availableMiB === null ? null : Math.max(0, memory.totalMiB - memory.availableMiB);
   const gpus = rawGpus.map((gpu) => (gpu.unifiedMemory ? { ...gpu, memoryTotalMiB: memory.totalMiB, memoryUsedMiB: hostUsedMiB } : gpu));

@@ -1,6 +1,7 @@
 import { freemem, loadavg } from 'node:os';
 import type { Heartbeat } from '../../shared/contracts/heartbeat.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
+import type { WorkerSupervisor } from '../workers/supervisor.js';
 
 /** The counters the heartbeats carry, kept by the parts that count. */
 export interface AgentCounters {
@@ -14,6 +15,8 @@ export interface AgentCounters {
 export function observeMachine(parts: {
   machineId: string;
   supervisor: Pick<Supervisor, 'status' | 'reports' | 'warmModels'>;
+  workers: Pick<WorkerSupervisor, 'reports'>;
+  address: string | null;
   heldGen: number;
   cachedVersions: string[];
   invocationsActive: number;
@@ -25,6 +28,8 @@ export function observeMachine(parts: {
     status: supervisor.status(),
     gen: parts.heldGen,
     runtimes: supervisor.reports(),
+    workers: parts.workers.reports(),
+    address: parts.address,
     warmModels: supervisor.warmModels(),
     cachedVersions: parts.cachedVersions,
     metrics: { load1: loadavg()[0] ?? 0, mem_free_mib: Math.round(freemem() / 1048576), invocations_active: parts.invocationsActive, ...parts.counters },

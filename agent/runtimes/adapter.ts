@@ -104,6 +104,8 @@ export interface RuntimeAdapter {
   rotateLogs(assignmentId: string): Promise<void>;
   /** Deletes what is left of a runtime retired for good (its output). */
   forget(assignmentId: string): Promise<void>;
+  /** Stops the runtimes an earlier agent left for assignments not in `keep`; absent: it leaves none behind. */
+  releaseOrphans?(keep: ReadonlySet<string>): Promise<void>;
   /** The model versions (`mv_...`) verified in this adapter's cache, for heartbeats; absent: it caches none. */
   cachedVersions?(): string[];
 }

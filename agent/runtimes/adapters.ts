@@ -2,6 +2,7 @@ import type { Assignment } from '../../shared/contracts/desired.js';
 import type { AgentPolicy } from '../policy.js';
 import type { RuntimeUsers } from '../runtime-user.js';
 import type { RuntimeAdapter } from './adapter.js';
+import type { MachineHolds } from './holds.js';
 import { ProcessAdapter } from './process.js';
 import { simulatedLaunch } from './simulated.js';
 import { templateLaunch } from './template.js';
@@ -13,6 +14,8 @@ export interface AdaptersOptions {
   users: RuntimeUsers | null;
   /** The machine's GPU indices (from its inventory). */
   gpus?: () => Promise<number[]>;
+  /** The GPUs and uids the machine's processes hold, shared with the run workers. */
+  holds?: MachineHolds;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
 

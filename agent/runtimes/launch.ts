@@ -64,3 +64,12 @@ export function allocateGpus(available: readonly number[], held: ReadonlySet<num
   const free = [...available].sort((a, b) => a - b).filter((index) => !held.has(index));
   return free.length >= count ? free.slice(0, count) : null;
 }
+
+/**
+ * A run worker's whole environment: its command's variables (its rank and rendezvous among them) and what the agent
+ * sets, nothing of the agent's own. CUDA_VISIBLE_DEVICES is always the agent's: a worker that asked for no GPU sees
+ * none, rather than every GPU of the machine. Pure.
+ */
+export function workerEnv(assigned: Record<string, string>, facts: { home: string; gpuIndices: readonly number[] }): Record<string, string> {
+  return { ...assigned, PATH: SAFE_PATH, HOME: facts.home, CUDA_VISIBLE_DEVICES: facts.gpuIndices.join(',') };
+}

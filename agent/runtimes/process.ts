@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { openSync, closeSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -9,16 +9,17 @@ import type { Assignment } from '../../shared/contracts/desired.js';
 import { canonicalize, sha256Hex } from '../../shared/canonical.js';
 import { cacheSettings, insideRoots, policyRefusal, type AgentPolicy } from '../policy.js';
 import { inUidRange, type RuntimeIds, type RuntimeUser, type RuntimeUsers } from '../runtime-user.js';
-import { homesDir, writeFileAtomic } from '../state.js';
+import { writeFileAtomic } from '../state.js';
 import type { Dispatcher } from 'undici';
 import { ArtifactCache, type PullProgress } from '../artifacts/cache.js';
 import { proxyDispatcher } from '../proxy.js';
 import { refusedByPolicy, type Adoption, type RuntimeAdapter, type RuntimeHandle, type RuntimeResponse } from './adapter.js';
 import { artifactPath, executableDigest, hashArtifact, resolveRoots } from './files.js';
-import { allocateGpus, fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
+import { MachineHolds } from './holds.js';
+import { pidAlive, stopGroup } from './process-group.js';
+import { fillPlaceholders, runtimeEnv, type LaunchSpec } from './launch.js';
 import { LogRing } from './log-ring.js';
 import { RuntimeHttp } from './runtime-http.js';
-import { freshHome, lowestFreeUid, uidsInUse } from './uids.js';
 
 const RuntimeRecord = z.object({
   assignmentId: z.string(),
@@ -50,6 +51,8 @@ export interface ProcessAdapterOptions {
   launchSpec: (assignment: Assignment, ids: RuntimeIds | null) => LaunchSpec;
   /** The machine's GPU indices; none by default. */
   gpus?: () => Promise<number[]>;
+  /** What the machine's runtimes and workers hold, shared with the worker supervisor; its own (from `gpus`) by default. */
+  holds?: MachineHolds;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -72,22 +75,6 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** True while any process of the group that `pid` leads exists (a runtime's workers can outlive its leader). */
-function groupAlive(pid: number): boolean {
-  return pidAlive(-pid);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * The process adapter: launches a runtime (a template's executable, the simulator) in its own process group with
  * its output in a file, so that it survives an agent restart and can be re-adopted. Nothing runs unless the local
@@ -99,13 +86,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export class ProcessAdapter implements RuntimeAdapter {
   private readonly rings = new Map<string, LogRing>();
-  /** GPUs held by the runtimes this adapter launched or adopted, by assignment. */
-  private readonly gpusHeld = new Map<string, number[]>();
-  /**
-   * The uid of the range each runtime this adapter launched or adopted runs as, by assignment, with its pid (null
-   * while it is launched): held while that launch goes on or its process group lives, even before it switched to it.
-   */
-  private readonly uidsHeld = new Map<string, { uid: number; pid: number | null }>();
+  /** The GPUs and uids of the runtimes this adapter launched or adopted, by assignment. */
+  private readonly holds: MachineHolds;
 
   private readonly http = new RuntimeHttp();
 
@@ -118,6 +100,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   constructor(private readonly opts: ProcessAdapterOptions) {
     this.stateDir = opts.stateDir;
     this.log = opts.log;
+    this.holds = opts.holds ?? new MachineHolds(opts.stateDir, opts.gpus);
     const cache = cacheSettings(opts.policy);
     this.cache = new ArtifactCache({
       dir: cache.dir ?? join(opts.stateDir, 'cache'),
@@ -146,28 +129,6 @@ export class ProcessAdapter implements RuntimeAdapter {
     const users = this.opts.users;
     if (!users) throw refusedByPolicy('the agent runs as root and the policy names no runAs user to run runtimes as');
     return users;
-  }
-
-  /**
-   * Who a launch runs as: the one user, or the lowest uid of the range that no other runtime of this adapter holds
-   * and no live process runs as, reserved at once (two launches in parallel never get the same one), with a new home.
-   */
-  private async runAs(assignmentId: string, users: RuntimeUsers): Promise<RuntimeUser> {
-    if (users.kind === 'one') return users.user;
-    const used = await uidsInUse();
-    const held = new Set(
-      [...this.uidsHeld].filter(([id, runtime]) => id !== assignmentId && (runtime.pid === null || groupAlive(runtime.pid))).map(([, runtime]) => runtime.uid),
-    );
-    const uid = lowestFreeUid(users.uids, held, used);
-    const { first, count } = users.uids;
-    if (uid === null) throw new Error(`no free uid: every uid of the local policy's runAs range ${first}-${first + count - 1} is held by a runtime`);
-    this.uidsHeld.set(assignmentId, { uid, pid: null });
-    try {
-      return { name: `uid ${uid}`, home: await freshHome(homesDir(this.stateDir), uid, users.gid), ids: { uid, gid: users.gid } };
-    } catch (error) {
-      this.uidsHeld.delete(assignmentId);
-      throw error;
-    }
   }
 
   /** Whether a runtime found running runs as the policy lets runtimes run now: one switched to another user is not adopted. */
@@ -244,8 +205,7 @@ export class ProcessAdapter implements RuntimeAdapter {
               ? 'it runs as another user than the local policy gives'
               : null;
     if (refusal === null) {
-      this.gpusHeld.set(record.assignmentId, record.gpuIndices);
-      if (users.kind === 'range') this.uidsHeld.set(record.assignmentId, { uid: record.uid!, pid: record.pid });
+      this.holds.adopt(record.assignmentId, { gpuIndices: record.gpuIndices, uid: users.kind === 'range' ? record.uid : null, pid: record.pid });
       return { handle: record, ready: health.ok };
     }
     await this.release(record, refusal, health);
@@ -284,6 +244,21 @@ export class ProcessAdapter implements RuntimeAdapter {
     await rm(this.recordPath(record.assignmentId), { force: true });
   }
 
+  /**
+   * Stops the runtimes an earlier agent left whose assignment is not in `keep` (it left the desired state while the
+   * agent was down): nothing else would ever look at their records.
+   */
+  async releaseOrphans(keep: ReadonlySet<string>): Promise<void> {
+    const names = await readdir(join(this.stateDir, 'runtimes')).catch(() => [] as string[]);
+    for (const name of names.filter((n) => n.endsWith('.json'))) {
+      const assignmentId = decodeURIComponent(name.slice(0, -'.json'.length));
+      if (keep.has(assignmentId)) continue;
+      const record = await this.readRecord(assignmentId);
+      if (record) await this.release(record, 'its assignment is no longer desired');
+      await this.forget(assignmentId);
+    }
+  }
+
   async prepare(assignment: Assignment, signal: AbortSignal, onPull?: (progress: PullProgress) => void): Promise<void> {
     const users = this.admit(assignment);
     this.holdVersion(assignment);
@@ -307,11 +282,11 @@ export class ProcessAdapter implements RuntimeAdapter {
     const users = this.admit(assignment);
     const previous = await this.readRecord(assignment.assignmentId);
     if (previous) await this.release(previous, 'a new runtime is launched in its place');
-    const user = await this.runAs(assignment.assignmentId, users);
+    const user = await this.holds.runAs(assignment.assignmentId, users);
     try {
       return await this.launch(assignment, user);
     } catch (error) {
-      this.uidsHeld.delete(assignment.assignmentId);
+      this.holds.releaseUid(assignment.assignmentId);
       throw error;
     }
   }
@@ -329,7 +304,7 @@ export class ProcessAdapter implements RuntimeAdapter {
       : assignment.artifact
         ? await artifactPath(assignment.artifact.uri, await resolveRoots(this.opts.policy.artifactRoots))
         : null;
-    const gpuIndices = await this.reserveGpus(assignment);
+    const gpuIndices = await this.holds.reserveGpus(assignment.assignmentId, assignment.resources.gpus);
     const port = await freePort();
     const instanceId = crypto.randomUUID();
     // Only the agent knows it (the record is in its private state dir): any other local caller gets 401.
@@ -357,8 +332,7 @@ export class ProcessAdapter implements RuntimeAdapter {
         child.once('error', reject);
       });
       child.unref();
-      const held = this.uidsHeld.get(assignment.assignmentId);
-      if (held) held.pid = child.pid!;
+      this.holds.started(assignment.assignmentId, child.pid!);
       const handle: RuntimeHandle = {
         assignmentId: assignment.assignmentId,
         pid: child.pid!,
@@ -375,23 +349,11 @@ export class ProcessAdapter implements RuntimeAdapter {
       await writeFileAtomic(this.recordPath(assignment.assignmentId), JSON.stringify(handle));
       return handle;
     } catch (error) {
-      this.gpusHeld.delete(assignment.assignmentId);
+      this.holds.releaseGpus(assignment.assignmentId);
       throw error;
     } finally {
       closeSync(log);
     }
-  }
-
-  /** The GPUs the assignment asks for, reserved at once (two launches in parallel never get the same ones). */
-  private async reserveGpus(assignment: Assignment): Promise<number[]> {
-    const count = assignment.resources.gpus;
-    if (count === 0) return [];
-    const available = this.opts.gpus ? await this.opts.gpus() : [];
-    const held = new Set([...this.gpusHeld].filter(([id]) => id !== assignment.assignmentId).flatMap(([, indices]) => indices));
-    const indices = allocateGpus(available, held, count);
-    if (!indices) throw new Error(`needs ${count} GPUs; ${available.filter((index) => !held.has(index)).length} of ${available.length} are free`);
-    this.gpusHeld.set(assignment.assignmentId, indices);
-    return indices;
   }
 
   private async health(handle: RuntimeHandle): Promise<{ ok: boolean; instanceId?: string }> {
@@ -435,18 +397,8 @@ export class ProcessAdapter implements RuntimeAdapter {
 
   /** SIGTERM to the runtime's process group, SIGKILL after 5 s; the record goes with it. */
   async stop(handle: RuntimeHandle): Promise<void> {
-    const signal = (sig: NodeJS.Signals) => {
-      try {
-        process.kill(-handle.pid, sig);
-      } catch {
-        // Already gone.
-      }
-    };
-    signal('SIGTERM');
-    for (let waited = 0; waited < 5_000 && groupAlive(handle.pid); waited += 50) await sleep(50);
-    if (groupAlive(handle.pid)) signal('SIGKILL');
-    this.gpusHeld.delete(handle.assignmentId);
-    this.uidsHeld.delete(handle.assignmentId);
+    await stopGroup(handle.pid, 5_000);
+    this.holds.release(handle.assignmentId);
     await rm(this.recordPath(handle.assignmentId), { force: true });
   }
 
@@ -461,8 +413,7 @@ export class ProcessAdapter implements RuntimeAdapter {
   async forget(assignmentId: string): Promise<void> {
     await this.ring(assignmentId).remove();
     this.rings.delete(assignmentId);
-    this.gpusHeld.delete(assignmentId);
-    this.uidsHeld.delete(assignmentId);
+    this.holds.release(assignmentId);
     this.versionsInUse.delete(assignmentId);
     // A runtime that died by itself leaves its record behind.
     await rm(this.recordPath(assignmentId), { force: true });

@@ -97,6 +97,8 @@ export class Supervisor {
   /** Supervision has ended: nothing is launched any more. */
   private stopped = false;
   private stopRuntimesOnShutdown = false;
+  /** The first desired state after start says which runtimes an earlier agent left are no longer wanted. */
+  private orphansReleased = false;
 
   constructor(private readonly opts: SupervisorOptions) {}
 
@@ -108,6 +110,15 @@ export class Supervisor {
   apply(gen: number, assignments: Assignment[]): void {
     this.gen = gen;
     this.desired = assignments;
+    if (!this.orphansReleased) {
+      this.orphansReleased = true;
+      const keep = new Set(assignments.map((a) => a.assignmentId));
+      for (const adapter of new Set(Object.values(this.opts.adapters))) {
+        void adapter
+          .releaseOrphans?.(keep)
+          .catch((error: unknown) => this.opts.log('stopping runtimes no longer desired failed', { error: errorMessage(error) }));
+      }
+    }
     // A runtime whose template is unchanged runs under the new generation as it is; one whose template changed
     // stays under its old generation until its replacement launches.
     for (const assignment of assignments) {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
+import { DeploymentDetail, DeploymentListItem, DeploymentName, DeploymentSpec, DeploymentView } from '../../shared/contracts/deployment.js';
 import { CliError, type ApiClient } from '../client.js';
 import { checked, connect, JSON_FLAG, print, listCommand, readDocument } from '../context.js';
 import { GateResult, WorkloadProfile } from '../../shared/contracts/benchmark.js';
@@ -92,11 +92,20 @@ async function waitForRollout(api: ApiClient, name: string, seconds: string): Pr
 export function registerDeployments(program: Command): void {
   const deployments = program.command('deployments').description('what runs on the fleet');
   listCommand(program, deployments, {
-    description: 'list deployments',
+    description: 'list deployments: replicas ready of desired, starting, unplaceable',
     path: '/deployments',
-    item: DeploymentView,
-    header: ['NAME', 'MODEL', 'REPLICAS', 'GENERATION', 'ID'],
-    row: (d) => [d.name, d.model, String(d.replicas), String(d.generation), d.id],
+    item: DeploymentListItem,
+    header: ['NAME', 'MODEL', 'REPLICAS', 'READY', 'STARTING', 'UNPLACEABLE', 'GENERATION', 'ID'],
+    row: (d) => [
+      d.name,
+      d.model,
+      String(d.replicas),
+      `${d.status.ready}/${d.status.desired}`,
+      String(d.status.starting),
+      String(d.status.unplaceable),
+      String(d.generation),
+      d.id,
+    ],
   });
   deployments
     .command('show <name>')

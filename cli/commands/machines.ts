@@ -7,6 +7,16 @@ import { table } from '../table.js';
 
 const gpuSummary = (m: MachineView) => (m.inventory.gpus.length ? `${m.inventory.gpus.length}x ${m.inventory.gpus[0]!.name}` : '-');
 
+/** The machine's GPUs left free of its GPUs, as placement counts them: what replicas and run workers reserve is not. */
+const freeGpus = (m: MachineView) => `${m.resources.free.gpus}/${m.resources.capacity.gpus}`;
+
+/** What the machine offers, what its replicas and run workers reserve, and what is free: one row per resource. */
+function resourcesTable(m: MachineView): string {
+  const { capacity, replicas, workers, free } = m.resources;
+  const row = (what: string, key: 'gpus' | 'memoryMiB' | 'cores') => [what, ...[capacity, replicas, workers, free].map((r) => String(r[key]))];
+  return table(['RESOURCE', 'CAPACITY', 'REPLICAS', 'WORKERS', 'FREE'], [row('gpus', 'gpus'), row('memory MiB', 'memoryMiB'), row('cores', 'cores')]);
+}
+
 /** A machine named by id, or by its name (resolved through the list). */
 export async function findMachine(api: ApiClient, nameOrId: string): Promise<MachineView> {
   if (/^mch_/.test(nameOrId)) return await api.answer(api.http.GET('/machines/{id}', { params: { path: { id: nameOrId } } }), MachineView);
@@ -30,6 +40,8 @@ function describe(m: MachineView): string {
     `gpus:       ${m.inventory.gpus.map((g) => `${g.name}${g.memoryTotalMiB === null ? '' : ` (${Math.round(g.memoryTotalMiB / 1024)} GiB)`}`).join(', ') || 'none'}`,
     `warm:       ${m.warmModels.join(', ') || '-'}`,
     '',
+    resourcesTable(m),
+    '',
     table(
       ['RUNTIME', 'DEPLOYMENT', 'MODEL', 'STATE', 'ROUTABLE', 'ACTIVE', 'RESTARTS'],
       m.runtimes.map((r) => [r.assignmentId, r.deploymentName, r.model, r.state, r.routable ? 'yes' : 'no', String(r.activeInvocations), String(r.restarts)]),
@@ -42,16 +54,17 @@ function describe(m: MachineView): string {
 export function registerMachines(program: Command): void {
   const machines = program.command('machines').description('the fleet');
   listCommand(program, machines, {
-    description: 'list machines: state, heartbeat age, GPUs, runtimes',
+    description: 'list machines: state, heartbeat age, GPUs and how many are free, runtimes',
     path: '/machines',
     item: MachineView,
-    header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'RUNTIMES', 'SCHEDULING', 'ID'],
+    header: ['NAME', 'STATE', 'HEARTBEAT', 'STREAM', 'GPUS', 'FREE', 'RUNTIMES', 'SCHEDULING', 'ID'],
     row: (m) => [
       m.name,
       m.state,
       age(m.heartbeatAgeMs),
       m.streamAttached ? 'attached' : '-',
       gpuSummary(m),
+      freeGpus(m),
       String(m.runtimes.length),
       m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-',
       m.id,
@@ -59,7 +72,7 @@ export function registerMachines(program: Command): void {
   });
   machines
     .command('show <machine>')
-    .description('one machine (name or id): inventory, runtimes, open failures')
+    .description('one machine (name or id): inventory, what is reserved and free, runtimes, open failures')
     .option(...JSON_FLAG)
     .action(async (machine: string, opts: { json?: boolean }) => {
       const m = await findMachine(await connect(program), machine);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { MachineView } from '../../shared/contracts/machine.js';
-import { DeploymentView } from '../../shared/contracts/deployment.js';
+import { DeploymentListItem } from '../../shared/contracts/deployment.js';
 import { pageOf } from '../../shared/contracts/page.js';
 import { apiClient, CliError } from '../client.js';
 import { loginPath, removeLogin, saveLogin } from '../config.js';
@@ -55,7 +55,7 @@ export function registerSession(program: Command): void {
     .option(...JSON_FLAG)
     .action(async (opts: { json?: boolean }) => {
       const api = await connect(program);
-      const [fleet, deployed] = await Promise.all([api.all('/machines', MachineView), api.all('/deployments', DeploymentView)]);
+      const [fleet, deployed] = await Promise.all([api.all('/machines', MachineView), api.all('/deployments', DeploymentListItem)]);
       const byState: Record<string, number> = {};
       for (const m of fleet) byState[m.state] = (byState[m.state] ?? 0) + 1;
       const summary = { machines: fleet.length, byState, deployments: deployed.length };

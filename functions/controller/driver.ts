@@ -22,6 +22,7 @@ import { replicaSetOf } from '../core/fleet/tracks.js';
 import { EMPTY_CATALOG } from '../core/fleet/versions.js';
 import { loadPlacementInputs } from '../services/placement-load.js';
 import { recheckReservations } from './recheck.js';
+import { reconcileRuns } from './runs.js';
 import { sleepIdleDeployments } from './sleep.js';
 
 /** Advisory lock key that makes one reconciler act at a time across instances. */
@@ -176,6 +177,7 @@ async function reconcilePass(
     }
     await recheckReservations(tx.db, { machineIds: [...placed.machineIds], workspaceIds: [...placed.workspaceIds] });
     await recordDeploymentEvents(tx.db, events);
+    for (const machineId of await reconcileRuns(tx.db, ctx.config, snapshot!)) touched.add(machineId);
     if (touched.size > 0) {
       await tx.db
         .update(machines)

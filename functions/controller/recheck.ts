@@ -1,5 +1,5 @@
-import { and, count, eq, inArray, isNull, sql } from 'drizzle-orm';
-import { assignments, deployments, machines, workspaces } from '../store/schema/index.js';
+import { and, count, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
+import { assignments, deployments, machines, runs, runWorkers, workspaces } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
@@ -13,11 +13,13 @@ export class OvercommitError extends Error {
 interface Sums {
   gpus: number;
   memoryMiB: number;
+  cores: number;
 }
 
 /**
- * What the store's sums say is overcommitted: a machine whose live assignments reserve more GPUs or memory than its
- * inventory offers (memory as the scheduler counts it, `machineMemoryMiB`), a workspace past its quota. Pure.
+ * What the store's sums say is overcommitted: a machine whose live assignments and run workers reserve more GPUs,
+ * memory or cores than its inventory offers (memory as the scheduler counts it, `machineMemoryMiB`), a workspace
+ * past its quota (its `replicas` bound counts replicas only). Pure.
  */
 function overcommits(input: {
   machines: ReadonlyArray<Sums & { name: string; inventory: Inventory }>;
@@ -28,6 +30,7 @@ function overcommits(input: {
     if (m.gpus > m.inventory.gpus.length) found.push(`machine ${m.name}: ${m.gpus} GPUs reserved, it has ${m.inventory.gpus.length}`);
     const memory = machineMemoryMiB(m.inventory);
     if (m.memoryMiB > memory) found.push(`machine ${m.name}: ${m.memoryMiB} MiB reserved, it has ${memory} MiB`);
+    if (m.cores > m.inventory.cpus) found.push(`machine ${m.name}: ${m.cores} cores reserved, it has ${m.inventory.cpus}`);
   }
   for (const w of input.workspaces) {
     const { quota } = w.policy;
@@ -44,35 +47,78 @@ const reserved = {
   memoryMiB: sql<string>`coalesce(sum((${assignments.spec}->'resources'->>'memoryMiB')::numeric), 0)`,
 };
 
+const workerReserved = {
+  gpus: sql<string>`coalesce(sum((${runWorkers.resources}->>'gpus')::numeric), 0)`,
+  memoryMiB: sql<string>`coalesce(sum((${runWorkers.resources}->>'memoryMiB')::numeric), 0)`,
+  cores: sql<string>`coalesce(sum((${runWorkers.resources}->>'cores')::numeric), 0)`,
+};
+
+const holding = isNull(runWorkers.releasedAt);
+
+/** Replicas' sums and workers' sums of one key, added: the one accounting they share. */
+function added(
+  replicas: ReadonlyArray<{ id: string; gpus: string; memoryMiB: string }>,
+  workers: ReadonlyArray<{ id: string | null; gpus: string; memoryMiB: string; cores: string }>,
+): Map<string, Sums> {
+  const sums = new Map<string, Sums>();
+  for (const r of replicas) sums.set(r.id, { gpus: Number(r.gpus), memoryMiB: Number(r.memoryMiB), cores: 0 });
+  for (const w of workers) {
+    if (w.id === null) continue;
+    const sum = sums.get(w.id) ?? { gpus: 0, memoryMiB: 0, cores: 0 };
+    sums.set(w.id, { gpus: sum.gpus + Number(w.gpus), memoryMiB: sum.memoryMiB + Number(w.memoryMiB), cores: sum.cores + Number(w.cores) });
+  }
+  return sums;
+}
+
 /**
  * The re-check of docs/design.md section 6, in the placing transaction after its inserts: sums what the live
- * assignments of the machines it placed on, and of their workspaces, reserve (from each assignment's signed
- * spec), against the machines' inventories and the workspaces' quotas. Throws `OvercommitError` (the whole pass
- * rolls back) on any excess. The pure reconciler already refuses such placements and passes are serialised by
- * their lock: this catches a reconciler bug or a writer outside the lock, before it reaches a machine.
+ * assignments (from each assignment's signed spec) and the held run workers of the machines it placed on, and of
+ * their workspaces, reserve, against the machines' inventories and the workspaces' quotas. Throws
+ * `OvercommitError` (the whole pass rolls back) on any excess. The pure reconciler and the run queue already refuse
+ * such placements and passes are serialised by their lock: this catches a bug or a writer outside the lock, before
+ * it reaches a machine.
  */
 export async function recheckReservations(db: Db, touched: { machineIds: readonly string[]; workspaceIds: readonly string[] }): Promise<void> {
   if (touched.machineIds.length === 0 && touched.workspaceIds.length === 0) return;
-  const machineRows = touched.machineIds.length
+  const machineIds = [...touched.machineIds];
+  const workspaceIds = [...touched.workspaceIds];
+  const machineRows = machineIds.length
     ? await db
-        .select({ name: machines.name, inventory: machines.inventory, ...reserved })
+        .select({ id: machines.id, name: machines.name, inventory: machines.inventory, ...reserved })
         .from(machines)
         .leftJoin(assignments, and(eq(assignments.machineId, machines.id), isNull(assignments.removedAt)))
-        .where(inArray(machines.id, [...touched.machineIds]))
+        .where(inArray(machines.id, machineIds))
         .groupBy(machines.id)
     : [];
-  const workspaceRows = touched.workspaceIds.length
+  const machineWorkers = machineIds.length
+    ? await db
+        .select({ id: runWorkers.machineId, ...workerReserved })
+        .from(runWorkers)
+        .where(and(inArray(runWorkers.machineId, machineIds), holding))
+        .groupBy(runWorkers.machineId)
+    : [];
+  const workspaceRows = workspaceIds.length
     ? await db
         .select({ id: workspaces.id, policy: workspaces.policy, replicas: count(assignments.id), ...reserved })
         .from(workspaces)
         .leftJoin(deployments, eq(deployments.workspaceId, workspaces.id))
         .leftJoin(assignments, and(eq(assignments.deploymentId, deployments.id), isNull(assignments.removedAt)))
-        .where(inArray(workspaces.id, [...touched.workspaceIds]))
+        .where(inArray(workspaces.id, workspaceIds))
         .groupBy(workspaces.id)
     : [];
+  const workspaceWorkers = workspaceIds.length
+    ? await db
+        .select({ id: runs.workspaceId, ...workerReserved })
+        .from(runWorkers)
+        .innerJoin(runs, eq(runs.id, runWorkers.runId))
+        .where(and(inArray(runs.workspaceId, workspaceIds), holding, isNotNull(runWorkers.machineId)))
+        .groupBy(runs.workspaceId)
+    : [];
+  const byMachine = added(machineRows, machineWorkers);
+  const byWorkspace = added(workspaceRows, workspaceWorkers);
   const found = overcommits({
-    machines: machineRows.map((m) => ({ ...m, gpus: Number(m.gpus), memoryMiB: Number(m.memoryMiB) })),
-    workspaces: workspaceRows.map((w) => ({ ...w, gpus: Number(w.gpus), memoryMiB: Number(w.memoryMiB), policy: WorkspacePolicy.parse(w.policy) })),
+    machines: machineRows.map((m) => ({ ...m, ...byMachine.get(m.id)! })),
+    workspaces: workspaceRows.map((w) => ({ ...w, ...byWorkspace.get(w.id)!, policy: WorkspacePolicy.parse(w.policy) })),
   });
   if (found.length > 0) throw new OvercommitError(`placement refused, it would overcommit: ${found.join('; ')}`);
 }

@@ -9,6 +9,7 @@ import {
   type ModelSource,
   type ScaleToZero,
   type DeploymentDetail,
+  type DeploymentListItem,
   type DeploymentRuntime,
   type DeploymentSpec,
   type DeploymentStatus,
@@ -18,6 +19,7 @@ import { ApiError } from '../kernel/errors.js';
 import { loadFleetSnapshot } from './fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
+import type { ReconcileAction } from '../core/fleet/reconcile.js';
 import { replicaSets, type PlacementInputs } from '../core/fleet/replica-sets.js';
 import { loadPlacementInputs } from './placement-load.js';
 import { EMPTY_CATALOG, type VersionCatalog } from '../core/fleet/versions.js';
@@ -108,9 +110,9 @@ export async function listDeployments({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx;
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
   input: { workspaceId: string } & PageRequest<readonly [name: string, id: string]>;
-}): Promise<RowPage<DeploymentView>> {
+}): Promise<RowPage<DeploymentListItem>> {
   const rows = await ctx.db
     .select()
     .from(deployments)
@@ -124,7 +126,42 @@ export async function listDeployments({
     .orderBy(deployments.name, deployments.id)
     .limit(input.limit + 1);
   const page = cutPage(rows, input.limit);
-  return { items: page.items.map(deploymentView), more: page.more };
+  const statuses = await loadStatuses(ctx, input.workspaceId, page.items);
+  return {
+    items: page.items.map((d, i) => {
+      const { desired, ready, starting, failed, unplaceable, degraded, asleep } = statuses[i]!;
+      return { ...deploymentView(d), status: { desired, ready, starting, failed, unplaceable, degraded, asleep } };
+    }),
+    more: page.more,
+  };
+}
+
+/**
+ * The statuses of `shown`, deployments of one workspace: one read of the fleet, of the workspace's live deployments
+ * (placement weighs them all) and of the placement inputs, and one dry run of the reconciler, whatever their number.
+ */
+async function loadStatuses(
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>,
+  workspaceId: string,
+  shown: readonly DeploymentRow[],
+  live?: readonly DeploymentRow[],
+): Promise<DeploymentStatus[]> {
+  if (shown.length === 0) return [];
+  const rows =
+    live ??
+    (await ctx.db
+      .select()
+      .from(deployments)
+      .where(and(eq(deployments.workspaceId, workspaceId), isNull(deployments.deletedAt))));
+  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId });
+  const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId });
+  return deploymentStatuses({
+    deployments: shown,
+    workspaceDeployments: rows,
+    snapshot,
+    ...inputs,
+    replacementPauseFraction: ctx.config.replacementPauseFraction,
+  });
 }
 
 /**
@@ -226,20 +263,29 @@ export async function deleteDeployment({
  * it rejected or the reason that holds a whole set back, and whether it is degraded, and why. `versions` and
  * `policies` default to none (a deployment without a registry source, a workspace without a policy). Pure.
  */
-export function deploymentStatus(input: {
-  deployment: DeploymentRow;
+export function deploymentStatus(input: StatusInputs & { deployment: DeploymentRow }): DeploymentStatus {
+  return deploymentStatuses({ ...input, deployments: [input.deployment] })[0]!;
+}
+
+interface StatusInputs {
   workspaceDeployments: readonly DeploymentRow[];
   snapshot: FleetSnapshot;
   registry: RuntimeRegistry;
   versions?: VersionCatalog;
   policies?: PlacementInputs['policies'];
   replacementPauseFraction?: number;
-}): DeploymentStatus {
-  const { deployment, snapshot } = input;
+}
+
+/** `deploymentStatus` of each of `deployments` (of one workspace), from one dry run of the reconciler for them all. Pure. */
+function deploymentStatuses(input: StatusInputs & { deployments: readonly DeploymentRow[] }): DeploymentStatus[] {
   const inputs: PlacementInputs = { registry: input.registry, versions: input.versions ?? EMPTY_CATALOG, policies: input.policies ?? new Map() };
+  const actions = reconcileFleet(input.snapshot, input.workspaceDeployments, inputs, { replacementPauseFraction: input.replacementPauseFraction });
+  return input.deployments.map((deployment) => statusOf(deployment, input.snapshot, inputs, actions));
+}
+
+function statusOf(deployment: DeploymentRow, snapshot: FleetSnapshot, inputs: PlacementInputs, actions: readonly ReconcileAction[]): DeploymentStatus {
   const sets = replicaSets(deployment, inputs);
   const setOf = (track: Track) => sets.find((s) => s.track === track);
-  const actions = reconcileFleet(snapshot, input.workspaceDeployments, inputs, { replacementPauseFraction: input.replacementPauseFraction });
   const machineName = new Map(snapshot.machines.map((m) => [m.id, m.name]));
   const replicas = snapshot.machines.flatMap((m) =>
     m.runtimes
@@ -382,17 +428,9 @@ export async function describeDeployment({
     .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
   const deployment = rows.find((d) => d.name === input.name);
   if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
-  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
+  const [status] = await loadStatuses(ctx, input.workspaceId, [deployment], rows);
   const events = await listDeploymentEvents(ctx.db, [deployment.id]);
-  const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
-  const status = deploymentStatus({
-    deployment,
-    workspaceDeployments: rows,
-    snapshot,
-    ...inputs,
-    replacementPauseFraction: ctx.config.replacementPauseFraction,
-  });
-  return { ...deploymentView(deployment), status, events: events.get(deployment.id) ?? [] };
+  return { ...deploymentView(deployment), status: status!, events: events.get(deployment.id) ?? [] };
 }
 
 /**
@@ -413,17 +451,14 @@ export async function describeDeployments({
     .orderBy(deployments.name, deployments.id);
   if (rows.length === 0) return { items: [], more: false };
   const shown = rows.slice(0, input.limit);
-  const snapshot = await loadFleetSnapshot(ctx.db, ctx.config, { workspaceId: input.workspaceId });
+  const statuses = await loadStatuses(ctx, input.workspaceId, shown, rows);
   const events = await listDeploymentEvents(
     ctx.db,
     shown.map((d) => d.id),
     input.eventsPerDeployment,
   );
-  const inputs = await loadPlacementInputs(ctx.db, rows, { workspaceId: input.workspaceId });
-  const status = (deployment: DeploymentRow) =>
-    deploymentStatus({ deployment, workspaceDeployments: rows, snapshot, ...inputs, replacementPauseFraction: ctx.config.replacementPauseFraction });
   return {
-    items: shown.map((deployment) => ({ ...deploymentView(deployment), status: status(deployment), events: events.get(deployment.id) ?? [] })),
+    items: shown.map((deployment, i) => ({ ...deploymentView(deployment), status: statuses[i]!, events: events.get(deployment.id) ?? [] })),
     more: rows.length > shown.length,
   };
 }

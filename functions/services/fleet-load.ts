@@ -1,5 +1,5 @@
-import { and, eq, gt, inArray, isNull, max, sql } from 'drizzle-orm';
-import { assignments, deployments, machineCredentials, machines, replicaFailures, runtimeReports, streamLeases } from '../store/schema/index.js';
+import { and, eq, gt, inArray, isNotNull, isNull, max, sql } from 'drizzle-orm';
+import { assignments, deployments, machineCredentials, machines, replicaFailures, runtimeReports, runWorkers, streamLeases } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import type { ControlPlaneConfig } from '../kernel/config.js';
 import { dbNow } from '../store/rows.js';
@@ -40,7 +40,8 @@ export async function loadFleetSnapshot(
       | typeof assignments.machineId
       | typeof runtimeReports.machineId
       | typeof machineCredentials.machineId
-      | typeof replicaFailures.machineId,
+      | typeof replicaFailures.machineId
+      | typeof runWorkers.machineId,
   ) =>
     scope.machineId
       ? eq(column, scope.machineId)
@@ -80,6 +81,10 @@ export async function loadFleetSnapshot(
     })
     .from(assignments)
     .where(and(inScope(assignments.machineId), isNull(assignments.removedAt)));
+  const workerRows = await db
+    .select({ machineId: runWorkers.machineId, resources: runWorkers.resources })
+    .from(runWorkers)
+    .where(and(inScope(runWorkers.machineId), isNull(runWorkers.releasedAt), isNotNull(runWorkers.machineId)));
   const reports = await db.select().from(runtimeReports).where(inScope(runtimeReports.machineId));
   // A deleted deployment is never placed again: its marks keep nothing off a machine.
   const failures = await db
@@ -104,6 +109,7 @@ export async function loadFleetSnapshot(
     credentialExpiry: new Map(credentials.flatMap((c) => (c.expiresAt ? [[c.machineId, c.expiresAt] as const] : []))),
     assignments: assignmentRows,
     reports,
+    workers: workerRows.map((w) => ({ machineId: w.machineId!, ...w.resources })),
     replicaFailures: failures,
   };
   return buildFleetSnapshot(rows, config);

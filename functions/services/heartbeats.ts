@@ -5,6 +5,7 @@ import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.
 import type { MachinePrincipal } from '../core/principals.js';
 import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
+import { applyWorkerReports } from './run-reports.js';
 import type { DeploymentEventType } from '../../shared/contracts/deployment.js';
 
 const EVENT_OF_STATE: Partial<Record<RuntimeReport['state'], DeploymentEventType>> = { starting: 'started', ready: 'ready', failed: 'failed' };
@@ -45,7 +46,9 @@ export function runtimeEvents(input: {
 
 /**
  * Records a heartbeat (docs/design.md section 4). The sequence must increase within a boot, so a replayed report
- * changes nothing; a runtime may be reported only under an assignment of this very machine.
+ * changes nothing; a runtime may be reported only under an assignment of this very machine. Its run workers' reports
+ * move those workers (`applyWorkerReports`: reports of workers not this machine's are ignored and counted in
+ * `ignoredWorkers`); its address is kept for the runs whose rank 0 it runs.
  */
 export async function recordHeartbeat({
   ctx,
@@ -53,7 +56,7 @@ export async function recordHeartbeat({
 }: {
   ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
   input: { machine: MachinePrincipal; heartbeat: Heartbeat };
-}): Promise<{ desiredGen: number; runtimesChanged: boolean }> {
+}): Promise<{ desiredGen: number; runtimesChanged: boolean; ignoredWorkers: number }> {
   const { machine, heartbeat } = input;
   if (heartbeat.machineId !== machine.machineId) throw new ApiError('forbidden_machine', 'a machine may report only for itself');
   const written = await withTransaction(ctx, async (tx) => {
@@ -93,6 +96,7 @@ export async function recordHeartbeat({
         warmModels: heartbeat.warmModels,
         cachedVersions: heartbeat.cachedVersions,
         metrics: heartbeat.metrics,
+        address: heartbeat.address,
       })
       .where(eq(machines.id, machine.machineId));
     const before = await tx.db
@@ -149,7 +153,8 @@ export async function recordHeartbeat({
           ? and(eq(runtimeReports.machineId, machine.machineId), notInArray(runtimeReports.assignmentId, assignmentIds))
           : eq(runtimeReports.machineId, machine.machineId),
       );
-    return { desiredGen: current.desiredGen, runtimesChanged };
+    const workers = await applyWorkerReports(tx.db, machine.machineId, heartbeat.workers);
+    return { desiredGen: current.desiredGen, runtimesChanged: runtimesChanged || workers.changed, ignoredWorkers: workers.ignored };
   });
   // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
   // than at the next tick. A pass already running (another heartbeat's) reads this one's change, or the next does.

@@ -3,7 +3,7 @@ import { machineCredentials, machines, replicaFailures, streamLeases } from '../
 import { ApiError } from '../kernel/errors.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { loadFleetSnapshot } from './fleet-load.js';
-import type { FleetMachine } from '../core/fleet/snapshot.js';
+import { machineResources, type FleetMachine } from '../core/fleet/snapshot.js';
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 
@@ -27,6 +27,7 @@ function machineView(m: FleetMachine): MachineView {
     revokedAt: m.revokedAt?.toISOString() ?? null,
     credentialExpiresAt: m.credentialExpiresAt?.toISOString() ?? null,
     inventory: m.inventory,
+    resources: machineResources(m),
     warmModels: m.warmModels,
     runtimes: m.runtimes.map((r) => ({
       assignmentId: r.assignmentId,

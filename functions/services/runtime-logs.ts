@@ -1,5 +1,5 @@
 import { and, eq, isNull } from 'drizzle-orm';
-import { assignments, machines } from '../store/schema/index.js';
+import { assignments, machines, runs, runWorkers } from '../store/schema/index.js';
 import { ApiError } from '../kernel/errors.js';
 import type { ServiceCtx, ServicePorts } from './service-context.js';
 
@@ -16,9 +16,33 @@ function logAnswerChannel(machineId: string, assignmentId: string, requestId: st
 }
 
 /**
- * Fetches the tail of a runtime's log ring from its node: asks over the machine's own stream (`logs`
- * event) and waits for the agent's upload. Nodes have no inbound port, so this is the only way in.
+ * Asks a node for the tail of the log ring of `id` (a runtime's assignment or a run's worker: the agent keeps both)
+ * over the machine's own stream (`logs` event) and waits for the agent's upload. Nodes have no inbound port, so this
+ * is the only way in.
  */
+async function askForLogs(ctx: ServiceCtx & Pick<ServicePorts, 'bus'>, machineId: string, id: string, lines: number): Promise<string[]> {
+  const requestId = crypto.randomUUID();
+  return await new Promise<string[]>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      unsubscribe();
+      reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
+    }, LOGS_TIMEOUT_MS);
+    const unsubscribe = ctx.bus.subscribe(logAnswerChannel(machineId, id, requestId), (message) => {
+      if (message.type !== 'log-lines') return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve(message.lines);
+    });
+    // A signal that never left (the store is away) fails the request now, not at the timeout.
+    ctx.bus.publish(`machine:${machineId}`, { type: 'logs', requestId, assignmentId: id, lines }).catch((error: unknown) => {
+      clearTimeout(timer);
+      unsubscribe();
+      reject(error);
+    });
+  });
+}
+
+/** The tail of a runtime's log ring, from its node. */
 export async function fetchRuntimeLogs({
   ctx,
   input,
@@ -35,30 +59,37 @@ export async function fetchRuntimeLogs({
     );
   if (!row) throw new ApiError('not_found', `runtime ${input.assignmentId} not found on machine ${input.machineId}`);
   if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
-  const requestId = crypto.randomUUID();
-  return await new Promise<string[]>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      unsubscribe();
-      reject(new ApiError('unavailable', 'the machine did not answer in time; is its stream attached?'));
-    }, LOGS_TIMEOUT_MS);
-    const unsubscribe = ctx.bus.subscribe(logAnswerChannel(input.machineId, input.assignmentId, requestId), (message) => {
-      if (message.type !== 'log-lines') return;
-      clearTimeout(timer);
-      unsubscribe();
-      resolve(message.lines);
-    });
-    // A signal that never left (the store is away) fails the request now, not at the timeout.
-    ctx.bus.publish(`machine:${input.machineId}`, { type: 'logs', requestId, assignmentId: input.assignmentId, lines: input.lines }).catch((error: unknown) => {
-      clearTimeout(timer);
-      unsubscribe();
-      reject(error);
-    });
-  });
+  return await askForLogs(ctx, input.machineId, input.assignmentId, input.lines);
 }
 
 /**
- * A machine's answer to a log request: lines of one of its own runtimes, handed to the request waiting for them
- * (`logAnswerChannel`). A runtime of another machine is refused, so a machine cannot answer for another's.
+ * The tail of the log of a run's worker (by rank), from the node it is placed on. Only while it is held there: its
+ * agent removes a worker's log once the worker leaves its desired state (released when it completed, failed its run
+ * or was cancelled), so a worker unplaced or released is 409, not an empty log.
+ */
+export async function fetchWorkerLogs({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; runId: string; rank: number; lines: number };
+}): Promise<{ workerId: string; machineId: string; lines: string[] }> {
+  const [row] = await ctx.db
+    .select({ id: runWorkers.id, name: runWorkers.name, machineId: runWorkers.machineId, releasedAt: runWorkers.releasedAt, revokedAt: machines.revokedAt })
+    .from(runWorkers)
+    .innerJoin(runs, eq(runs.id, runWorkers.runId))
+    .leftJoin(machines, eq(machines.id, runWorkers.machineId))
+    .where(and(eq(runs.id, input.runId), eq(runs.workspaceId, input.workspaceId), eq(runWorkers.rank, input.rank)));
+  if (!row) throw new ApiError('not_found', `run ${input.runId} has no worker of rank ${input.rank}`);
+  if (!row.machineId) throw new ApiError('conflict', `worker ${row.name} is not placed on a machine`);
+  if (row.releasedAt) throw new ApiError('conflict', `worker ${row.name} was released from its machine, and its log with it`);
+  if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
+  return { workerId: row.id, machineId: row.machineId, lines: await askForLogs(ctx, row.machineId, row.id, input.lines) };
+}
+
+/**
+ * A machine's answer to a log request: lines of one of its own runtimes or of a worker placed on it, handed to the
+ * request waiting for them (`logAnswerChannel`). Another machine's is refused, so a machine cannot answer for another.
  */
 export async function answerLogRequest({
   ctx,
@@ -70,7 +101,13 @@ export async function answerLogRequest({
   const [owned] = await ctx.db
     .select({ id: assignments.id })
     .from(assignments)
-    .where(and(eq(assignments.id, input.assignmentId), eq(assignments.machineId, input.machineId)));
-  if (!owned) throw new ApiError('forbidden_machine', 'a machine may upload logs only of its own runtimes');
+    .where(and(eq(assignments.id, input.assignmentId), eq(assignments.machineId, input.machineId)))
+    .union(
+      ctx.db
+        .select({ id: runWorkers.id })
+        .from(runWorkers)
+        .where(and(eq(runWorkers.id, input.assignmentId), eq(runWorkers.machineId, input.machineId))),
+    );
+  if (!owned) throw new ApiError('forbidden_machine', 'a machine may upload logs only of its own runtimes and workers');
   await ctx.bus.publish(logAnswerChannel(input.machineId, input.assignmentId, input.requestId), { type: 'log-lines', lines: input.lines });
 }

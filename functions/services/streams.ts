@@ -1,7 +1,7 @@
-import { Assignment } from '../../shared/contracts/desired.js';
+import { Assignment, WorkerAssignment } from '../../shared/contracts/desired.js';
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
-import { assignments, machines, streamLeases } from '../store/schema/index.js';
+import { assignments, machines, runWorkers, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../kernel/errors.js';
 import { queryRows } from '../store/rows.js';
 import { revealSecretEnv } from './secret-env.js';
@@ -105,6 +105,30 @@ function asSigned(spec: Assignment): Assignment {
   return Assignment.parse(spec);
 }
 
+/** The run workers a machine holds (placed, not released), as its desired state carries them, by run and rank. */
+async function machineWorkers(db: Db, machineId: string): Promise<WorkerAssignment[]> {
+  const rows = await db
+    .select()
+    .from(runWorkers)
+    .where(and(eq(runWorkers.machineId, machineId), isNull(runWorkers.releasedAt)))
+    .orderBy(asc(runWorkers.runId), asc(runWorkers.rank));
+  return rows.flatMap((w) =>
+    w.command === null
+      ? []
+      : [
+          WorkerAssignment.parse({
+            workerId: w.id,
+            runId: w.runId,
+            name: w.name,
+            attempt: w.attempt,
+            command: w.command,
+            resources: w.resources,
+            phase: w.phase,
+          }),
+        ],
+  );
+}
+
 /**
  * Signs the machine's full desired state (docs/design.md section 4) as a compact JWS, and records its expiry so
  * that routing can require an unexpired assignment. Level-triggered: always the whole state, never a delta.
@@ -132,10 +156,11 @@ export async function signDesiredState({
   const revealed = await revealSecretEnv({ ctx, input: { workspaceId: machine.workspaceId, specs: rows.map((r) => r.spec) } });
   // Likewise the registry versions' file URLs, short-lived and never stored.
   const specs = await withArtifactUrls({ ctx, input: { workspaceId: machine.workspaceId, specs: revealed } });
+  const workers = await machineWorkers(ctx.db, input.machineId);
   const [clock] = await queryRows<{ now: string | Date }>(ctx.db, sql`select now() as now`);
   const iat = Math.floor(new Date(clock!.now).getTime() / 1000);
   const exp = iat + Math.floor(ctx.config.desiredTtlMs / 1000);
-  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: specs.map(asSigned) })
+  const jws = await new SignJWT({ gen: machine.desiredGen, assignments: specs.map(asSigned), workers })
     .setProtectedHeader({ alg: 'EdDSA', kid: identity.signingKey.kid, typ: 'lunanexa-desired+jwt' })
     .setIssuer(identity.clusterId)
     .setSubject(input.machineId)

@@ -527,6 +527,28 @@ export interface paths {
                                     }[];
                                     agentVersion: string;
                                 };
+                                resources: {
+                                    capacity: {
+                                        gpus: number;
+                                        memoryMiB: number;
+                                        cores: number;
+                                    };
+                                    replicas: {
+                                        gpus: number;
+                                        memoryMiB: number;
+                                        cores: number;
+                                    };
+                                    workers: {
+                                        gpus: number;
+                                        memoryMiB: number;
+                                        cores: number;
+                                    };
+                                    free: {
+                                        gpus: number;
+                                        memoryMiB: number;
+                                        cores: number;
+                                    };
+                                };
                                 warmModels: string[];
                                 runtimes: {
                                     assignmentId: string;
@@ -692,6 +714,28 @@ export interface paths {
                                     powerDrawW: number | null;
                                 }[];
                                 agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
                             };
                             warmModels: string[];
                             runtimes: {
@@ -864,6 +908,28 @@ export interface paths {
                                     powerDrawW: number | null;
                                 }[];
                                 agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
                             };
                             warmModels: string[];
                             runtimes: {
@@ -1061,6 +1127,28 @@ export interface paths {
                                 }[];
                                 agentVersion: string;
                             };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                            };
                             warmModels: string[];
                             runtimes: {
                                 assignmentId: string;
@@ -1240,6 +1328,28 @@ export interface paths {
                                     powerDrawW: number | null;
                                 }[];
                                 agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
                             };
                             warmModels: string[];
                             runtimes: {
@@ -1421,6 +1531,28 @@ export interface paths {
                                 }[];
                                 agentVersion: string;
                             };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                            };
                             warmModels: string[];
                             runtimes: {
                                 assignmentId: string;
@@ -1600,6 +1732,28 @@ export interface paths {
                                     powerDrawW: number | null;
                                 }[];
                                 agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
                             };
                             warmModels: string[];
                             runtimes: {
@@ -2185,7 +2339,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List deployments, a page at a time by name */
+        /** List deployments, a page at a time by name, each with its status counts */
         get: {
             parameters: {
                 query?: {
@@ -2340,6 +2494,15 @@ export interface paths {
                                 generation: number;
                                 createdAt: string;
                                 updatedAt: string;
+                                status: {
+                                    desired: number;
+                                    ready: number;
+                                    starting: number;
+                                    failed: number;
+                                    unplaceable: number;
+                                    degraded: boolean;
+                                    asleep: boolean;
+                                };
                             }[];
                             nextCursor: string | null;
                         };
@@ -8277,6 +8440,913 @@ export interface paths {
                 };
                 /** @description Body too large */
                 413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the workspace's runs in submission order, each with its state and, while it waits, why and its queue position */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Items per page */
+                    limit?: number;
+                    /** @description The previous page's `nextCursor`; omit it for the first page */
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Runs */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                id: string;
+                                name: string;
+                                /** @enum {string} */
+                                state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                                priority: number;
+                                reason: string | null;
+                                position: number | null;
+                                restarts: number;
+                                workerCount: number;
+                                workersDone: number;
+                                submittedAt: string;
+                                startedAt: string | null;
+                                finishedAt: string | null;
+                            }[];
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Submit a run: queued, placed when its workspace quota and the fleet allow, its workers started (all together for a gang) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        name: string;
+                        spec: {
+                            template: string;
+                            /** @default {} */
+                            params?: {
+                                [key: string]: string | number | boolean;
+                            };
+                            /**
+                             * @default {
+                             *       "gpus": 1,
+                             *       "cores": 0,
+                             *       "memoryMiB": 0,
+                             *       "gpuMemoryMiB": 0
+                             *     }
+                             */
+                            resources?: {
+                                /** @default 1 */
+                                gpus?: number;
+                                /** @default 0 */
+                                cores?: number;
+                                /** @default 0 */
+                                memoryMiB?: number;
+                                /** @default 0 */
+                                gpuMemoryMiB?: number;
+                            };
+                            workers?: number;
+                            gpus?: number;
+                            groups?: {
+                                name: string;
+                                workers?: number;
+                                gpus?: number;
+                                resources?: {
+                                    /** @default 1 */
+                                    gpus?: number;
+                                    /** @default 0 */
+                                    cores?: number;
+                                    /** @default 0 */
+                                    memoryMiB?: number;
+                                    /** @default 0 */
+                                    gpuMemoryMiB?: number;
+                                };
+                            }[];
+                            /** @default 0 */
+                            priority?: number;
+                            /** @default null */
+                            gang?: {
+                                /** @default 600000 */
+                                timeoutMs?: number;
+                            } | null;
+                            /**
+                             * @default {
+                             *       "action": "fail",
+                             *       "maxRestarts": 3,
+                             *       "backoff": {
+                             *         "initialMs": 10000,
+                             *         "maxMs": 300000
+                             *       }
+                             *     }
+                             */
+                            failurePolicy?: {
+                                /**
+                                 * @default fail
+                                 * @enum {string}
+                                 */
+                                action?: "restart-worker" | "restart-run" | "fail";
+                                /** @default 3 */
+                                maxRestarts?: number;
+                                /**
+                                 * @default {
+                                 *       "initialMs": 10000,
+                                 *       "maxMs": 300000
+                                 *     }
+                                 */
+                                backoff?: {
+                                    /** @default 10000 */
+                                    initialMs?: number;
+                                    /** @default 300000 */
+                                    maxMs?: number;
+                                };
+                            };
+                            /** @default {} */
+                            selector?: {
+                                [key: string]: string;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Queued (and placed, when it fit at once) */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            /** @enum {string} */
+                            state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                            priority: number;
+                            reason: string | null;
+                            position: number | null;
+                            restarts: number;
+                            workerCount: number;
+                            workersDone: number;
+                            submittedAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            spec: {
+                                template: string;
+                                /** @default {} */
+                                params: {
+                                    [key: string]: string | number | boolean;
+                                };
+                                /**
+                                 * @default {
+                                 *       "gpus": 1,
+                                 *       "cores": 0,
+                                 *       "memoryMiB": 0,
+                                 *       "gpuMemoryMiB": 0
+                                 *     }
+                                 */
+                                resources: {
+                                    /** @default 1 */
+                                    gpus: number;
+                                    /** @default 0 */
+                                    cores: number;
+                                    /** @default 0 */
+                                    memoryMiB: number;
+                                    /** @default 0 */
+                                    gpuMemoryMiB: number;
+                                };
+                                workers?: number;
+                                gpus?: number;
+                                groups?: {
+                                    name: string;
+                                    workers?: number;
+                                    gpus?: number;
+                                    resources?: {
+                                        /** @default 1 */
+                                        gpus: number;
+                                        /** @default 0 */
+                                        cores: number;
+                                        /** @default 0 */
+                                        memoryMiB: number;
+                                        /** @default 0 */
+                                        gpuMemoryMiB: number;
+                                    };
+                                }[];
+                                /** @default 0 */
+                                priority: number;
+                                /** @default null */
+                                gang: {
+                                    /** @default 600000 */
+                                    timeoutMs: number;
+                                } | null;
+                                /**
+                                 * @default {
+                                 *       "action": "fail",
+                                 *       "maxRestarts": 3,
+                                 *       "backoff": {
+                                 *         "initialMs": 10000,
+                                 *         "maxMs": 300000
+                                 *       }
+                                 *     }
+                                 */
+                                failurePolicy: {
+                                    /**
+                                     * @default fail
+                                     * @enum {string}
+                                     */
+                                    action: "restart-worker" | "restart-run" | "fail";
+                                    /** @default 3 */
+                                    maxRestarts: number;
+                                    /**
+                                     * @default {
+                                     *       "initialMs": 10000,
+                                     *       "maxMs": 300000
+                                     *     }
+                                     */
+                                    backoff: {
+                                        /** @default 10000 */
+                                        initialMs: number;
+                                        /** @default 300000 */
+                                        maxMs: number;
+                                    };
+                                };
+                                /** @default {} */
+                                selector: {
+                                    [key: string]: string;
+                                };
+                            };
+                            workers: {
+                                id: string;
+                                name: string;
+                                rank: number;
+                                group: string | null;
+                                /** @enum {string} */
+                                state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                                machineId: string | null;
+                                attempt: number;
+                                restarts: number;
+                                /** @enum {string} */
+                                phase: "prepare" | "start";
+                                exitCode: number | null;
+                                message: string | null;
+                                resources: {
+                                    gpus: number;
+                                    cores: number;
+                                    memoryMiB: number;
+                                };
+                            }[];
+                            events: {
+                                workerId: string | null;
+                                from: string;
+                                to: string;
+                                reason: string;
+                                origin: string;
+                                at: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Body too large */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One run with its spec, its workers (machine, state, attempt, exit code) and its events */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Run */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            /** @enum {string} */
+                            state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                            priority: number;
+                            reason: string | null;
+                            position: number | null;
+                            restarts: number;
+                            workerCount: number;
+                            workersDone: number;
+                            submittedAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            spec: {
+                                template: string;
+                                /** @default {} */
+                                params: {
+                                    [key: string]: string | number | boolean;
+                                };
+                                /**
+                                 * @default {
+                                 *       "gpus": 1,
+                                 *       "cores": 0,
+                                 *       "memoryMiB": 0,
+                                 *       "gpuMemoryMiB": 0
+                                 *     }
+                                 */
+                                resources: {
+                                    /** @default 1 */
+                                    gpus: number;
+                                    /** @default 0 */
+                                    cores: number;
+                                    /** @default 0 */
+                                    memoryMiB: number;
+                                    /** @default 0 */
+                                    gpuMemoryMiB: number;
+                                };
+                                workers?: number;
+                                gpus?: number;
+                                groups?: {
+                                    name: string;
+                                    workers?: number;
+                                    gpus?: number;
+                                    resources?: {
+                                        /** @default 1 */
+                                        gpus: number;
+                                        /** @default 0 */
+                                        cores: number;
+                                        /** @default 0 */
+                                        memoryMiB: number;
+                                        /** @default 0 */
+                                        gpuMemoryMiB: number;
+                                    };
+                                }[];
+                                /** @default 0 */
+                                priority: number;
+                                /** @default null */
+                                gang: {
+                                    /** @default 600000 */
+                                    timeoutMs: number;
+                                } | null;
+                                /**
+                                 * @default {
+                                 *       "action": "fail",
+                                 *       "maxRestarts": 3,
+                                 *       "backoff": {
+                                 *         "initialMs": 10000,
+                                 *         "maxMs": 300000
+                                 *       }
+                                 *     }
+                                 */
+                                failurePolicy: {
+                                    /**
+                                     * @default fail
+                                     * @enum {string}
+                                     */
+                                    action: "restart-worker" | "restart-run" | "fail";
+                                    /** @default 3 */
+                                    maxRestarts: number;
+                                    /**
+                                     * @default {
+                                     *       "initialMs": 10000,
+                                     *       "maxMs": 300000
+                                     *     }
+                                     */
+                                    backoff: {
+                                        /** @default 10000 */
+                                        initialMs: number;
+                                        /** @default 300000 */
+                                        maxMs: number;
+                                    };
+                                };
+                                /** @default {} */
+                                selector: {
+                                    [key: string]: string;
+                                };
+                            };
+                            workers: {
+                                id: string;
+                                name: string;
+                                rank: number;
+                                group: string | null;
+                                /** @enum {string} */
+                                state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                                machineId: string | null;
+                                attempt: number;
+                                restarts: number;
+                                /** @enum {string} */
+                                phase: "prepare" | "start";
+                                exitCode: number | null;
+                                message: string | null;
+                                resources: {
+                                    gpus: number;
+                                    cores: number;
+                                    memoryMiB: number;
+                                };
+                            }[];
+                            events: {
+                                workerId: string | null;
+                                from: string;
+                                to: string;
+                                reason: string;
+                                origin: string;
+                                at: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}/workers/{rank}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Tail of a run worker's log, fetched from its node over the node's own stream while the worker is held there (409 once released) */
+        get: {
+            parameters: {
+                query?: {
+                    lines?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                    rank: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Log lines */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            workerId: string;
+                            machineId: string;
+                            lines: string[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a live run: it and its workers fail (cancelled), their machines stop them; an ended run is 409 */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cancelled */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            /** @enum {string} */
+                            state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
+                            priority: number;
+                            reason: string | null;
+                            position: number | null;
+                            restarts: number;
+                            workerCount: number;
+                            workersDone: number;
+                            submittedAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -4,7 +4,7 @@ import { z } from 'zod';
 export const CONSOLE_EVENTS_VERSION = 1;
 
 /** The live views of the console: what `GET /console/events?view=` streams. */
-export const ConsoleView = z.enum(['fleet', 'deployments', 'requests']);
+export const ConsoleView = z.enum(['fleet', 'deployments', 'runs', 'requests']);
 export type ConsoleView = z.infer<typeof ConsoleView>;
 
 /**

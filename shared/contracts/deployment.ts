@@ -213,4 +213,10 @@ export const DeploymentStatus = z.object({
 export type DeploymentStatus = z.infer<typeof DeploymentStatus>;
 
 export const DeploymentDetail = DeploymentView.extend({ status: DeploymentStatus, events: z.array(DeploymentEvent) });
+
+/** A deployment as the list shows it: its status's counts, as `GET /deployments/{name}` has them, so a fleet view is one request. */
+export const DeploymentListItem = DeploymentView.extend({
+  status: DeploymentStatus.pick({ desired: true, ready: true, starting: true, failed: true, unplaceable: true, degraded: true, asleep: true }),
+});
+export type DeploymentListItem = z.infer<typeof DeploymentListItem>;
 export type DeploymentDetail = z.infer<typeof DeploymentDetail>;

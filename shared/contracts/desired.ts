@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { VersionArtifact } from './artifacts.js';
+import { MAX_MACHINE_WORKERS } from './worker.js';
 
 /** The built-in simulated runtime (docs/design.md section 9): the agent's own `sim-runtime` subcommand. */
 export const SimulatedRuntime = z.object({
@@ -108,6 +109,33 @@ export const Assignment = z.object({
 });
 export type Assignment = z.infer<typeof Assignment>;
 
+/** One worker process of a run the machine must run (shared/contracts/worker.ts: the workers' wire contract). */
+export const WorkerAssignment = z.object({
+  workerId: z.string().min(1).max(64),
+  runId: z.string().min(1).max(64),
+  /** `<run>-<rank>`, or `<run>-<group>-<rank>` with groups. */
+  name: z.string().min(1).max(128),
+  /** Bumped by each restart: a new attempt is a new process, and the agent stops the old one first. */
+  attempt: z.number().int().nonnegative().max(1_000_000),
+  /**
+   * The process, resolved by the control plane from a registered runtime template as for a replica (its `env`
+   * carries RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT); the node's local policy decides whether it
+   * runs it, with the same pins as a runtime's. The agent adds CUDA_VISIBLE_DEVICES from the GPUs it gives it.
+   */
+  command: TemplateRuntime,
+  resources: z.object({
+    gpus: z.number().int().nonnegative().max(64),
+    cores: z.number().int().nonnegative().max(1024),
+    memoryMiB: z.number().int().nonnegative(),
+  }),
+  /**
+   * `prepare`: get everything ready (policy checked, files present, user and home made) and report
+   * `ready-to-start` without starting the process (a gang waits for all its workers); `start`: start it.
+   */
+  phase: z.enum(['prepare', 'start']),
+});
+export type WorkerAssignment = z.infer<typeof WorkerAssignment>;
+
 /** The claims of the signed desired-state JWS sent on the stream (docs/design.md section 4). */
 export const DesiredState = z.object({
   sub: z.string(),
@@ -115,5 +143,7 @@ export const DesiredState = z.object({
   iat: z.number().int(),
   exp: z.number().int(),
   assignments: z.array(Assignment),
+  /** A run's workers this machine runs (shared/contracts/worker.ts); absent from a plane without runs. */
+  workers: z.array(WorkerAssignment).max(MAX_MACHINE_WORKERS).default([]),
 });
 export type DesiredState = z.infer<typeof DesiredState>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_MACHINE_WORKERS, WorkerReport } from './worker.js';
 
 /**
  * Counts and generations are stored as PostgreSQL `integer` (int4): one past 2^31 - 1 is refused here (400), not
@@ -70,6 +71,13 @@ export const Heartbeat = z.object({
   status: MachineStatus,
   gen: Int4,
   runtimes: z.array(RuntimeReport).max(64),
+  /** The run workers it was assigned or still runs (shared/contracts/worker.ts). */
+  workers: z.array(WorkerReport).max(MAX_MACHINE_WORKERS).default([]),
+  /**
+   * The address other machines of its site reach it at (rank 0's is a run's MASTER_ADDR): LUNANEXA_AGENT_ADDRESS,
+   * else the first non-internal IPv4 of the machine; null when it has none.
+   */
+  address: z.string().max(255).nullable().default(null),
   /** Models loaded in a ready runtime on this machine. */
   warmModels: z.array(Text(200)).max(64),
   /** Model versions (`mv_...`) whose files sit verified in the agent's cache: the scheduler prefers these machines. */

@@ -46,6 +46,15 @@ const ReplicaFailureView = z.object({
   failedAt: z.string(),
 });
 
+/** GPUs, memory (as placement counts it: GPU memory on discrete-GPU machines, host memory elsewhere) and cores. */
+const ResourceAmounts = z.object({ gpus: z.number().int(), memoryMiB: z.number().int(), cores: z.number().int() });
+
+/**
+ * What a machine offers and what is reserved of it, as placement counts them: by its replicas (desired assignments)
+ * and by run workers (placed until released, kept while sight of the machine is lost), and what is left free.
+ */
+const MachineResources = z.object({ capacity: ResourceAmounts, replicas: ResourceAmounts, workers: ResourceAmounts, free: ResourceAmounts });
+
 export const MachineView = z.object({
   id: z.string(),
   name: z.string(),
@@ -67,6 +76,7 @@ export const MachineView = z.object({
   revokedAt: z.string().nullable(),
   credentialExpiresAt: z.string().nullable(),
   inventory: Inventory,
+  resources: MachineResources,
   warmModels: z.array(z.string()),
   runtimes: z.array(RuntimeView),
   /** Open replica failures, oldest first: what an operator should look at (`POST /machines/{id}/clear-failures` clears them). */

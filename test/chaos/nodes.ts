@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import type { SimStats } from '../../sim/options.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { withEnroller } from './enroller.js';
 import type { Scope } from './scenario.js';
 

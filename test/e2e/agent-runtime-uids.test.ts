@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { uidRangeProblem, type UidRange } from '../../agent/runtime-user.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { seedDemoDeployment, spawnAgent, waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
 import { runtimeReports } from '../../functions/store/schema/index.js';

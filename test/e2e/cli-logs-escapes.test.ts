@@ -48,6 +48,12 @@ const machine = MachineView.parse({
   revokedAt: null,
   credentialExpiresAt: null,
   inventory: TEST_INVENTORY,
+  resources: {
+    capacity: { gpus: 1, memoryMiB: 131_072, cores: 20 },
+    replicas: { gpus: 1, memoryMiB: 16_384, cores: 0 },
+    workers: { gpus: 0, memoryMiB: 0, cores: 0 },
+    free: { gpus: 0, memoryMiB: 114_688, cores: 20 },
+  },
   warmModels: [],
   runtimes: [
     {

@@ -66,7 +66,7 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     expect(detail).toMatchObject({ name: 'cli-chat', status: { ready: 1, rollout: { state: 'complete' } } });
 
     const listed = await lunanexa(['deployments', 'ls'], env);
-    expect(listed.stdout.split('\n')[0]).toMatch(/^NAME\s+MODEL\s+REPLICAS/);
+    expect(listed.stdout.split('\n')[0]).toMatch(/^NAME\s+MODEL\s+REPLICAS\s+READY\s+STARTING\s+UNPLACEABLE/);
     expect(listed.stdout).toMatch(/cli-chat\s+cli-chat\s+1\s+1/);
     const shown = await lunanexa(['deployments', 'show', 'cli-chat'], env);
     expect(shown.code).toBe(0);
@@ -102,11 +102,13 @@ describe('the lunanexa CLI against a real control plane and two simulated nodes'
     expect(api).toMatchObject({ replicas: 2, status: { ready: 2 } });
 
     const machines = await lunanexa(['machines', 'ls'], env);
-    expect(machines.stdout.split('\n')[0]).toMatch(/^NAME\s+STATE\s+HEARTBEAT/);
+    expect(machines.stdout.split('\n')[0]).toMatch(/^NAME\s+STATE\s+HEARTBEAT\s+STREAM\s+GPUS\s+FREE/);
     expect(machines.stdout).toMatch(/cli-a\s+ready/);
     const shown = await lunanexa(['machines', 'show', 'cli-a'], env);
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/cli-chat\s+cli-chat\s+ready\s+yes/);
+    expect(shown.stdout).toMatch(/RESOURCE\s+CAPACITY\s+REPLICAS\s+WORKERS\s+FREE\n/);
+    expect(shown.stdout).toMatch(/\ncores\s+\d+\s+0\s+0\s+\d+/);
     const json = JSON.parse((await lunanexa(['machines', 'show', 'cli-b', '--json'], env)).stdout) as { name: string; runtimes: unknown[] };
     expect(json.name).toBe('cli-b');
     expect(json.runtimes).toHaveLength(1);

@@ -2,9 +2,10 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureSimJobTemplate, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
+import type { RunDetail } from '../../shared/contracts/run-view.js';
 import { describePg } from '../helpers/pg.js';
 import { startTestPlane, STEADY_LIVENESS, waitFor, type TestPlane } from '../helpers/plane.js';
 
@@ -262,6 +263,62 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     expect((await plane.admin(`/api/v1/tokens/${viewerToken.id}`, { method: 'DELETE' })).status).toBe(200);
     await seen.waitForURL(/\/console\/sign-in\?ended=1/, { timeout: 10_000 });
     await viewer.close();
+  });
+
+  it('shows a run live on the runs page with its reason, its workers and events, and lets an operator cancel it', async () => {
+    await ensureSimJobTemplate(plane);
+    const operatorToken = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'console operator', role: 'operator' } });
+    const operator = await browser.newContext({ viewport: LAPTOP });
+    const list = await signIn(operator, operatorToken.token);
+    await list.goto(url('/console/runs'));
+    await live(list);
+    expect(await list.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Runs' }).getAttribute('aria-current')).toBe('page');
+    // Two workers of 64 GPUs each: no simulated node (one GPU each) takes one, so the run waits, saying why.
+    const submitted = await plane.admin('/api/v1/runs', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'too-big', spec: { template: 'sim-job', workers: 2, resources: { gpus: 64 } } }),
+    });
+    expect(submitted.status).toBe(201);
+    const run = (await submitted.json()) as RunDetail;
+    // Live: the page was not reloaded.
+    const row = list.locator('tr[data-run="too-big"]');
+    await row.waitFor({ timeout: 15_000 });
+    expect(await row.getAttribute('data-state')).toBe('pending');
+    await row.locator('td[data-reason]', { hasText: /fit/ }).waitFor({ timeout: 15_000 });
+    expect(await row.textContent()).toContain('queue position 1');
+    expect(await row.textContent()).toContain('0 of 2 done');
+
+    await Promise.all([list.waitForURL(url(`/console/runs/${run.id}`)), row.getByRole('link', { name: 'too-big' }).click()]);
+    const workers = list.locator('#run-workers tbody tr');
+    expect(await workers.evaluateAll((trs) => trs.map((tr) => [(tr as HTMLElement).dataset.worker, (tr as HTMLElement).dataset.state]))).toEqual([
+      ['too-big-0', 'pending'],
+      ['too-big-1', 'pending'],
+    ]);
+    await list.screenshot({ path: join(SHOTS, 'run-laptop.png'), fullPage: true });
+
+    // A viewer sees the run but no Cancel, and is refused one.
+    const viewer = await browser.newContext({ viewport: LAPTOP });
+    const viewerCreated = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'runs viewer', role: 'viewer' } });
+    const seen = await signIn(viewer, viewerCreated.token);
+    await seen.goto(url(`/console/runs/${run.id}`));
+    expect(await seen.locator('#run-workers tbody tr').count()).toBe(2);
+    expect(await seen.locator('#cancel-run').count()).toBe(0);
+    const viewerCsrf = await seen.locator('input[name="_csrf"]').first().inputValue();
+    expect(await postFrom(seen, `/console/runs/${run.id}/cancel`, { _csrf: viewerCsrf })).toBe(403);
+    await viewer.close();
+
+    list.once('dialog', (dialog) => void dialog.accept());
+    await Promise.all([list.waitForURL(/done=cancel/), list.locator('#cancel-run').click()]);
+    expect(await list.getByRole('status').first().textContent()).toContain('Cancelled too-big');
+    expect(await list.locator('[data-run="too-big"]').first().getAttribute('data-state')).toBe('failed');
+    expect(await list.locator('#cancel-run').count()).toBe(0);
+    const events = await list.locator('#run-events tbody tr').allTextContents();
+    expect(events.some((e) => e.includes('run') && e.includes('pending') && e.includes('cancelled'))).toBe(true);
+    const after = (await (await plane.admin(`/api/v1/runs/${run.id}`)).json()) as RunDetail;
+    expect(after).toMatchObject({ state: 'failed', reason: 'cancelled' });
+    expect(after.workers.map((w) => w.state)).toEqual(['failed', 'failed']);
+    await operator.close();
   });
 
   it('reads on a phone: fleet, deployments and tokens', async () => {

@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 

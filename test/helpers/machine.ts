@@ -5,9 +5,23 @@ import { generateMachineKey } from '../../agent/state.js';
 import { signMachineRequest } from '../../shared/machine-jwt.js';
 import { EnrollResponse } from '../../shared/contracts/enrollment.js';
 import { createEnrollmentToken } from '../../functions/services/enrollment.js';
-import type { Inventory } from '../../shared/contracts/inventory.js';
+import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
 import type { RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { TestPlane } from './plane.js';
+
+/** One discrete GPU of a test inventory, as nvidia-smi would report it with its live readings unknown. */
+export const testGpu = (index: number, memoryTotalMiB = 81_559): GpuDevice => ({
+  index,
+  uuid: null,
+  name: 'H100',
+  memoryTotalMiB,
+  memoryUsedMiB: null,
+  unifiedMemory: false,
+  driverVersion: null,
+  utilizationPercent: null,
+  temperatureC: null,
+  powerDrawW: null,
+});
 
 export const TEST_INVENTORY: Inventory = {
   hostname: 'test-host',

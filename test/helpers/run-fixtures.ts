@@ -1,23 +1,10 @@
 import type { CandidateMachine } from '../../functions/core/scheduler/place.js';
 import type { GroupDemand } from '../../functions/core/runs/demand.js';
 import type { QueuedRun, QueueWorkspace } from '../../functions/core/runs/queue.js';
-import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
-import { TEST_INVENTORY } from './machine.js';
+import type { Inventory } from '../../shared/contracts/inventory.js';
+import { TEST_INVENTORY, testGpu } from './machine.js';
 
 /** Builders of the run cores' pure inputs, shared by their suites: defaults, overridden per test. */
-
-const gpu = (index: number, memoryTotalMiB: number): GpuDevice => ({
-  index,
-  uuid: null,
-  name: 'H100',
-  memoryTotalMiB,
-  memoryUsedMiB: null,
-  unifiedMemory: false,
-  driverVersion: null,
-  utilizationPercent: null,
-  temperatureC: null,
-  powerDrawW: null,
-});
 
 const inventories = new Map<string, Inventory>();
 /** One inventory object per shape, as a fleet shares them: capacity is derived once per object. */
@@ -25,7 +12,7 @@ export function gpuInventory(gpus: number, gpuMiB = 81_920, cpus = 64): Inventor
   const key = `${gpus}/${gpuMiB}/${cpus}`;
   let inventory = inventories.get(key);
   if (!inventory) {
-    inventory = { ...TEST_INVENTORY, cpus, gpus: Array.from({ length: gpus }, (_, i) => gpu(i, gpuMiB)) };
+    inventory = { ...TEST_INVENTORY, cpus, gpus: Array.from({ length: gpus }, (_, i) => testGpu(i, gpuMiB)) };
     inventories.set(key, inventory);
   }
   return inventory;

@@ -218,6 +218,13 @@ describePg('console sessions and forms', () => {
       body: new URLSearchParams({ _csrf: csrf }),
     });
     expect(cordon.status).toBe(403);
+    const cancel = await fetch(`${plane.url}/console/runs/run_x/cancel`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie, 'content-type': form, origin: plane.url },
+      body: new URLSearchParams({ _csrf: csrf }),
+    });
+    expect(cancel.status).toBe(403);
     const denied = await plane.ports.store.db
       .select({ target: auditEvents.target, outcome: auditEvents.outcome, details: auditEvents.details })
       .from(auditEvents)
@@ -227,6 +234,7 @@ describePg('console sessions and forms', () => {
       { target: 'GET /console/audit', outcome: 'denied', details: { role: 'viewer', required: 'admin' } },
       { target: 'GET /console/tokens', outcome: 'denied', details: { role: 'viewer', required: 'admin' } },
       { target: 'POST /console/machines/:id/cordon', outcome: 'denied', details: { role: 'viewer', required: 'operator' } },
+      { target: 'POST /console/runs/:id/cancel', outcome: 'denied', details: { role: 'viewer', required: 'operator' } },
     ]);
   });
 

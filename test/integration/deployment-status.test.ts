@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
+import type { DeploymentDetail, DeploymentListItem } from '../../shared/contracts/deployment.js';
+import type { MachineView } from '../../shared/contracts/machine.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import { enrollTestMachine, heartbeatBody, type TestMachine } from '../helpers/machine.js';
 import { describePg } from '../helpers/pg.js';
@@ -71,6 +72,21 @@ function statusSuite(store: StoreKind) {
     expect(status.replicas).toHaveLength(1);
     expect(status.replicas[0]).toMatchObject({ machineName: 'gpu-node', state: 'preparing', current: true, desired: true, routable: false });
     expect(events.map((e) => [e.type, e.machineId])).toEqual([['placed', gpuNode.machineId]]);
+    // The list carries each deployment's counts as the detail has them, so a fleet view is one request.
+    expect((await put('small', spec({ memoryMiB: 200_000, replicas: 1 }))).status).toBe(200);
+    const list = (await (await plane.admin('/api/v1/deployments')).json()) as { data: DeploymentListItem[] };
+    expect(list.data.map((d) => [d.name, d.status])).toEqual([
+      ['big', { desired: 1, ready: 0, starting: 1, failed: 0, unplaceable: 0, degraded: false, asleep: false }],
+      ['small', { desired: 1, ready: 0, starting: 0, failed: 0, unplaceable: 1, degraded: true, asleep: false }],
+    ]);
+    expect((await get('small')).status).toMatchObject(list.data[1]!.status);
+    expect((await plane.admin('/api/v1/deployments/small', { method: 'DELETE' })).status).toBe(200);
+    // The machine view counts it as placement does: reserved by replicas, the rest free.
+    const machine = (await (await plane.admin(`/api/v1/machines/${gpuNode.machineId}`)).json()) as MachineView;
+    const { capacity, replicas, workers, free } = machine.resources;
+    expect(replicas).toMatchObject({ memoryMiB: 1024, cores: 0 });
+    expect(workers).toEqual({ gpus: 0, memoryMiB: 0, cores: 0 });
+    expect(free).toEqual({ gpus: capacity.gpus - replicas.gpus, memoryMiB: capacity.memoryMiB - 1024, cores: capacity.cores });
   });
 
   it('re-applying with keys in another order keeps the generation', async () => {

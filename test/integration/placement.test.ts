@@ -12,10 +12,10 @@ import { applyDeployment, describeDeployments } from '../../functions/services/d
 import { recordHeartbeat } from '../../functions/services/heartbeats.js';
 import { loadFleetSnapshot } from '../../functions/services/fleet-load.js';
 import { newId } from '../../shared/ids.js';
-import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
+import type { Inventory } from '../../shared/contracts/inventory.js';
 import type { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
-import { TEST_INVENTORY } from '../helpers/machine.js';
+import { TEST_INVENTORY, testGpu } from '../helpers/machine.js';
 
 /**
  * Placement against a real PostgreSQL, with machine rows inserted directly (no agents): concurrent applies and
@@ -31,19 +31,7 @@ describePg('placement on PostgreSQL', () => {
     const ctx = { db: store.db, actor: 'system', config, bus: createMemoryBus(), metrics: createMetrics() };
     return { ...ctx, afterWrite: reconcileAfterWrites(() => ctx) };
   };
-  const gpu = (index: number): GpuDevice => ({
-    index,
-    uuid: null,
-    name: 'H100',
-    memoryTotalMiB: 81_559,
-    memoryUsedMiB: null,
-    unifiedMemory: false,
-    driverVersion: null,
-    utilizationPercent: null,
-    temperatureC: null,
-    powerDrawW: null,
-  });
-  const twoGpus: Inventory = { ...TEST_INVENTORY, gpus: [gpu(0), gpu(1)] };
+  const twoGpus: Inventory = { ...TEST_INVENTORY, gpus: [testGpu(0), testGpu(1)] };
 
   async function workspace(name: string, policy: Partial<WorkspacePolicy>): Promise<string> {
     const id = newId('workspace');
@@ -228,6 +216,8 @@ describePg('placement on PostgreSQL', () => {
           status: 'ready',
           gen: 0,
           runtimes: [],
+          workers: [],
+          address: null,
           warmModels: [],
           cachedVersions: [v2],
           metrics: {},

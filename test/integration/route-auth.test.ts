@@ -38,6 +38,7 @@ const A = {
   model: 'alpha-model',
   version: 'v1',
   alias: 'alpha-alias',
+  run: 'alpha-run',
 };
 
 /** SHA-256 of no bytes: A's model version is one empty file, placed in the artifact store. */
@@ -81,6 +82,7 @@ const BODIES: Record<string, unknown> = {
   'POST /api/v1/models/{name}/versions/{version}/rollback': { reason: 'route-auth' },
   'POST /api/v1/deployments/{name}/canary/gate': { name: 'route-auth', requests: 1 },
   'PUT /api/v1/workspaces/current/policy': { quota: { gpus: 1 } },
+  'POST /api/v1/runs': { name: 'route-auth-run', spec: { template: A.template, workers: 1 } },
   'POST /v1/chat/completions': { model: A.deployment, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 },
   'POST /v1/completions': { model: A.deployment, prompt: 'hi', max_tokens: 1 },
   'POST /v1/embeddings': { model: A.deployment, input: 'hi' },
@@ -151,6 +153,11 @@ describe('every route refuses whoever may not call it', () => {
       deadline: new Date(Date.now() + 3_600_000),
     });
 
+    // A's run: it waits in the queue (no machine has room), which is all a route needs of it.
+    const submitted = await plane.admin('/api/v1/runs', { method: 'POST', body: JSON.stringify({ name: A.run, spec: { template: A.template, workers: 1 } }) });
+    expect(submitted.status, await submitted.clone().text()).toBe(201);
+    const { id: runId } = (await submitted.json()) as { id: string };
+
     const created = await plane.admin('/api/v1/workspaces', { method: 'POST', body: JSON.stringify({ name: 'route-auth-other' }) });
     expect(created.status).toBe(201);
     other = ((await created.json()) as { adminToken: { token: string } }).adminToken.token;
@@ -166,8 +173,9 @@ describe('every route refuses whoever may not call it', () => {
       workspaces: { id: member.id },
       models: { name: A.model, version: A.version },
       aliases: { alias: A.alias },
+      runs: { id: runId, rank: '0' },
     };
-    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id];
+    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId];
     doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as typeof doc;
   }, 60_000);
   afterAll(async () => {

@@ -9,7 +9,7 @@ import { AgentPolicy } from '../../agent/policy.js';
 import { runtimeUsers, type RuntimeUsers } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { IDLE } from '../../agent/supervisor/plan.js';
 import { Supervisor } from '../../agent/supervisor/supervisor.js';
 import { ensureStateDir, generateMachineKey, saveKey } from '../../agent/state.js';

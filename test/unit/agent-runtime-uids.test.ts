@@ -9,7 +9,7 @@ import { AgentPolicy } from '../../agent/policy.js';
 import { inUidRange, runtimeUsers, uidRangeProblem, type RuntimeUsers, type UidRange } from '../../agent/runtime-user.js';
 import type { RuntimeAdapter, RuntimeHandle } from '../../agent/runtimes/adapter.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { takeRunAs } from '../../agent/runtimes/simulated.js';
 import { lowestFreeUid } from '../../agent/runtimes/uids.js';
 import { ensureStateDir, secureStateDir } from '../../agent/state.js';

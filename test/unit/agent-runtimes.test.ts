@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { createDesiredIntake, verifyDesiredState } from '../../agent/link/desired.js';
 import { createInvocationRunner, type InvocationRunner } from '../../agent/invocations/runner.js';
-import { pidAlive } from '../../agent/runtimes/process.js';
+import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { createAdapters } from '../../agent/runtimes/adapters.js';
 import { executableDigest } from '../../agent/runtimes/files.js';
 import { AgentPolicy } from '../../agent/policy.js';
@@ -242,6 +242,27 @@ describe('process adapter: adoption never duplicates a runtime', () => {
     expect(pidAlive(handle.pid)).toBe(false);
     expect(await readdir(join(stateDir, 'runtimes'))).toEqual(['asg_a.log']);
     expect(logged.map((l) => l.event)).toContain('stopping a runtime that cannot be adopted');
+  });
+
+  it('stops, on the first desired state after a restart, a runtime whose assignment left it while the agent was down', async () => {
+    const kept = await adapter.start(fixture('asg_a', { tag: 'v1' }));
+    const orphan = await adapter.start(fixture('asg_b', { tag: 'v1' }));
+    await waitFor(() => adapter.ready(orphan), 'the runtime to listen');
+    const next = new Supervisor({
+      adapters: adapters(),
+      onChange: () => {},
+      load: () => ({ queued: 0, active: 0, lastServedAt: null, latestDeadline: null }),
+      log,
+      checkIntervalMs: 50,
+    });
+    next.apply(1, [fixture('asg_a', { tag: 'v1' })]);
+    try {
+      await waitFor(async () => !(await readdir(join(stateDir, 'runtimes'))).includes('asg_b.json'), 'the orphaned runtime forgotten');
+      expect(pidAlive(orphan.pid)).toBe(false);
+      expect(pidAlive(kept.pid)).toBe(true);
+    } finally {
+      await next.shutdown({ stopRuntimes: true, drain: false });
+    }
   });
 
   it('knows its own hung runtime by its environment when health cannot answer, and stops it', async () => {

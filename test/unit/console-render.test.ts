@@ -3,6 +3,9 @@ import type { MachineView } from '../../shared/contracts/machine.js';
 import { lineChart, niceCeil } from '../../functions/api/console/charts.js';
 import { fleetFragment } from '../../functions/api/console/fleet.js';
 import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/api/console/requests.js';
+import { runDetailBody, runsFragment } from '../../functions/api/console/runs.js';
+import type { RunDetail, RunView } from '../../shared/contracts/run-view.js';
+import { RunSpec } from '../../shared/contracts/run.js';
 import type { ConsoleSession } from '../../functions/api/console/session.js';
 import { duration, quantile } from '../../functions/api/console/format.js';
 
@@ -60,6 +63,12 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
       ],
       agentVersion: '0.1.0',
     },
+    resources: {
+      capacity: { gpus: 1, memoryMiB: 122_880, cores: 20 },
+      replicas: { gpus: 1, memoryMiB: 40_960, cores: 0 },
+      workers: { gpus: 0, memoryMiB: 0, cores: 4 },
+      free: { gpus: 0, memoryMiB: 81_920, cores: 16 },
+    },
     warmModels: ['llama'],
     runtimes: [
       {
@@ -87,11 +96,61 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
   };
 }
 
+function run(overrides: Partial<RunView> = {}): RunView {
+  return {
+    id: 'run_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    name: 'train',
+    state: 'pending',
+    priority: 5,
+    reason: HOSTILE,
+    position: 2,
+    restarts: 0,
+    workerCount: 4,
+    workersDone: 1,
+    submittedAt: '2026-12-03T13:46:57.041Z',
+    startedAt: null,
+    finishedAt: null,
+    ...overrides,
+  };
+}
+
+function runDetail(overrides: Partial<RunDetail> = {}): RunDetail {
+  return {
+    ...run(),
+    spec: RunSpec.parse({ template: 'sim-job', workers: 1 }),
+    workers: [
+      {
+        id: 'wrk_1',
+        name: 'train-0',
+        rank: 0,
+        group: null,
+        state: 'failed',
+        machineId: 'mch_1',
+        attempt: 1,
+        restarts: 1,
+        phase: 'start',
+        exitCode: 3,
+        message: HOSTILE,
+        resources: { gpus: 1, cores: 0, memoryMiB: 0 },
+      },
+    ],
+    events: [{ workerId: 'wrk_1', from: 'running', to: 'failed', reason: HOSTILE, origin: 'agent', at: '2026-12-03T13:47:00.000Z' }],
+    ...overrides,
+  };
+}
+
 describe('console rendering', () => {
   it('escapes everything a node or an operator wrote', () => {
     const out = fleetFragment([machine()], session('operator')).toString();
     expect(out).not.toContain('<img');
     expect(out).toContain('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;');
+  });
+
+  it('shows what replicas and workers reserve of each machine and what is free', () => {
+    const out = fleetFragment([machine()], session('viewer')).toString();
+    expect(out).toContain('<th scope="col">Reserved</th>');
+    expect(out).toContain('<li>GPUs: 1 replicas · 0 workers · <strong>0 free</strong></li>');
+    expect(out).toContain('<li>cores: 0 replicas · 4 workers · <strong>16 free</strong></li>');
   });
 
   it('shows actions only to operators, each carrying the CSRF token and naming its machine', () => {
@@ -152,5 +211,35 @@ describe('console rendering', () => {
     expect([duration(400), duration(12_300), duration(180_000), duration(9_000_000), duration(null)]).toEqual(['0.4 s', '12 s', '3 min', '2.5 h', '–']);
     expect(quantile([5, 1, 3, 2, 4], 0.5)).toBe(3);
     expect(quantile([], 0.5)).toBeNull();
+  });
+
+  it('escapes the reasons and messages of runs, workers and events', () => {
+    const list = runsFragment({ items: [run()], more: false }).toString();
+    const detail = runDetailBody(runDetail(), new Map([['mch_1', HOSTILE]]), session('operator')).toString();
+    for (const out of [list, detail]) {
+      expect(out).not.toContain('<img');
+      expect(out).toContain('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;');
+    }
+    expect(list).toContain('queue position 2');
+    expect(list).toContain('1 of 4 done');
+    expect(detail).toContain('<td data-label="Exit code" class="num">3</td>');
+  });
+
+  it('says so when there is no run, no event, or no older page', () => {
+    const empty = runsFragment({ items: [], more: false }).toString();
+    expect(empty).toContain('No run yet');
+    expect(empty).not.toContain('<table');
+    expect(runsFragment({ items: [run()], more: false }).toString()).not.toContain('Older runs');
+    expect(runsFragment({ items: [run()], more: true }).toString()).toContain('href="/console/runs?after=run_01ARZ3NDEKTSV4RRFFQ69G5FAV"');
+    const quiet = runDetailBody(runDetail({ events: [], workers: [] }), new Map(), session('viewer')).toString();
+    expect(quiet).toContain('No event yet.');
+  });
+
+  it('offers Cancel to operators of a live run only, carrying the CSRF token', () => {
+    const operator = runDetailBody(runDetail(), new Map(), session('operator')).toString();
+    expect(operator).toContain('action="/console/runs/run_01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel"');
+    expect(operator).toContain('name="_csrf" value="csrf-token"');
+    expect(runDetailBody(runDetail(), new Map(), session('viewer')).toString()).not.toContain('<form');
+    expect(runDetailBody(runDetail({ state: 'failed', position: null }), new Map(), session('admin')).toString()).not.toContain('<form');
   });
 });

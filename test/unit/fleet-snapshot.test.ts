@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildFleetSnapshot, type FleetRows } from '../../functions/core/fleet/snapshot.js';
+import { buildFleetSnapshot, machineResources, type FleetRows } from '../../functions/core/fleet/snapshot.js';
 import { templateHash } from '../../functions/core/registry/template.js';
 import type { Assignment } from '../../shared/contracts/desired.js';
 import { TEST_INVENTORY } from '../helpers/machine.js';
@@ -124,7 +124,7 @@ describe('fleet snapshot', () => {
     const snapshot = buildFleetSnapshot(rows({ assignments: [] }, { draining: true }, { state: 'draining' }), config);
     const machine = snapshot.machines[0]!;
     expect(machine.runtimes[0]).toMatchObject({ desired: false, routable: false, templateHash: null, deploymentId: 'dep_a' });
-    expect(machine.reserved).toEqual({ gpus: 0, memoryMiB: 0, assignments: 0 });
+    expect(machine.reserved).toEqual({ gpus: 0, memoryMiB: 0, cores: 0, assignments: 0 });
     expect(machine.drained).toBe(false);
   });
 
@@ -166,5 +166,38 @@ describe('template hash', () => {
     expect(templateHash(reordered)).toBe(base.templateHash);
     expect(templateHash({ ...reordered, resources: { gpus: 2, memoryMiB: 100 } })).not.toBe(base.templateHash);
     expect(templateHash({ ...reordered, model: 'other' })).not.toBe(base.templateHash);
+  });
+});
+
+describe("a machine's resources", () => {
+  const inventory = { ...TEST_INVENTORY, cpus: 32, memoryTotalMiB: 65_536, gpus: [] };
+
+  it('splits what is reserved between replicas and run workers, and leaves the rest free, as placement counts it', () => {
+    const [machine] = buildFleetSnapshot(
+      rows(
+        {
+          workers: [
+            { machineId: 'mch_1', gpus: 0, memoryMiB: 1_000, cores: 4 },
+            { machineId: 'mch_1', gpus: 0, memoryMiB: 500, cores: 2 },
+          ],
+        },
+        { inventory },
+      ),
+      config,
+    ).machines;
+    expect(machineResources(machine!)).toEqual({
+      capacity: { gpus: 0, memoryMiB: 65_536, cores: 32 },
+      replicas: { gpus: 1, memoryMiB: 100, cores: 0 },
+      workers: { gpus: 0, memoryMiB: 1_500, cores: 6 },
+      free: { gpus: -1, memoryMiB: 63_936, cores: 26 },
+    });
+  });
+
+  it('counts nothing reserved on an empty machine: everything is free', () => {
+    const [machine] = buildFleetSnapshot(rows({ assignments: [], reports: [] }, { inventory }), config).machines;
+    const { capacity, replicas, workers, free } = machineResources(machine!);
+    expect(replicas).toEqual({ gpus: 0, memoryMiB: 0, cores: 0 });
+    expect(workers).toEqual({ gpus: 0, memoryMiB: 0, cores: 0 });
+    expect(free).toEqual(capacity);
   });
 });

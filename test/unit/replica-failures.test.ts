@@ -8,7 +8,7 @@ import { EMPTY_REGISTRY } from '../../functions/core/registry/resolve.js';
 import type { deployments } from '../../functions/store/schema/index.js';
 import { planSupervision, type ManagedView } from '../../agent/supervisor/plan.js';
 import type { RestartPolicy } from '../../shared/contracts/desired.js';
-import { TEST_INVENTORY } from '../helpers/machine.js';
+import { TEST_INVENTORY, testGpu } from '../helpers/machine.js';
 import { currentAssignment, deploymentRow as sharedDeploymentRow, desiredDeployment, observedMachine } from '../helpers/reconcile-fixtures.js';
 
 const machine = observedMachine;
@@ -127,20 +127,7 @@ describe('reconcile: a replica that failed for good is replaced elsewhere', () =
     const gpuBox = machine('m1', {
       inventory: {
         ...TEST_INVENTORY,
-        gpus: [
-          {
-            index: 0,
-            uuid: null,
-            name: 'H100',
-            memoryTotalMiB: 81_559,
-            memoryUsedMiB: null,
-            unifiedMemory: false,
-            driverVersion: null,
-            utilizationPercent: null,
-            temperatureC: null,
-            powerDrawW: null,
-          },
-        ],
+        gpus: [testGpu(0)],
       },
     });
     const other = deployment({ id: 'dep_b', gpus: 1, memoryMiB: 0 });

@@ -19,6 +19,7 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
       throw error;
     }
     ports.metrics.heartbeats.inc({ result: 'ok' });
+    if (result.ignoredWorkers > 0) ports.metrics.workerReportsIgnored.inc(result.ignoredWorkers);
     // A runtime became ready, or stopped being, or left the node: the verb has reconciled, and routing follows at once.
     if (result.runtimesChanged) ports.dataPlane.routing.invalidate();
     // Allow-listed names only: a machine cannot grow the control plane's series by inventing names.

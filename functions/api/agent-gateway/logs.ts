@@ -5,7 +5,7 @@ import { machineAuth } from '../http/machine-auth.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { answerLogRequest } from '../../services/runtime-logs.js';
 
-/** POST /agent/v1/runtimes/{assignmentId}/logs: a machine uploads a log tail of one of its own runtimes. */
+/** POST /agent/v1/runtimes/{assignmentId}/logs: a machine uploads a log tail of one of its own runtimes or workers (`wrk_…`). */
 export function registerLogs(app: Hono<AppEnv>) {
   app.post('/runtimes/:assignmentId/logs', machineAuth, async (c) => {
     const { machineId } = c.get('machine');

@@ -7,8 +7,7 @@ import { listAuditPage, verifyAuditChain } from '../../services/audit.js';
 import { tokenNames } from '../../services/api-tokens.js';
 import { machineNames } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
-import { layout } from './layout.js';
-import { isoOf, utc } from './format.js';
+import { badge, layout, when } from './layout.js';
 import { portsOf, type ConsoleEnv } from './session.js';
 import { signedIn } from './guard.js';
 
@@ -48,11 +47,11 @@ function entryRow(e: AuditEntry, names: Map<string, string>): Html {
   const details = Object.keys(e.details).length === 0 ? '' : JSON.stringify(e.details);
   return html`<tr>
     <th scope="row" class="num">${e.seq}</th>
-    <td data-label="When"><time datetime="${isoOf(e.at)}">${utc(e.at)}</time></td>
+    <td data-label="When">${when(e.at)}</td>
     <td data-label="Actor">${names.get(e.actor) ?? e.actor}${names.has(e.actor) ? html`<br><span class="small muted mono">${e.actor}</span>` : nothing}</td>
     <td data-label="Action" class="mono">${e.action}</td>
     <td data-label="Target">${names.get(e.target) ?? html`<span class="mono">${e.target}</span>`}</td>
-    <td data-label="Outcome"><span class="badge state-${outcome}">${e.outcome}</span></td>
+    <td data-label="Outcome">${badge(outcome, e.outcome)}</td>
     <td data-label="Details" class="small mono wrap">${details.length > 300 ? `${details.slice(0, 300)}…` : details}</td>
   </tr>`;
 }

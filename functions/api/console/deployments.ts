@@ -6,8 +6,8 @@ import { ApiError } from '../../kernel/errors.js';
 import { describeDeployments, scaleDeployment } from '../../services/deployments.js';
 import { machineNames } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
-import { csrfField, layout, notice } from './layout.js';
-import { isoOf, plural, utc } from './format.js';
+import { badge, csrfField, layout, notice, when } from './layout.js';
+import { plural } from './format.js';
 import { allows, portsOf, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { readForm, signedIn } from './guard.js';
 
@@ -27,10 +27,6 @@ export async function loadDeployments(ports: Ports, session: ConsoleSession): Pr
   const ctx = serviceCtx(ports, session.tokenId);
   const page = await describeDeployments({ ctx, input: { workspaceId: session.workspaceId, limit: SHOWN, eventsPerDeployment: EVENTS_SHOWN } });
   return { ...page, machineNames: await machineNames({ ctx, input: { workspaceId: session.workspaceId } }) };
-}
-
-function badge(state: string, text: string = state): Html {
-  return html`<span class="badge state-${state}">${text}</span>`;
 }
 
 function runtimeText(d: DeploymentDetail): string {
@@ -104,7 +100,7 @@ function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: Con
   <details><summary>Events (${events.length === 0 ? 'none yet' : `newest ${events.length}`})</summary>
     <ol class="events">${events.map(
       (e) =>
-        html`<li><time datetime="${isoOf(e.at)}">${utc(e.at)}</time> <strong>${e.type}</strong>${machineName(e.machineId) ? html` on ${machineName(e.machineId)}` : nothing}${e.message ? html`: ${e.message}` : nothing}</li>`,
+        html`<li>${when(e.at)} <strong>${e.type}</strong>${machineName(e.machineId) ? html` on ${machineName(e.machineId)}` : nothing}${e.message ? html`: ${e.message}` : nothing}</li>`,
     )}</ol>
   </details>
 </section>`;

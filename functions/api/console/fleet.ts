@@ -6,7 +6,7 @@ import { serviceCtx, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 import { clearReplicaFailures, listMachines, setMachineScheduling } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
-import { csrfField, layout, notice } from './layout.js';
+import { badge, csrfField, layout, notice } from './layout.js';
 import { duration, mib, plural } from './format.js';
 import { allows, portsOf, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { readForm, signedIn } from './guard.js';
@@ -14,10 +14,6 @@ import { readForm, signedIn } from './guard.js';
 /** The fleet as the console shows it: the workspace's machines from the fleet read model (the API's own view). */
 export async function loadFleet(ports: Ports, session: ConsoleSession): Promise<MachineView[]> {
   return await listMachines({ ctx: serviceCtx(ports, session.tokenId), input: { workspaceId: session.workspaceId } });
-}
-
-function badge(state: string, text: string = state): Html {
-  return html`<span class="badge state-${state}">${text}</span>`;
 }
 
 function runtimeLine(r: RuntimeView): Html {
@@ -39,6 +35,14 @@ function gpuCell(m: MachineView): Html {
     (g) =>
       html`<li><span>${g.index}: ${g.name}</span> <span class="small muted">${mib(g.memoryTotalMiB)}${g.utilizationPercent !== null ? ` · ${g.utilizationPercent}% busy` : ''}${g.temperatureC !== null ? ` · ${g.temperatureC} °C` : ''}</span></li>`,
   )}</ul>`;
+}
+
+/** What replicas and run workers reserve of the machine and what is left, as placement counts them. */
+function reservedCell(m: MachineView): Html {
+  const { replicas, workers, free } = m.resources;
+  const line = (what: string, show: (n: number) => string, key: 'gpus' | 'memoryMiB' | 'cores') =>
+    html`<li>${what}: ${show(replicas[key])} replicas · ${show(workers[key])} workers · <strong>${show(free[key])} free</strong></li>`;
+  return html`<ul class="plain small">${line('GPUs', String, 'gpus')}${line('memory', mib, 'memoryMiB')}${line('cores', String, 'cores')}</ul>`;
 }
 
 function actionButton(
@@ -83,6 +87,7 @@ function machineRow(m: MachineView, session: ConsoleSession, operator: boolean):
     }</td>
     <td data-label="Heartbeat">${m.heartbeatAgeMs === null ? html`<span class="muted">never</span>` : html`${duration(m.heartbeatAgeMs)} ago`}<br><span class="small muted">gen ${m.reportedGen ?? '–'} of ${m.desiredGen}</span></td>
     <td data-label="GPUs">${gpuCell(m)}</td>
+    <td data-label="Reserved">${reservedCell(m)}</td>
     <td data-label="Memory">${mib(m.inventory.memoryAvailableMiB)} free<br><span class="small muted">of ${mib(m.inventory.memoryTotalMiB)} · ${m.inventory.cpus} CPUs · ${m.inventory.arch}</span></td>
     <td data-label="Runtimes">${m.runtimes.length === 0 ? html`<span class="muted">none</span>` : html`<ul class="plain">${m.runtimes.map(runtimeLine)}</ul>`}</td>
     <td data-label="Warm models">${m.warmModels.length === 0 ? html`<span class="muted">none</span>` : html`<span class="mono">${m.warmModels.join(', ')}</span>`}</td>
@@ -113,7 +118,7 @@ export function fleetFragment(machines: readonly MachineView[], session: Console
     <caption>Machines, by name. Heartbeat age and state are judged with the database's clock.</caption>
     <thead><tr>
       <th scope="col">Machine</th><th scope="col">State</th><th scope="col">Heartbeat</th><th scope="col">GPUs</th>
-      <th scope="col">Memory</th><th scope="col">Runtimes</th><th scope="col">Warm models</th>${operator ? html`<th scope="col">Actions</th>` : nothing}
+      <th scope="col">Reserved</th><th scope="col">Memory</th><th scope="col">Runtimes</th><th scope="col">Warm models</th>${operator ? html`<th scope="col">Actions</th>` : nothing}
     </tr></thead>
     <tbody>${machines.map((m) => machineRow(m, session, operator))}</tbody>
   </table>

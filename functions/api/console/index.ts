@@ -5,6 +5,7 @@ import { errorPage, handleConsoleError } from './error-page.js';
 import { registerSignIn } from './sign-in.js';
 import { registerFleet } from './fleet.js';
 import { registerDeployments } from './deployments.js';
+import { registerRuns } from './runs.js';
 import { registerRequests } from './requests.js';
 import { registerTokens } from './tokens.js';
 import { registerUsage } from './usage.js';
@@ -28,6 +29,7 @@ export function consoleApp(): Hono<ConsoleEnv> {
   registerSignIn(app);
   registerFleet(app);
   registerDeployments(app);
+  registerRuns(app);
   registerRequests(app);
   registerTokens(app);
   registerUsage(app);

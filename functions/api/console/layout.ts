@@ -1,5 +1,6 @@
 import { html, nothing, type Html } from './html.js';
 import { assetUrl } from './assets.js';
+import { isoOf, utc } from './format.js';
 import { allows, type ConsoleSession } from './session.js';
 import type { Role } from '../../../shared/contracts/common.js';
 
@@ -7,6 +8,7 @@ import type { Role } from '../../../shared/contracts/common.js';
 const PAGES = [
   { key: 'fleet', href: '/', label: 'Fleet', role: 'viewer' },
   { key: 'deployments', href: '/console/deployments', label: 'Deployments', role: 'viewer' },
+  { key: 'runs', href: '/console/runs', label: 'Runs', role: 'viewer' },
   { key: 'requests', href: '/console/requests', label: 'Requests', role: 'viewer' },
   { key: 'tokens', href: '/console/tokens', label: 'Tokens', role: 'admin' },
   { key: 'usage', href: '/console/usage', label: 'Usage', role: 'viewer' },
@@ -17,6 +19,16 @@ export type PageKey = (typeof PAGES)[number]['key'];
 /** A hidden CSRF field: every state-changing form of a signed-in page carries it. */
 export function csrfField(session: Pick<ConsoleSession, 'csrf'>): Html {
   return html`<input type="hidden" name="_csrf" value="${session.csrf}">`;
+}
+
+/** A state as a coloured badge (the stylesheet's `state-*`), its text the state unless given. */
+export function badge(state: string, text: string = state): Html {
+  return html`<span class="badge state-${state}">${text}</span>`;
+}
+
+/** A time as every page shows it: UTC to the second, machine-readable in `datetime`. */
+export function when(at: Date | string | null | undefined): Html {
+  return at ? html`<time datetime="${isoOf(at)}">${utc(at)}</time>` : html`<span class="muted">–</span>`;
 }
 
 /** A notice at the top of a page (after an action), announced to screen readers. */

@@ -2,9 +2,9 @@ import type { Hono } from 'hono';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
 import { recentRequests, type RecentRequest } from '../../services/workloads.js';
 import { html, nothing, type Html } from './html.js';
-import { layout } from './layout.js';
+import { badge, layout, when } from './layout.js';
 import { lineChart, type ChartPoint } from './charts.js';
-import { isoOf, millis, num, quantile, utc } from './format.js';
+import { millis, num, quantile } from './format.js';
 import { portsOf, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { signedIn } from './guard.js';
 
@@ -39,7 +39,7 @@ export function tokensPerSecond(r: Pick<RecentRequest, 'createdAt' | 'finishedAt
 function outcome(r: RecentRequest): Html {
   const state = r.state === 'succeeded' ? 'ready' : r.state === 'failed' ? 'failed' : r.state === 'cancelled' ? 'stopped' : 'starting';
   const code = r.errorCode ?? (r.statusCode !== null && r.statusCode !== 200 ? String(r.statusCode) : null);
-  return html`<span class="badge state-${state}">${r.state}</span>${code ? html` <span class="small muted mono">${code}</span>` : nothing}`;
+  return html`${badge(state, r.state)}${code ? html` <span class="small muted mono">${code}</span>` : nothing}`;
 }
 
 /** The live part of the requests page (`#requests-live`): TTFT and tokens/s charts, then the newest requests. */
@@ -85,7 +85,7 @@ export function requestsFragment(requests: readonly RecentRequest[]): Html {
       <th scope="col" class="num">TTFT</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Tokens/s</th><th scope="col" class="num">Duration</th></tr></thead>
     <tbody>${requests.slice(0, LISTED).map(
       (r) => html`<tr>
-      <th scope="row"><time datetime="${isoOf(r.createdAt)}">${utc(r.createdAt)}</time></th>
+      <th scope="row">${when(r.createdAt)}</th>
       <td data-label="Model" class="mono">${r.model ?? r.deploymentName ?? '–'}</td>
       <td data-label="Machine">${r.machineName ?? '–'}</td>
       <td data-label="Outcome">${outcome(r)}</td>

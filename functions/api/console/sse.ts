@@ -6,6 +6,7 @@ import { openSse } from '../http/sse-out.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
 import { fleetFragment, loadFleet } from './fleet.js';
 import { deploymentsFragment, loadDeployments } from './deployments.js';
+import { loadRuns, runsFragment } from './runs.js';
 import { loadRecentRequests, requestsFragment } from './requests.js';
 import { portsOf, sessionLive, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { signedIn } from './guard.js';
@@ -88,6 +89,8 @@ async function fragments(view: ConsoleView, ports: Ports, session: ConsoleSessio
       return [{ target: 'fleet-live', html: fleetFragment(await loadFleet(ports, shared), shared).toString() }];
     case 'deployments':
       return [{ target: 'deployments-live', html: deploymentsFragment(await loadDeployments(ports, shared), shared).toString() }];
+    case 'runs':
+      return [{ target: 'runs-live', html: runsFragment(await loadRuns(ports, shared)).toString() }];
     case 'requests':
       return [{ target: 'requests-live', html: requestsFragment(await loadRecentRequests(ports, shared)).toString() }];
   }
@@ -133,14 +136,14 @@ async function sharedFragments(view: ConsoleView, ports: Ports, session: Console
 }
 
 /**
- * `GET /console/events?view=fleet|deployments|requests`: the page's section as HTML fragments, sent when they
+ * `GET /console/events?view=fleet|deployments|runs|requests`: the page's section as HTML fragments, sent when they
  * change (checked every `LIVE_INTERVAL_MS`). Each round first checks the session: once it ended (sign-out, expiry,
  * its token revoked) the stream says so and closes. It stops when the client leaves.
  */
 export function registerEvents(app: Hono<ConsoleEnv>): void {
   app.get('/console/events', signedIn('viewer'), async (c) => {
     const view = ConsoleView.safeParse(c.req.query('view'));
-    if (!view.success) throw new ApiError('validation_failed', 'view must be fleet, deployments or requests');
+    if (!view.success) throw new ApiError('validation_failed', 'view must be fleet, deployments, runs or requests');
     const session = c.get('session');
     const ports = portsOf(c);
     const release = admitStream(session);

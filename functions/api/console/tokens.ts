@@ -9,8 +9,7 @@ import { ApiError, zodDetails } from '../../kernel/errors.js';
 import { createApiToken, listApiTokens, revokeApiToken } from '../../services/api-tokens.js';
 import { listMembers } from '../../services/members.js';
 import { html, nothing, type Html } from './html.js';
-import { csrfField, layout, notice } from './layout.js';
-import { isoOf, utc } from './format.js';
+import { badge, csrfField, layout, notice, when } from './layout.js';
 import { portsOf, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { readForm, signedIn, SIGN_IN_PATH } from './guard.js';
 
@@ -47,9 +46,9 @@ const CreateForm = z.object({
 
 const RevokeForm = z.object({ _csrf: z.string() });
 
-function badge(state: string): Html {
-  const css = state === 'active' ? 'ready' : state === 'expired' ? 'stale' : 'revoked';
-  return html`<span class="badge state-${css}">${state}</span>`;
+/** A token's state in the colours of the machine states it reads like. */
+function tokenBadge(state: string): Html {
+  return badge(state === 'active' ? 'ready' : state === 'expired' ? 'stale' : 'revoked', state);
 }
 
 function tokenRow(t: ApiTokenView, session: ConsoleSession, names: ReadonlyMap<string, string>): Html {
@@ -57,11 +56,11 @@ function tokenRow(t: ApiTokenView, session: ConsoleSession, names: ReadonlyMap<s
   return html`<tr data-token="${t.name}" data-state="${t.state}">
     <th scope="row">${t.name}${own ? html` <span class="small muted">(this session)</span>` : nothing}<br><span class="small muted mono">${t.id}</span></th>
     <td data-label="Role">${t.role}</td>
-    <td data-label="State">${badge(t.state)}</td>
+    <td data-label="State">${tokenBadge(t.state)}</td>
     <td data-label="Member">${t.member ? t.member.name : html`<span class="muted">–</span>`}</td>
     <td data-label="Limits">${t.role === 'inference' ? html`${t.models ? html`<span class="mono">${t.models.join(', ')}</span>` : 'all models'}<br><span class="small muted">${t.rateLimitPerMinute === null ? 'no rate limit' : `${t.rateLimitPerMinute}/min`}</span>` : html`<span class="muted">–</span>`}</td>
-    <td data-label="Created"><time datetime="${isoOf(t.createdAt)}">${utc(t.createdAt)}</time><br><span class="small muted">by ${t.createdBy === null ? 'another workspace' : names.has(t.createdBy) ? names.get(t.createdBy) : html`<span class="mono">${t.createdBy}</span>`}</span></td>
-    <td data-label="Expires">${t.expiresAt ? html`<time datetime="${isoOf(t.expiresAt)}">${utc(t.expiresAt)}</time>` : html`<span class="muted">never</span>`}</td>
+    <td data-label="Created">${when(t.createdAt)}<br><span class="small muted">by ${t.createdBy === null ? 'another workspace' : names.has(t.createdBy) ? names.get(t.createdBy) : html`<span class="mono">${t.createdBy}</span>`}</span></td>
+    <td data-label="Expires">${t.expiresAt ? when(t.expiresAt) : html`<span class="muted">never</span>`}</td>
     <td data-label="Actions">${
       t.state === 'active'
         ? html`<form method="post" action="/console/tokens/${t.id}/revoke" class="inline" data-confirm="${own ? `Revoke ${t.name}? It is the token of this session: you will be signed out.` : `Revoke ${t.name}? Every request with it is refused from now on.`}">
@@ -69,7 +68,7 @@ function tokenRow(t: ApiTokenView, session: ConsoleSession, names: ReadonlyMap<s
         <button type="submit" class="danger" id="revoke-${t.id}">Revoke<span class="vh"> ${t.name}</span></button>
       </form>`
         : t.revokedAt
-          ? html`<span class="small muted">revoked <time datetime="${isoOf(t.revokedAt)}">${utc(t.revokedAt)}</time></span>`
+          ? html`<span class="small muted">revoked ${when(t.revokedAt)}</span>`
           : nothing
     }</td>
   </tr>`;

@@ -1,5 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { DeploymentDetail, DeploymentName, DeploymentSpec, DeploymentView } from '../../../shared/contracts/deployment.js';
+import { DeploymentDetail, DeploymentListItem, DeploymentName, DeploymentSpec, DeploymentView } from '../../../shared/contracts/deployment.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { isId } from '../../../shared/ids.js';
 import { applyDeployment, deleteDeployment, describeDeployment, getDeployment, listDeployments } from '../../services/deployments.js';
@@ -14,12 +14,15 @@ import { runCanaryGate } from '../../dataplane/canary-gate.js';
 const list = guarded('viewer', {
   method: 'get',
   path: '/deployments',
-  summary: 'List deployments, a page at a time by name',
+  summary: 'List deployments, a page at a time by name, each with its status counts',
   request: { query: PageQuery },
-  responses: { 200: { description: 'Deployments', content: { 'application/json': { schema: pageOf(DeploymentView) } } }, ...errorResponses(400, 401, 403) },
+  responses: {
+    200: { description: 'Deployments', content: { 'application/json': { schema: pageOf(DeploymentListItem) } } },
+    ...errorResponses(400, 401, 403),
+  },
 });
 
-const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentView): [string, string] => [
+const deploymentPages = keyset(z.tuple([DeploymentName, z.string().refine((id) => isId('deployment', id))]), (d: DeploymentListItem): [string, string] => [
   d.name,
   d.id,
 ]);

@@ -14,6 +14,7 @@ import { registerTokens } from './tokens.js';
 import { registerWorkspaces } from './workspaces.js';
 import { registerModels } from './models.js';
 import { registerAliases } from './aliases.js';
+import { registerRuns } from './runs.js';
 import { registerInferencePaths } from '../v1/openapi.js';
 
 /** A version's registration carries its manifest (up to 10,000 files): the one body larger than the others. */
@@ -45,6 +46,7 @@ export function managementApi(limits: { maxBodyBytes: number; manifestMaxBodyByt
   registerWorkspaces(app);
   registerModels(app);
   registerAliases(app);
+  registerRuns(app);
   registerInferencePaths(app.openAPIRegistry);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {

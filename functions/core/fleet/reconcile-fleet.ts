@@ -36,6 +36,7 @@ export function reconcileFleet(
           warmModels: m.warmModels,
           cachedVersions: m.cachedVersions,
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
+          workerReserved: m.workers,
           replicaFailures: new Map(
             m.replicaFailures.flatMap((f) => {
               const setId = f.templateHash === null ? undefined : setOfTemplate.get(`${f.deploymentId}\u0000${f.templateHash}`);

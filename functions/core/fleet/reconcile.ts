@@ -49,6 +49,8 @@ export interface ObservedMachine {
   load: number;
   /** Deployments whose replica failed for good here and whose mark no operator cleared yet, with why. */
   replicaFailures: ReadonlyMap<string, string>;
+  /** What run workers reserve here: replicas are placed around them, and the workspace's quota counts them. */
+  workerReserved?: { gpus: number; memoryMiB: number; cores: number };
 }
 
 export interface CurrentAssignment {
@@ -184,13 +186,22 @@ export function reconcile(input: {
   const failuresAt = new Map(input.machines.map((m) => [m.id, new Map(m.replicaFailures)]));
   const candidates = input.machines.map((machine) => ({
     ...machine,
-    reserved: { gpus: 0, memoryMiB: 0, assignments: 0 },
+    reserved: {
+      gpus: machine.workerReserved?.gpus ?? 0,
+      memoryMiB: machine.workerReserved?.memoryMiB ?? 0,
+      cores: machine.workerReserved?.cores ?? 0,
+      assignments: 0,
+    },
     deploymentIds: new Set<string>(),
     replicaCounts: new Map<string, number>(),
     replicaFailures: failuresAt.get(machine.id)!,
   }));
   const candidateById = new Map(candidates.map((c) => [c.id, c]));
-  const usage: QuotaUsage = { gpus: 0, memoryMiB: 0, replicas: 0 };
+  const usage: QuotaUsage = {
+    gpus: input.machines.reduce((sum, m) => sum + (m.workerReserved?.gpus ?? 0), 0),
+    memoryMiB: input.machines.reduce((sum, m) => sum + (m.workerReserved?.memoryMiB ?? 0), 0),
+    replicas: 0,
+  };
   const resourcesOf = (a: CurrentAssignment, d: DesiredDeployment) => a.resources ?? { gpus: d.gpus, memoryMiB: d.memoryMiB };
   /**
    * Every replica still on a machine holds its resources there until its node stops it; only a current one counts

@@ -6,6 +6,7 @@ import type { ControlPlaneConfig } from '../../kernel/config.js';
 import { isRoutable, machineLiveness, nextResumedAt, runtimeLiveness, type ControllerState } from './liveness.js';
 import { mayRestart } from '../../../shared/restart-policy.js';
 import type { Track } from './tracks.js';
+import { capacityOf, freeOn } from '../scheduler/place.js';
 
 /** The rows the snapshot is built from, as the loader reads them (one consistent read). */
 export interface FleetRows {
@@ -49,6 +50,8 @@ export interface FleetRows {
     message: string | null;
     reportedAt: Date;
   }>;
+  /** What run workers reserve on each machine, from their placement until released; absent: none. */
+  workers?: ReadonlyArray<{ machineId: string; gpus: number; memoryMiB: number; cores: number }>;
   /** Replica failures no operator cleared yet, of deployments not deleted. */
   replicaFailures: ReadonlyArray<FleetReplicaFailure & { machineId: string }>;
 }
@@ -124,8 +127,13 @@ export interface FleetMachine {
   credentialExpiresAt: Date | null;
   createdAt: Date;
   runtimes: FleetRuntime[];
-  /** Resources held by its desired assignments (kept while sight is lost: docs/design.md section 4). */
-  reserved: { gpus: number; memoryMiB: number; assignments: number };
+  /**
+   * Resources held by its desired assignments and its run workers (kept while sight is lost: docs/design.md section
+   * 4); `assignments` counts replicas only.
+   */
+  reserved: { gpus: number; memoryMiB: number; cores: number; assignments: number };
+  /** What its run workers alone reserve, and how many they are. */
+  workers: { gpus: number; memoryMiB: number; cores: number; count: number };
   /** Models loaded in a ready runtime, as the agent last reported (empty once sight is lost). */
   warmModels: string[];
   /** Model versions verified in its agent's cache, as it last reported (empty once sight is lost). */
@@ -153,6 +161,11 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
   for (const a of rows.assignments) assignmentsOf.set(a.machineId, [...(assignmentsOf.get(a.machineId) ?? []), a]);
   const reportsOf = new Map<string, FleetRows['reports'][number][]>();
   for (const r of rows.reports) reportsOf.set(r.machineId, [...(reportsOf.get(r.machineId) ?? []), r]);
+  const workersOf = new Map<string, FleetMachine['workers']>();
+  for (const w of rows.workers ?? []) {
+    const sum = workersOf.get(w.machineId) ?? { gpus: 0, memoryMiB: 0, cores: 0, count: 0 };
+    workersOf.set(w.machineId, { gpus: sum.gpus + w.gpus, memoryMiB: sum.memoryMiB + w.memoryMiB, cores: sum.cores + w.cores, count: sum.count + 1 });
+  }
   const failuresOf = new Map<string, FleetReplicaFailure[]>();
   for (const { machineId, ...failure } of rows.replicaFailures) failuresOf.set(machineId, [...(failuresOf.get(machineId) ?? []), failure]);
 
@@ -206,6 +219,7 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       };
     });
     const desired = runtimes.filter((r) => r.desired);
+    const workers = workersOf.get(m.id) ?? { gpus: 0, memoryMiB: 0, cores: 0, count: 0 };
     return {
       id: m.id,
       workspaceId: m.workspaceId,
@@ -227,10 +241,12 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       createdAt: m.createdAt,
       runtimes,
       reserved: {
-        gpus: desired.reduce((sum, r) => sum + r.resources.gpus, 0),
-        memoryMiB: desired.reduce((sum, r) => sum + r.resources.memoryMiB, 0),
+        gpus: workers.gpus + desired.reduce((sum, r) => sum + r.resources.gpus, 0),
+        memoryMiB: workers.memoryMiB + desired.reduce((sum, r) => sum + r.resources.memoryMiB, 0),
+        cores: workers.cores,
         assignments: desired.length,
       },
+      workers,
       // As the agent reported them, and only while that report is fresh.
       warmModels: liveness === 'ready' ? m.warmModels : [],
       cachedVersions: liveness === 'ready' ? (m.cachedVersions ?? []) : [],
@@ -238,4 +254,30 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
     };
   });
   return { now, machines };
+}
+
+interface Amounts {
+  gpus: number;
+  memoryMiB: number;
+  cores: number;
+}
+
+/**
+ * What a machine offers (`capacityOf`), what its replicas and its run workers reserve of it, and what is left
+ * (`freeOn`): the numbers placement decides with, for the operator. Pure.
+ */
+export function machineResources(m: Pick<FleetMachine, 'inventory' | 'reserved' | 'workers'>): {
+  capacity: Amounts;
+  replicas: Amounts;
+  workers: Amounts;
+  free: Amounts;
+} {
+  const amounts = ({ gpus, memoryMiB, cores }: Amounts): Amounts => ({ gpus, memoryMiB, cores });
+  const { reserved, workers } = m;
+  return {
+    capacity: amounts(capacityOf(m.inventory)),
+    replicas: { gpus: reserved.gpus - workers.gpus, memoryMiB: reserved.memoryMiB - workers.memoryMiB, cores: reserved.cores - workers.cores },
+    workers: amounts(workers),
+    free: amounts(freeOn(m)),
+  };
 }

@@ -57,3 +57,11 @@ export function workerEnvironments(input: {
     };
   });
 }
+
+/**
+ * LOCAL_RANK of a worker placed again on `machineId` alone (restarted elsewhere, its run's other workers where
+ * they were): the number of its run's workers of lower rank on that machine, as `workerEnvironments` counts it.
+ */
+export function localRankOn(machineId: string, rank: number, workers: ReadonlyArray<{ rank: number; machineId: string | null }>): number {
+  return workers.filter((w) => w.machineId === machineId && w.rank < rank).length;
+}

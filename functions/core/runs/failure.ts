@@ -14,7 +14,7 @@ export type WorkerFailure =
 export type FailureDecision =
   /**
    * Start the worker again after `delayMs`: on its machine, or, when `elsewhere`, placed on another (its machine is
-   * down; the old reservation stays until the machine answers).
+   * down: it takes nothing new until it reports again, and its desired state then no longer has the worker).
    */
   | { action: 'restart-worker'; worker: string; restart: number; delayMs: number; elsewhere: boolean; reason: string }
   /** Stop every worker, release them, and put the run back in the queue, not to be placed before `delayMs` from now. */

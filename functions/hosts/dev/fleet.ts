@@ -1,17 +1,72 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { access, mkdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createEnrollmentToken } from '../../services/enrollment.js';
 import { enrollAgent } from '../../../agent/enroll.js';
 import { uidRangeProblem, type UidRange } from '../../../agent/runtime-user.js';
 import { applyDeployment, type DeploymentInput } from '../../services/deployments.js';
+import { getRuntimeTemplate, putRuntimeTemplate } from '../../services/runtime-templates.js';
+import { ApiError } from '../../kernel/errors.js';
 import type { RunningControlPlane } from '../node.js';
 
 /** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
 const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.url));
+
+/**
+ * The simulator's job for runs (docs/runs.md): a script that prints its rank, sleeps `--sleep-ms` and exits with
+ * `--exit-code`. Run by its shebang, so its pinned digest is the script's own.
+ */
+export const SIM_JOB_EXECUTABLE = fileURLToPath(new URL('../../../sim/sim-job.mjs', import.meta.url));
+
+/** The template simulated nodes allow for run workers: the sim job, pinned by its digest as on disk now. */
+export async function simJobTemplate(): Promise<{ template: 'sim-job'; executable: string; executableSha256: string }> {
+  const executableSha256 = createHash('sha256')
+    .update(await readFile(SIM_JOB_EXECUTABLE))
+    .digest('hex');
+  return { template: 'sim-job', executable: SIM_JOB_EXECUTABLE, executableSha256 };
+}
+
+/**
+ * The template a run names to run the sim job, with its two knobs as params (`sleep_ms`, `exit_code`), registered
+ * in `plane`'s workspace unless it is there: `npm start`'s fleet runs runs out of the box. One already there keeps
+ * what an admin made of it, but is pinned again to the script as it is on disk now (`writeSimPolicy` pins the
+ * nodes to it at each start: a template pinned to an older digest would be refused by every node).
+ */
+export async function ensureSimJobTemplate(plane: Pick<RunningControlPlane, 'systemCtx' | 'workspaceId'>): Promise<void> {
+  const { template: name, executable, executableSha256 } = await simJobTemplate();
+  const ctx = plane.systemCtx;
+  const existing = await getRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name } }).catch((error: unknown) => {
+    if (error instanceof ApiError && error.code === 'not_found') return null;
+    throw error;
+  });
+  if (existing) {
+    const { name: _n, createdAt: _c, updatedAt: _u, ...kept } = existing;
+    await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec: { ...kept, executable, executableSha256 } } });
+    return;
+  }
+  const spec = {
+    description: 'the simulator job: prints its rank variables, sleeps sleep_ms and exits with exit_code',
+    executable,
+    executableSha256,
+    args: ['--sleep-ms', '{sleep_ms}', '--exit-code', '{exit_code}'],
+    params: {
+      sleep_ms: { type: 'integer' as const, min: 0, max: 86_400_000, default: 1_000 },
+      exit_code: { type: 'integer' as const, min: 0, max: 255, default: 0 },
+    },
+    env: [],
+    healthPath: '/health',
+  };
+  await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec } });
+}
+
+/**
+ * The simulator's stand-in for nvidia-smi: one GB10 with unified memory, as a DGX Spark has. A simulated node lists
+ * its GPUs with it (LUNANEXA_AGENT_NVIDIA_SMI), at enrollment and when it reserves them, so that runs reserve a GPU.
+ */
+const SIM_NVIDIA_SMI = fileURLToPath(new URL('../../../sim/nvidia-smi.mjs', import.meta.url));
 
 /** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
 export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
@@ -104,21 +159,29 @@ async function simRuntimeUids(stateDir: string): Promise<{ uids: UidRange; group
 }
 
 /**
- * The local policy of a simulated node: it runs the built-in simulator and nothing else, when the agent runs as root
+ * The local policy of a simulated node: it runs the built-in simulator and, for run workers, the sim job (its
+ * digest pinned; its flags only choose how long it sleeps and its exit code) and nothing else, when the agent runs as root
  * (a root agent without a run-as user refuses everything) each runtime as a uid of the node's own, with its model
  * cache beside its state dir (`<name>.cache`). 0600: the agent refuses a policy that others could rewrite.
  */
 export async function writeSimPolicy(stateDir: string): Promise<string> {
   const path = join(stateDir, 'policy.json');
   const root = process.getuid?.() === 0;
-  const policy = { simulated: true, ...(root ? { runAs: await simRuntimeUids(stateDir) } : {}), cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 } };
+  const job = await simJobTemplate();
+  const templates = { [job.template]: { executable: job.executable, executableSha256: job.executableSha256 } };
+  const policy = {
+    simulated: true,
+    templates,
+    ...(root ? { runAs: await simRuntimeUids(stateDir) } : {}),
+    cache: { dir: `${stateDir}.cache`, maxBytes: 4 * 1024 ** 3 },
+  };
   await writeFile(path, JSON.stringify(policy), { mode: 0o600 });
   return path;
 }
 
 /**
  * Enrolls (first time only, through the real enrollment path) and runs one simulated node: a separate agent
- * process with its own identity and state dir.
+ * process with its own identity and state dir, declaring one simulated GB10 (`SIM_NVIDIA_SMI`).
  */
 export async function startSimNode(
   plane: RunningControlPlane,
@@ -143,11 +206,11 @@ export async function startSimNode(
       // The agent's own enrollment code over HTTP, run here: the same path as `lunanexa-agent enroll` without one
       // more process per node (on two cores a Node process start is seconds). An agent that needs its own
       // environment (a proxy, a fake clock) or another address enrolls as its own process instead.
-      await enrollAgent({ url: plane.url, token: token.token, name, stateDir, log: () => {} });
+      await enrollAgent({ url: plane.url, token: token.token, name, stateDir, log: () => {}, nvidiaSmi: SIM_NVIDIA_SMI });
     } else {
       const enroll = spawnAgent(['enroll', '--url', opts.url ?? plane.url, '--token', '-', '--name', name, '--state-dir', stateDir], {
         logFile,
-        env: { ...opts.env, LUNANEXA_ENROLLMENT_TOKEN: token.token },
+        env: { ...opts.env, LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI, LUNANEXA_ENROLLMENT_TOKEN: token.token },
       });
       const code = await waitForExit(enroll, 60_000);
       if (code !== 0) throw new Error(`enrolling ${name} failed (exit ${code}); see ${logFile}`);
@@ -157,7 +220,10 @@ export async function startSimNode(
     name,
     stateDir,
     logFile,
-    process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], { logFile, env: opts.env }),
+    process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {
+      logFile,
+      env: { ...opts.env, LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI },
+    }),
   };
 }
 

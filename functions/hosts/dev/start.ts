@@ -2,12 +2,13 @@ import { join, resolve } from 'node:path';
 import { NodeEnv, configFromEnv } from '../node-env.js';
 import { peerFromEnv, startControlPlane } from '../node.js';
 import { listMachines } from '../../services/machines.js';
-import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
+import { ensureSimJobTemplate, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
 import { watchUntilReady } from './ready-watch.js';
 
 /**
  * `npm start`: the control plane on the embedded store (or DATABASE_URL) with LUNANEXA_SIM_NODES simulated
- * nodes `dgx-1`...`dgx-N`, each a separate agent process serving the demo deployment `sim-chat`.
+ * nodes `dgx-1`...`dgx-N`, each a separate agent process with one simulated GB10, serving the demo deployment
+ * `sim-chat` and running runs of the `sim-job` template (docs/runs.md).
  */
 const env = NodeEnv.parse(process.env);
 // On the embedded store there is one instance and no peer channel: say so rather than ignore the variables.
@@ -29,7 +30,10 @@ const plane = await startControlPlane({
   config: { ...configFromEnv(env), metricsPublic: true },
 });
 const count = env.LUNANEXA_SIM_NODES;
-if (count > 0) await seedDemoDeployment(plane, count);
+if (count > 0) {
+  await seedDemoDeployment(plane, count);
+  await ensureSimJobTemplate(plane);
+}
 const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
 
 // Only what is served: the console, the APIs, metrics.

@@ -31,6 +31,11 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    workerReportsIgnored: new Counter({
+      name: 'lunanexa_worker_reports_ignored_total',
+      help: 'Run worker reports in heartbeats that were ignored: a worker not placed on the reporting machine, of another attempt, or a move no path allows',
+      registers: [registry],
+    }),
     agentUploads: new Counter({
       name: 'lunanexa_agent_uploads_total',
       help: 'Agent uploads of invocation frames opened on this instance, by kind (uplink, invocation: the per-invocation fallback) and route (local: the stream is held here; piped: forwarded to the link holder)',

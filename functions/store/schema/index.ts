@@ -25,3 +25,6 @@ export * from './model-evaluations.js';
 export * from './model-aliases.js';
 export * from './model-alias-moves.js';
 export * from './benchmark-runs.js';
+export * from './runs.js';
+export * from './run-workers.js';
+export * from './run-events.js';

@@ -26,8 +26,10 @@ export const machines = pgTable(
     warmModels: jsonb('warm_models').$type<string[]>().notNull().default([]),
     /** Model versions the agent last reported verified in its cache. */
     cachedVersions: jsonb('cached_versions').$type<string[]>().notNull().default([]),
+    /** The address other machines of its site reach it at, as its agent last reported (a run's MASTER_ADDR). */
+    address: text('address'),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
-    /** Bumped on every change of the machine's assignments; the signed desired state carries it. */
+    /** Bumped on every change of the machine's assignments or run workers; the signed desired state carries it. */
     desiredGen: integer('desired_gen').notNull().default(0),
     /** Latest expiry of a desired state signed for `desiredGen`: routing needs it in the future. */
     desiredExpiresAt: timestamp('desired_expires_at', { withTimezone: true }),

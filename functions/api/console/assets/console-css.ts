@@ -89,8 +89,8 @@ ul.plain li + li { margin-top: .2rem; }
 .badge { display: inline-block; font-size: .78rem; font-weight: 600; padding: .1rem .5rem; border-radius: 999px;
   background: var(--idle-bg); color: var(--idle); border: 1px solid transparent; white-space: nowrap; }
 .badge + .badge { margin-left: .25rem; }
-.state-ready, .state-serving, .state-complete { background: var(--ok-bg); color: var(--ok); border-color: var(--ok); }
-.state-stale, .state-starting, .state-preparing, .state-pulling, .state-progressing, .state-degraded, .state-cordoned, .state-draining
+.state-ready, .state-serving, .state-complete, .state-running, .state-completed { background: var(--ok-bg); color: var(--ok); border-color: var(--ok); }
+.state-stale, .state-starting, .state-preparing, .state-pulling, .state-ready-to-start, .state-progressing, .state-degraded, .state-cordoned, .state-draining
   { background: var(--warn-bg); color: var(--warn); border-color: var(--warn); }
 .state-down, .state-failed, .state-revoked, .state-unplaceable { background: var(--bad-bg); color: var(--bad); border-color: var(--bad); }
 .state-drained, .state-pending, .state-stopped, .state-retiring { background: var(--idle-bg); color: var(--idle); border-color: var(--idle); }
