@@ -21,6 +21,7 @@ import { replicaSets, type ReplicaSet } from '../core/fleet/replica-sets.js';
 import { replicaSetOf } from '../core/fleet/tracks.js';
 import { EMPTY_CATALOG } from '../core/fleet/versions.js';
 import { loadPlacementInputs } from '../services/placement-load.js';
+import { loadRunHolds } from '../services/run-queue.js';
 import { recheckReservations } from './recheck.js';
 import { reconcileRuns } from './runs.js';
 import { sleepIdleDeployments } from './sleep.js';
@@ -106,7 +107,9 @@ async function reconcilePass(
       for (const d of live) if (asleep.has(d.id)) d.asleepSince = snapshot.now;
     }
     const inputs = await loadPlacementInputs(tx.db, live);
-    const all = reconcileFleet(snapshot!, live, inputs, ctx.config);
+    // The runs' share of this pass comes after the replicas': what it will hold is read first (docs/runs.md, "Aging").
+    const holds = await loadRunHolds(tx.db, snapshot);
+    const all = reconcileFleet(snapshot!, live, inputs, { replacementPauseFraction: ctx.config.replacementPauseFraction, holds });
     const deploymentById = new Map(live.map((d) => [d.id, d]));
     const setById = new Map(live.flatMap((d) => replicaSets(d, inputs).map((s) => [s.desired.id, s] as const)));
     const machineById = new Map(snapshot!.machines.map((m) => [m.id, m]));

@@ -1,53 +1,15 @@
 import { and, asc, eq, inArray, isNull, ne, sql } from 'drizzle-orm';
 import { machines, runs, runWorkers, workspaces } from '../store/schema/index.js';
-import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import type { TemplateRuntime } from '../../shared/contracts/desired.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
-import type { CandidateMachine } from '../core/scheduler/place.js';
 import { runDemand } from '../core/runs/demand.js';
 import { localRankOn, workerEnvironments } from '../core/runs/env.js';
-import { admissionPass, type QueuedRun, type QueueWorkspace } from '../core/runs/queue.js';
+import type { QueuedRun } from '../core/runs/queue.js';
+import { queuedRun, workspaceQueuePass } from '../services/run-queue.js';
 import { resolveRuntime } from '../core/registry/resolve.js';
 import { loadRuntimeRegistry } from '../services/runtime-registry.js';
 import { runRuntime } from '../services/runs.js';
 import { failRun, moveRun, type RunRow, type RunWrites } from './run-moves.js';
-
-function candidates(snapshot: FleetSnapshot, workspaceId: string): CandidateMachine[] {
-  return snapshot.machines
-    .filter((m) => m.workspaceId === workspaceId)
-    .map((m) => ({
-      id: m.id,
-      labels: m.labels,
-      liveness: m.liveness,
-      cordoned: m.cordoned,
-      draining: m.draining,
-      inventory: m.inventory,
-      warmModels: m.warmModels,
-      cachedVersions: m.cachedVersions,
-      load: 0,
-      reserved: m.reserved,
-      deploymentIds: new Set<string>(),
-      replicaFailures: new Map<string, string>(),
-    }));
-}
-
-/** A workspace as the admission pass sees it: its weight, ceiling and quota, and what its machines reserve now. */
-function queueWorkspace(snapshot: FleetSnapshot, workspace: typeof workspaces.$inferSelect): QueueWorkspace {
-  const mine = snapshot.machines.filter((m) => m.workspaceId === workspace.id);
-  return {
-    id: workspace.id,
-    weight: workspace.runWeight,
-    priorityCeiling: workspace.runPriorityCeiling,
-    quota: WorkspacePolicy.parse(workspace.policy).quota,
-    usage: {
-      gpus: mine.reduce((s, m) => s + m.reserved.gpus, 0),
-      memoryMiB: mine.reduce((s, m) => s + m.reserved.memoryMiB, 0),
-      replicas: mine.reduce((s, m) => s + m.reserved.assignments, 0),
-    },
-    // Fair share orders runs of different workspaces; a pass decides one workspace's queue, where it ties.
-    gpuSeconds: 0,
-  };
-}
 
 /**
  * Workers of admitted runs restarting elsewhere (their machine went down, `restart-worker`) that wait unplaced:
@@ -71,9 +33,10 @@ export async function replaceWorkers(w: RunWrites, snapshot: FleetSnapshot): Pro
     .where(inArray(workspaces.id, [...new Set(rows.map((r) => r.run.workspaceId))]));
   for (const workspace of workspaceRows) {
     const mine = rows.filter((r) => r.run.workspaceId === workspace.id);
-    const result = admissionPass({
-      now: snapshot.now.getTime(),
-      runs: mine.map(({ worker, run }): QueuedRun => {
+    const result = workspaceQueuePass(
+      snapshot,
+      workspace,
+      mine.map(({ worker, run }): QueuedRun => {
         const { gpuMemoryMiB } = runDemand(run.spec).find((g) => g.name === worker.group)!.need;
         return {
           id: worker.id,
@@ -86,9 +49,7 @@ export async function replaceWorkers(w: RunWrites, snapshot: FleetSnapshot): Pro
           selector: run.spec.selector,
         };
       }),
-      workspaces: [queueWorkspace(snapshot, workspace)],
-      machines: candidates(snapshot, workspace.id),
-    });
+    );
     const rowOf = new Map(mine.map((r) => [r.worker.id, r]));
     for (const wait of result.waiting) {
       const { worker, run } = rowOf.get(wait.runId)!;
@@ -133,21 +94,7 @@ export async function admitRuns(w: RunWrites, snapshot: FleetSnapshot): Promise<
   const registry = await loadRuntimeRegistry(w.db);
   for (const workspace of workspaceRows) {
     const queued = waiting.filter((r) => r.workspaceId === workspace.id);
-    const result = admissionPass({
-      now: snapshot.now.getTime(),
-      runs: queued.map((r) => ({
-        id: r.id,
-        workspaceId: r.workspaceId,
-        priority: r.priority,
-        submittedAt: r.submittedAt.getTime(),
-        waitingSince: r.waitingSince.getTime(),
-        notBefore: r.notBefore?.getTime() ?? null,
-        groups: runDemand(r.spec),
-        selector: r.spec.selector,
-      })),
-      workspaces: [queueWorkspace(snapshot, workspace)],
-      machines: candidates(snapshot, workspace.id),
-    });
+    const result = workspaceQueuePass(snapshot, workspace, queued.map(queuedRun));
     const runById = new Map(queued.map((r) => [r.id, r]));
     for (const wait of result.waiting) {
       await w.db.update(runs).set({ reason: wait.reason, position: wait.position }).where(eq(runs.id, wait.runId));

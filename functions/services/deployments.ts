@@ -22,6 +22,7 @@ import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
 import type { ReconcileAction } from '../core/fleet/reconcile.js';
 import { replicaSets, type PlacementInputs } from '../core/fleet/replica-sets.js';
 import { loadPlacementInputs } from './placement-load.js';
+import { loadRunHolds } from './run-queue.js';
 import { EMPTY_CATALOG, type VersionCatalog } from '../core/fleet/versions.js';
 import type { Track } from '../core/fleet/tracks.js';
 import { listDeploymentEvents } from './deployment-events.js';
@@ -161,6 +162,7 @@ async function loadStatuses(
     snapshot,
     ...inputs,
     replacementPauseFraction: ctx.config.replacementPauseFraction,
+    holds: await loadRunHolds(ctx.db, snapshot),
   });
 }
 
@@ -274,12 +276,17 @@ interface StatusInputs {
   versions?: VersionCatalog;
   policies?: PlacementInputs['policies'];
   replacementPauseFraction?: number;
+  /** The machines held for aged runs (`loadRunHolds`); absent: none. */
+  holds?: ReadonlyMap<string, string>;
 }
 
 /** `deploymentStatus` of each of `deployments` (of one workspace), from one dry run of the reconciler for them all. Pure. */
 function deploymentStatuses(input: StatusInputs & { deployments: readonly DeploymentRow[] }): DeploymentStatus[] {
   const inputs: PlacementInputs = { registry: input.registry, versions: input.versions ?? EMPTY_CATALOG, policies: input.policies ?? new Map() };
-  const actions = reconcileFleet(input.snapshot, input.workspaceDeployments, inputs, { replacementPauseFraction: input.replacementPauseFraction });
+  const actions = reconcileFleet(input.snapshot, input.workspaceDeployments, inputs, {
+    replacementPauseFraction: input.replacementPauseFraction,
+    holds: input.holds,
+  });
   return input.deployments.map((deployment) => statusOf(deployment, input.snapshot, inputs, actions));
 }
 

@@ -1,148 +1,183 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { simJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
-import type { WorkerAssignment } from '../../shared/contracts/desired.js';
-import type { WorkerReport } from '../../shared/contracts/worker.js';
+import { ensureSimJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import type { RunDetail } from '../../shared/contracts/run-view.js';
 import { pidAlive } from '../../agent/runtimes/process-group.js';
-import { startDesiredProxy, type DesiredProxy } from '../helpers/desired-proxy.js';
+import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { newSimJobs, readyMachines, runsApi, simJob, workerProcess } from '../helpers/runs.js';
 import { simJobs } from '../helpers/sim-jobs.js';
-import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
-/** A sim job's process of `workerId`: its environment names it (RANK carries the id in these tests). */
-async function jobOf(workerId: string): Promise<{ pid: number; uid: number; env: string[] } | null> {
-  for (const pid of await simJobs()) {
-    const env = (await readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '')).split('\0');
-    if (!env.includes(`RANK=${workerId}`)) continue;
-    const status = await readFile(`/proc/${pid}/status`, 'utf8');
-    return { pid, uid: Number(/^Uid:\s+(\d+)/m.exec(status)![1]), env };
-  }
-  return null;
-}
+const NODE = 'workers-node';
+/** The gang's second machine in the first test, stopped (SIGSTOP) while the node prepares; cordoned after it. */
+const PEER = 'workers-peer';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The agent's worker supervisor (docs/runs.md, "On the node") driven by the real plane: runs submitted over the
+ * management API, placed and signed into the node's desired state by the controller, run by a real agent process.
+ */
 describe('agent runs a run worker beside its runtimes (docs/runs.md)', () => {
   let plane: TestPlane;
-  let proxy: DesiredProxy;
   let root: string;
   let node: SimNode;
+  let peer: SimNode | undefined;
+  let nodeId: string;
   let before: number[];
-  let job: Awaited<ReturnType<typeof simJobTemplate>>;
+  const { submit, show, until, cancel } = runsApi(() => plane);
 
-  const worker = (id: string, opts: { attempt?: number; phase?: 'prepare' | 'start'; sleepMs?: number; exitCode?: number; executable?: string }) =>
-    ({
-      workerId: id,
-      runId: 'run_1',
-      name: `run_1-${id}`,
-      attempt: opts.attempt ?? 0,
-      command: {
-        kind: 'template',
-        template: job.template,
-        executable: opts.executable ?? job.executable,
-        executableSha256: job.executableSha256,
-        args: ['--sleep-ms', String(opts.sleepMs ?? 60_000), '--exit-code', String(opts.exitCode ?? 0)],
-        // RANK carries the worker id so that the test finds its process.
-        env: { RANK: id, LOCAL_RANK: '0', WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: '29500' },
-        healthPath: '/health',
-      },
-      resources: { gpus: 0, cores: 1, memoryMiB: 64 },
-      phase: opts.phase ?? 'start',
-    }) satisfies WorkerAssignment;
-
-  const report = (id: string, match: (r: WorkerReport) => boolean, what: string) =>
-    waitFor(
-      async () => {
-        const found = proxy.lastHeartbeat()?.workers?.find((r) => r.workerId === id);
-        return found && match(found) ? found : null;
-      },
-      { timeoutMs: 15_000, what },
-    );
+  /** The process of `run`'s worker of `rank` on the node under test. */
+  const processOf = (run: RunDetail, rank: number) => workerProcess(node.stateDir, run.workers.find((w) => w.rank === rank)!.id);
+  const started = (run: RunDetail, rank: number, what: string) => waitFor(() => processOf(run, rank), { timeoutMs: 15_000, what });
 
   beforeAll(async () => {
     before = await simJobs();
-    job = await simJobTemplate();
-    plane = await startTestPlane({ store: 'pglite' });
-    proxy = await startDesiredProxy(plane);
+    plane = await startTestPlane({ config: STEADY_LIVENESS });
+    await ensureSimJobTemplate(plane);
     root = await mkdtemp(join(tmpdir(), 'lnx-workers-'));
-    node = await startSimNode(plane, 'workers-node', root, { url: proxy.url });
-    await waitFor(async () => proxy.lastHeartbeat(), { timeoutMs: 30_000, what: 'a first heartbeat' });
-  });
+    [node, peer] = await Promise.all([startSimNode(plane, NODE, root), startSimNode(plane, PEER, root)]);
+    nodeId = (await readyMachines(plane, [NODE, PEER]))[0]!.id;
+  }, 120_000);
 
   afterAll(async () => {
-    if (node) await stopSimNodes([node]).catch(() => {});
+    peer?.process.kill('SIGCONT');
+    await stopSimNodes([node, peer].filter((n): n is SimNode => n !== undefined)).catch(() => {});
     // A worker the agent left (a failing test) is ours to end.
-    for (const pid of await simJobs()) if (!before.includes(pid)) process.kill(-pid, 'SIGKILL');
-    await proxy?.close();
+    if (root) for (const pid of await newSimJobs(before ?? [], root)) process.kill(-pid, 'SIGKILL');
     await plane?.stop();
     if (root) await rm(root, { recursive: true, force: true });
   });
 
   it('prepares without spawning, starts as a uid of the range with the platform env, and reports the exit', async () => {
-    await proxy.setWorkers([worker('wrk_ok', { phase: 'prepare', sleepMs: 1_500 })]);
-    await report('wrk_ok', (r) => r.state === 'ready-to-start', 'wrk_ok ready to start');
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(await jobOf('wrk_ok')).toBeNull();
+    // A gang of two 1-GPU workers takes both machines (one GPU each); the peer, stopped, never reports its worker
+    // ready, so the node's worker is told only `prepare` and waits ready to start.
+    peer!.process.kill('SIGSTOP');
+    let run: RunDetail;
+    try {
+      run = await submit({ name: 'gang', spec: { ...simJob(2_500), workers: 2, resources: { gpus: 1 }, gang: {} } });
+      run = await until(run.id, (r) => r.workers.some((w) => w.machineId === nodeId && w.state === 'ready-to-start'), 'the node ready to start', 15_000);
+      await sleep(500);
+      expect(await newSimJobs(before, root)).toEqual([]);
+      expect((await show(run.id)).workers.find((w) => w.machineId === nodeId)).toMatchObject({ state: 'ready-to-start', phase: 'prepare' });
+    } finally {
+      peer!.process.kill('SIGCONT');
+    }
 
-    await proxy.setWorkers([worker('wrk_ok', { sleepMs: 1_500 })]);
-    const running = await waitFor(() => jobOf('wrk_ok'), { timeoutMs: 10_000, what: 'the wrk_ok process' });
+    const rank = run.workers.find((w) => w.machineId === nodeId)!.rank;
+    const running = await started(run, rank, 'the node worker process');
     const policy = JSON.parse(await readFile(join(node.stateDir, 'policy.json'), 'utf8')) as { runAs?: { uids: { first: number; count: number } } };
     if (policy.runAs) {
       expect(running.uid).toBeGreaterThanOrEqual(policy.runAs.uids.first);
       expect(running.uid).toBeLessThan(policy.runAs.uids.first + policy.runAs.uids.count);
     }
-    expect(running.env).toEqual(expect.arrayContaining(['RANK=wrk_ok', 'WORLD_SIZE=2', 'MASTER_PORT=29500', 'CUDA_VISIBLE_DEVICES=']));
-    const done = await report('wrk_ok', (r) => r.state === 'completed', 'wrk_ok completed');
-    expect(done).toMatchObject({ attempt: 0, exitCode: 0, message: null });
-    expect((await proxy.logs('wrk_ok', 10)).join('\n')).toContain('sim-job exiting with 0');
-    expect(proxy.lastHeartbeat()?.address).not.toBeUndefined();
-  });
+    // MASTER_ADDR: rank 0's machine's address, as its agent reports it.
+    const masterAddr = running.env.find((e) => e.startsWith('MASTER_ADDR='));
+    expect(masterAddr).toMatch(/^MASTER_ADDR=\S+$/);
+    expect(running.env).toEqual(expect.arrayContaining([`RANK=${rank}`, 'WORLD_SIZE=2', 'MASTER_PORT=29500', 'CUDA_VISIBLE_DEVICES=0']));
+    // What the job printed, read from its node through the plane while the worker is held there.
+    const logs = await waitFor(
+      async () => {
+        const { data } = await plane.api.GET('/runs/{id}/workers/{rank}/logs', { params: { path: { id: run.id, rank: String(rank) } } });
+        return data?.lines.length ? data : null;
+      },
+      { timeoutMs: 10_000, what: 'the worker log' },
+    );
+    expect(logs.lines[0]).toBe(`sim-job uid=${running.uid} RANK=${rank} LOCAL_RANK=0 WORLD_SIZE=2 ${masterAddr} MASTER_PORT=29500 CUDA_VISIBLE_DEVICES=0`);
+
+    const done = await until(run.id, (r) => r.state === 'completed' || r.state === 'failed', 'the gang to end');
+    expect(done.state).toBe('completed');
+    expect(done.workers.find((w) => w.machineId === nodeId)).toMatchObject({ state: 'completed', attempt: 0, exitCode: 0, message: null });
+
+    // From here on every run is the node's alone.
+    const peerId = done.workers.find((w) => w.machineId !== nodeId)!.machineId!;
+    const { response } = await plane.api.POST('/machines/{id}/cordon', { params: { path: { id: peerId } } });
+    expect(response.ok).toBe(true);
+    await stopSimNodes([peer!]);
+    peer = undefined;
+  }, 60_000);
 
   it('fails a worker that exits 3, and one the local policy refuses, with a message', async () => {
-    await proxy.setWorkers([worker('wrk_bad', { sleepMs: 100, exitCode: 3 }), worker('wrk_sh', { executable: '/bin/sh' })]);
-    expect(await report('wrk_bad', (r) => r.state === 'failed', 'wrk_bad failed')).toMatchObject({ exitCode: 3 });
-    const refused = await report('wrk_sh', (r) => r.state === 'failed', 'wrk_sh refused');
-    expect(refused.message).toBe(`refused by local policy: template "sim-job" must run ${job.executable}, not /bin/sh`);
-    expect(await jobOf('wrk_sh')).toBeNull();
-  });
+    // A template the plane accepts but the node's policy does not list: /bin/sh, pinned by its digest.
+    const executableSha256 = createHash('sha256')
+      .update(await readFile('/bin/sh'))
+      .digest('hex');
+    const { response } = await plane.api.PUT('/runtime-templates/{name}', {
+      params: { path: { name: 'sh-job' } },
+      body: { executable: '/bin/sh', executableSha256, args: ['-c', 'exit 0'], params: {}, env: [], healthPath: '/health', description: '' },
+    });
+    expect(response.ok).toBe(true);
+
+    const bad = await submit({ name: 'bad', spec: { ...simJob(100, 3), workers: 1, resources: { gpus: 0 } } });
+    const refused = await submit({ name: 'sh', spec: { template: 'sh-job', workers: 1, resources: { gpus: 0 } } });
+    const failed = await until(bad.id, (r) => r.state === 'failed', 'bad to fail');
+    expect(failed.workers[0]).toMatchObject({ machineId: nodeId, state: 'failed', exitCode: 3 });
+    const shFailed = await until(refused.id, (r) => r.state === 'failed', 'sh to be refused');
+    expect(shFailed.workers[0]).toMatchObject({
+      machineId: nodeId,
+      state: 'failed',
+      exitCode: null,
+      message: 'refused by local policy: template "sh-job" is not allowed',
+    });
+    expect(await newSimJobs(before, root)).toEqual([]);
+  }, 60_000);
 
   it('replaces the process for a new attempt and stops a worker that leaves the desired state', async () => {
-    await proxy.setWorkers([worker('wrk_long', {})]);
-    const first = await waitFor(() => jobOf('wrk_long'), { timeoutMs: 10_000, what: 'attempt 0' });
-    await proxy.setWorkers([worker('wrk_long', { attempt: 1 })]);
-    await report('wrk_long', (r) => r.attempt === 1 && r.state === 'running', 'attempt 1 running');
-    const second = await jobOf('wrk_long');
-    expect(second?.pid).not.toBe(first.pid);
-    expect(pidAlive(first.pid)).toBe(false);
+    // A gang restarts whole: when one worker's process dies, the other's (still running) is replaced too.
+    const run = await submit({
+      name: 'restarts',
+      spec: {
+        ...simJob(60_000),
+        workers: 2,
+        resources: { gpus: 0 },
+        gang: {},
+        failurePolicy: { action: 'restart-worker', maxRestarts: 1, backoff: { initialMs: 100, maxMs: 100 } },
+      },
+    });
+    const first = await until(run.id, (r) => r.state === 'running', 'attempt 0 running');
+    const [zero, one] = [await started(first, 0, 'rank 0'), await started(first, 1, 'rank 1')];
+    process.kill(one.pid, 'SIGKILL');
 
-    await proxy.setWorkers([]);
-    await waitFor(async () => !pidAlive(second!.pid), { timeoutMs: 15_000, what: 'attempt 1 stopped' });
-    await waitFor(async () => proxy.lastHeartbeat()?.workers?.length === 0, { timeoutMs: 5_000, what: 'no worker reported' });
-  });
+    const second = await until(run.id, (r) => r.state === 'running' && r.restarts === 1, 'the gang running again');
+    expect(second.workers.map((w) => w.attempt)).toEqual([1, 1]);
+    expect(second.events.some((e) => e.to === 'pending' && e.reason.includes('a gang restarts as a whole'))).toBe(true);
+    const replaced = await started(second, 0, 'rank 0 again');
+    expect(replaced.pid).not.toBe(zero.pid);
+    expect(pidAlive(zero.pid)).toBe(false);
+    const again = await started(second, 1, 'rank 1 again');
+
+    await cancel(run.id);
+    await waitFor(async () => !pidAlive(replaced.pid) && !pidAlive(again.pid), { timeoutMs: 15_000, what: 'both stopped' });
+    expect(await show(run.id)).toMatchObject({ state: 'failed', reason: 'cancelled' });
+    expect(await newSimJobs(before, root)).toEqual([]);
+  }, 60_000);
 
   it('after an agent restart adopts a running worker, reports a dead one, and stops one no longer desired', async () => {
-    await proxy.setWorkers([worker('wrk_keep', {}), worker('wrk_dead', {}), worker('wrk_gone', {})]);
-    const keep = await waitFor(() => jobOf('wrk_keep'), { timeoutMs: 10_000, what: 'wrk_keep' });
-    const dead = await waitFor(() => jobOf('wrk_dead'), { timeoutMs: 10_000, what: 'wrk_dead' });
-    const gone = await waitFor(() => jobOf('wrk_gone'), { timeoutMs: 10_000, what: 'wrk_gone' });
-    await report('wrk_gone', (r) => r.state === 'running', 'all three running');
+    const long = { ...simJob(60_000), workers: 1, resources: { gpus: 0 } };
+    const submitted = await Promise.all(['keep', 'dead', 'gone'].map((name) => submit({ name, spec: long })));
+    const [keep, dead, gone] = await Promise.all(submitted.map((r) => until(r.id, (d) => d.state === 'running', `${r.name} running`)));
+    const [keepJob, deadJob, goneJob] = await Promise.all([keep!, dead!, gone!].map((r) => started(r, 0, r.name)));
 
-    // Killed outright: it stops nothing, as after a crash.
+    // Killed outright: it stops nothing, as after a crash. While it is down one worker's process dies and another's
+    // run is cancelled.
     node.process.kill('SIGKILL');
     await new Promise((resolve) => node.process.once('exit', resolve));
-    process.kill(-dead.pid, 'SIGKILL');
-    await proxy.setWorkers([worker('wrk_keep', {}), worker('wrk_dead', {})]);
-    const bootId = proxy.lastHeartbeat()!.bootId;
-    node = await startSimNode(plane, 'workers-node', root, { url: proxy.url });
-    await waitFor(async () => proxy.lastHeartbeat()?.bootId !== bootId, { timeoutMs: 30_000, what: 'the new agent heartbeating' });
+    process.kill(-deadJob!.pid, 'SIGKILL');
+    await cancel(gone!.id);
+    node = await startSimNode(plane, NODE, root);
 
-    expect(await report('wrk_dead', (r) => r.state === 'failed', 'wrk_dead not found')).toMatchObject({ message: 'process not found', exitCode: null });
-    expect(await report('wrk_keep', (r) => r.state === 'running', 'wrk_keep adopted')).toMatchObject({ attempt: 0 });
-    expect((await jobOf('wrk_keep'))?.pid).toBe(keep.pid);
-    await waitFor(async () => !pidAlive(gone.pid), { timeoutMs: 15_000, what: 'wrk_gone stopped' });
+    const deadEnd = await until(dead!.id, (r) => r.state === 'failed', 'dead to fail');
+    expect(deadEnd.workers[0]).toMatchObject({ state: 'failed', message: 'process not found', exitCode: null, attempt: 0 });
+    expect(deadEnd.reason).toMatch(/process not found; failure policy: fail/);
+    expect((await until(keep!.id, (r) => r.workers[0]!.state === 'running', 'keep adopted')).workers[0]).toMatchObject({ attempt: 0 });
+    expect((await processOf(keep!, 0))?.pid).toBe(keepJob!.pid);
+    await waitFor(async () => !pidAlive(goneJob!.pid), { timeoutMs: 15_000, what: 'gone stopped' });
 
     // Stopping the node (--stop-runtimes-on-exit) stops its workers too.
     await stopSimNodes([node]);
-    expect(pidAlive(keep.pid)).toBe(false);
-    expect((await simJobs()).filter((pid) => !before.includes(pid))).toEqual([]);
-  });
+    expect(pidAlive(keepJob!.pid)).toBe(false);
+    expect(await newSimJobs(before, root)).toEqual([]);
+  }, 90_000);
 });

@@ -3,11 +3,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureSimJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
-import type { z } from 'zod';
-import { RunDetail, type RunSubmission } from '../../shared/contracts/run-view.js';
-import { MachineView } from '../../shared/contracts/machine.js';
 import { buildCli, runCli } from '../helpers/cli.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { newSimJobs, readyMachines, runsApi, simJob } from '../helpers/runs.js';
 import { simJobs } from '../helpers/sim-jobs.js';
 
 /** Four simulated nodes of one GB10 each: a run of four 1-GPU workers takes one worker per machine. */
@@ -26,23 +24,8 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
   let before: number[];
 
   const lunanexa = (...args: string[]) => runCli(cli, args, env);
-  const submit = async (submission: z.input<typeof RunSubmission>) => {
-    const { data, error } = await plane.api.POST('/runs', { body: submission });
-    if (!data) throw new Error(`submit ${submission.name}: ${JSON.stringify(error)}`);
-    return RunDetail.parse(data);
-  };
-  const show = async (id: string) => RunDetail.parse((await plane.api.GET('/runs/{id}', { params: { path: { id } } })).data);
-  const until = (id: string, done: (r: RunDetail) => boolean, what: string) =>
-    waitFor(
-      async () => {
-        const run = await show(id);
-        return done(run) ? run : null;
-      },
-      { timeoutMs: 60_000, intervalMs: 200, what },
-    );
-  /** What a sim job does: sleep, then exit with a code. */
-  const job = (sleepMs: number, exitCode = 0) => ({ template: 'sim-job', params: { sleep_ms: sleepMs, exit_code: exitCode } });
-  const ours = async () => (await simJobs()).filter((pid) => !before.includes(pid));
+  const { submit, show, until } = runsApi(() => plane);
+  const ours = () => newSimJobs(before, dir);
 
   beforeAll(async () => {
     before = await simJobs();
@@ -51,16 +34,7 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
     dir = await mkdtemp(join(tmpdir(), 'lnx-runs-'));
     [cli, nodes] = await Promise.all([buildCli(dir), Promise.all(NODES.map((name) => startSimNode(plane, name, join(dir, 'nodes'))))]);
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
-    const machines = await waitFor(
-      async () => {
-        const { data } = await plane.api.GET('/machines');
-        const ready = MachineView.array()
-          .parse(data?.data)
-          .filter((m) => m.state === 'ready' && m.streamAttached);
-        return ready.length === NODES.length ? ready : null;
-      },
-      { timeoutMs: 90_000, what: 'four ready machines with their streams' },
-    );
+    const machines = await readyMachines(plane, NODES);
     // As `npm start`'s nodes: each declares one simulated GB10 with unified memory.
     for (const m of machines) expect(m.inventory.gpus).toEqual([expect.objectContaining({ index: 0, name: 'NVIDIA GB10', unifiedMemory: true })]);
   }, 180_000);
@@ -68,13 +42,13 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
   afterAll(async () => {
     await stopSimNodes(nodes);
     // A job an agent left behind (a failing test) is ours to end.
-    for (const pid of (await simJobs()).filter((p) => !before?.includes(p))) process.kill(-pid, 'SIGKILL');
+    if (dir) for (const pid of await newSimJobs(before ?? [], dir)) process.kill(-pid, 'SIGKILL');
     await plane?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('starts a gang of four workers, one per machine, within a second of each other, and completes it', async () => {
-    const run = await submit({ name: 'gang', spec: { ...job(1_500), workers: 4, resources: { gpus: 1 }, gang: {} } });
+    const run = await submit({ name: 'gang', spec: { ...simJob(1_500), workers: 4, resources: { gpus: 1 }, gang: {} } });
     const done = await until(run.id, (r) => r.state === 'completed' || r.state === 'failed', 'the gang run to end');
     expect(done).toMatchObject({ state: 'completed', workerCount: 4 });
     expect(new Set(done.workers.map((w) => w.machineId)).size).toBe(4);
@@ -93,9 +67,9 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
   it('restarts a worker that exits non-zero under restart-worker (attempt 1), and fails the run under fail', async () => {
     const restarting = await submit({
       name: 'restarts',
-      spec: { ...job(100, 3), workers: 1, failurePolicy: { action: 'restart-worker', maxRestarts: 1, backoff: { initialMs: 100, maxMs: 100 } } },
+      spec: { ...simJob(100, 3), workers: 1, failurePolicy: { action: 'restart-worker', maxRestarts: 1, backoff: { initialMs: 100, maxMs: 100 } } },
     });
-    const failing = await submit({ name: 'fails', spec: { ...job(100, 3), workers: 1 } });
+    const failing = await submit({ name: 'fails', spec: { ...simJob(100, 3), workers: 1 } });
 
     const restarted = await until(restarting.id, (r) => r.state === 'failed', 'the restarting run to give up');
     expect(restarted.workers[0]).toMatchObject({ attempt: 1, restarts: 1, exitCode: 3 });

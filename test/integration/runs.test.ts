@@ -2,7 +2,8 @@ import type { MachineView } from '../../shared/contracts/machine.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
 import { eq, sql } from 'drizzle-orm';
-import { machines, runs, runWorkers } from '../../functions/store/schema/index.js';
+import { assignments, machines, runs, runWorkers } from '../../functions/store/schema/index.js';
+import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import { signDesiredState } from '../../functions/services/streams.js';
 import { putRuntimeTemplate } from '../../functions/services/runtime-templates.js';
 import type { WorkerAssignment } from '../../shared/contracts/desired.js';
@@ -362,5 +363,61 @@ describe('runs when sight of a machine is lost', () => {
     expect(failed.state).toBe('failed');
     expect(failed.reason).toMatch(/its machine is down; failure policy: fail/);
     expect(await heldOn(homes[1]!.machineId)).toEqual([]);
+  });
+});
+
+describe('an aged run holds its machines against replicas too', () => {
+  let plane: TestPlane;
+  let a: TestMachine;
+  let b: TestMachine;
+  const { beat, reconcile, submit, show, desiredWorkers, report } = harness(() => plane);
+
+  beforeAll(async () => {
+    plane = await startTestPlane({ config: { ...STEADY_LIVENESS, reconcileIntervalMs: 600_000 } });
+    await registerTrainer(plane);
+    a = await enrollTestMachine(plane, 'gpu-a');
+    b = await enrollTestMachine(plane, 'gpu-b');
+    await plane.systemCtx.db.update(machines).set({ inventory: { ...TEST_INVENTORY, gpus: [testGpu(0)] } });
+    await beat(a);
+    await beat(b);
+  }, 60_000);
+  afterAll(async () => {
+    await plane?.stop();
+  });
+
+  it('keeps a new deployment off the held machines, saying why, and starts the aged run once they drain', async () => {
+    // The fleet is kept busy: one small run on each machine.
+    const small = [await submit('small-a', { template: 'trainer', params: { steps: 1 }, workers: 1 })];
+    small.push(await submit('small-b', { template: 'trainer', params: { steps: 1 }, workers: 1 }));
+    const big = await submit('big', { template: 'trainer', params: { steps: 1 }, workers: 2 });
+    expect(big.body.state).toBe('pending');
+    // It has waited past the aging age (2 hours by default).
+    await plane.systemCtx.db.update(runs).set({ waitingSince: sql`now() - interval '3 hours'` }).where(eq(runs.id, big.body.id));
+    await reconcile();
+    expect((await show(big.body.id)).reason).toMatch(/aged \(waiting 180 min\): holding machines .*, which smaller runs no longer backfill/);
+
+    // A replica reserving memory only would fit beside the small runs: the holds keep it off both machines.
+    const put = await plane.admin('/api/v1/deployments/chat', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', runtime: { kind: 'simulated', model: 'chat' }, replicas: 1, memoryMiB: 1024 }),
+    });
+    expect(put.status).toBe(200);
+    const detail = (await (await plane.admin('/api/v1/deployments/chat')).json()) as DeploymentDetail;
+    expect(detail.status.unplaceable).toBe(1);
+    expect(detail.status.unplaceableReasons.map((r) => r.reason)).toEqual([`held for aged run ${big.body.id}`, `held for aged run ${big.body.id}`]);
+    expect(await plane.systemCtx.db.select().from(assignments)).toHaveLength(0);
+
+    // The small runs end; their machines empty toward the aged run, which starts on both.
+    for (const machine of [a, b]) {
+      const [w] = await desiredWorkers(machine);
+      await beat(machine, [report(w!, 'running')]);
+      await beat(machine, [report(w!, 'completed', 0)]);
+    }
+    await reconcile();
+    for (const run of small) expect((await show(run.body.id)).state).toBe('completed');
+    const started = await show(big.body.id);
+    expect(started.state).toBe('preparing');
+    expect(new Set(started.workers.map((w) => w.machineId))).toEqual(new Set([a.machineId, b.machineId]));
   });
 });

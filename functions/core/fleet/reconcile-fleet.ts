@@ -8,13 +8,17 @@ type DeploymentRow = typeof deployments.$inferSelect;
 
 /**
  * Reconciles the snapshot's workspaces one by one (placement never crosses a workspace), each deployment as its
- * replica sets (`replicaSets`), each workspace under its quota. Actions name sets (`replicaSetOf`). Pure.
+ * replica sets (`replicaSets`), each workspace under its quota, off the machines held for aged runs. Actions name sets (`replicaSetOf`). Pure.
  */
 export function reconcileFleet(
   snapshot: FleetSnapshot,
   deploymentRows: readonly DeploymentRow[],
   inputs: PlacementInputs,
-  config: { replacementPauseFraction?: number } = {},
+  config: {
+    replacementPauseFraction?: number;
+    /** Machine id to the aged run the queue holds it for (`loadRunHolds`): no new replica set is placed there. */
+    holds?: ReadonlyMap<string, string>;
+  } = {},
 ): ReconcileAction[] {
   const actions: ReconcileAction[] = [];
   const sets = deploymentRows.map((row) => ({ row, sets: replicaSets(row, inputs) }));
@@ -37,6 +41,7 @@ export function reconcileFleet(
           cachedVersions: m.cachedVersions,
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
           workerReserved: m.workers,
+          heldFor: config.holds?.get(m.id),
           replicaFailures: new Map(
             m.replicaFailures.flatMap((f) => {
               const setId = f.templateHash === null ? undefined : setOfTemplate.get(`${f.deploymentId}\u0000${f.templateHash}`);

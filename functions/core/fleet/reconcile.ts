@@ -51,6 +51,8 @@ export interface ObservedMachine {
   replicaFailures: ReadonlyMap<string, string>;
   /** What run workers reserve here: replicas are placed around them, and the workspace's quota counts them. */
   workerReserved?: { gpus: number; memoryMiB: number; cores: number };
+  /** The aged run the queue holds this machine for (docs/runs.md, "Aging"): no new replica set is placed here. */
+  heldFor?: string;
 }
 
 export interface CurrentAssignment {
@@ -184,8 +186,13 @@ export function reconcile(input: {
 
   // A replica that fails for good in this pass marks its machine at once: its replacement must not land there.
   const failuresAt = new Map(input.machines.map((m) => [m.id, new Map(m.replicaFailures)]));
+  // A held machine still takes the sets already on it: a rollout replaces in place, what the machine holds unchanged.
+  const hosting = new Map<string, Set<string>>();
+  for (const [deploymentId, kept] of keptByDeployment)
+    for (const a of kept) hosting.set(a.machineId, (hosting.get(a.machineId) ?? new Set()).add(deploymentId));
   const candidates = input.machines.map((machine) => ({
     ...machine,
+    hold: machine.heldFor === undefined ? undefined : { runId: machine.heldFor, hosting: hosting.get(machine.id) ?? new Set<string>() },
     reserved: {
       gpus: machine.workerReserved?.gpus ?? 0,
       memoryMiB: machine.workerReserved?.memoryMiB ?? 0,

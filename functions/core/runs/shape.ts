@@ -1,4 +1,4 @@
-import { resourceRefusal, selectorRefusal, type PlacementConstraint, type ResourceNeed } from '../scheduler/place.js';
+import { heldRefusal, resourceRefusal, selectorRefusal, type PlacementConstraint, type ResourceNeed } from '../scheduler/place.js';
 import { workersFitting, type Host } from './hosts.js';
 
 /** A group of identical workers to place, and where they may go. */
@@ -87,7 +87,7 @@ export function pickShape(hosts: readonly Host[], request: ShapeRequest, mode: S
     const host = hosts[i]!;
     const reason =
       host.unavailable ??
-      (host.heldFor !== null ? `held for aged run ${host.heldFor}` : null) ??
+      (host.heldFor !== null ? heldRefusal(host.heldFor) : null) ??
       selectorRefusal(host.labels, request.selector, request.constraints) ??
       (gpuFilter && resourceRefusal(host.capacity, gpuFilter));
     if (reason) {

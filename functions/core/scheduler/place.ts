@@ -25,6 +25,12 @@ export interface CandidateMachine {
    * again until an operator clears the mark, so that a replica that fails everywhere ends unplaceable, never in a loop.
    */
   replicaFailures: ReadonlyMap<string, string>;
+  /**
+   * The aged run this machine is held for this pass (docs/runs.md, "Aging"), and the replica sets with a replica here,
+   * current or outdated: only those may place here (a rollout replacing in place), so that the machine empties
+   * toward the run rather than being backfilled. Absent: not held.
+   */
+  hold?: { runId: string; hosting: ReadonlySet<string> };
 }
 
 /**
@@ -157,6 +163,9 @@ export function machineRefusal(machine: Pick<CandidateMachine, 'liveness' | 'cor
   return null;
 }
 
+/** Why a machine held for an aged run takes no new work: the same words for replicas and for runs. */
+export const heldRefusal = (runId: string) => `held for aged run ${runId}`;
+
 /** Why a machine's labels do not satisfy a selector and the policy's rules, or null. */
 export function selectorRefusal(
   labels: Record<string, string>,
@@ -187,6 +196,7 @@ function rejection(machine: CandidateMachine, request: PlacementRequest, free: R
   if (unavailable) return unavailable;
   const failure = machine.replicaFailures.get(request.deploymentId);
   if (failure !== undefined) return `replica failed here: ${failure}`;
+  if (machine.hold && !machine.hold.hosting.has(request.deploymentId)) return heldRefusal(machine.hold.runId);
   // A set that reserves nothing has nothing that bounds how many of its replicas one machine would take.
   const perMachine = reservesResources(request) ? (request.replicasPerMachine ?? 1) : 1;
   const here = replicasHere(machine, request.deploymentId);
@@ -221,7 +231,8 @@ function compareScored(a: Scored, b: Scored): number {
 }
 
 /**
- * Filter then score (docs/scheduler.md): hard requirements first (liveness, cordon, drain, failure marks, one
+ * Filter then score (docs/scheduler.md): hard requirements first (liveness, cordon, drain, failure marks, a hold for an
+ * aged run (unless this set has a replica there), one
  * replica per machine for a set that reserves nothing, labels, policy rules, GPUs, memory per GPU, memory, cores), then
  * the machine with the fewest replicas of this set, then the fewest assignments, then one where the model is warm
  * or the version cached, then the most free memory, then the lightest reported load, ties broken by id. The same
