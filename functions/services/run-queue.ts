@@ -2,7 +2,7 @@ import { and, asc, eq, inArray, isNull, lte } from 'drizzle-orm';
 import { runs, workspaces } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
-import type { FleetSnapshot } from '../core/fleet/snapshot.js';
+import { placementFields, type FleetSnapshot } from '../core/fleet/snapshot.js';
 import type { CandidateMachine } from '../core/scheduler/place.js';
 import { runDemand } from '../core/runs/demand.js';
 import { admissionPass, DEFAULT_AGING_MS, type AdmissionResult, type QueuedRun, type QueueWorkspace } from '../core/runs/queue.js';
@@ -15,14 +15,7 @@ function candidates(snapshot: FleetSnapshot, workspaceId: string): CandidateMach
   return snapshot.machines
     .filter((m) => m.workspaceId === workspaceId)
     .map((m) => ({
-      id: m.id,
-      labels: m.labels,
-      liveness: m.liveness,
-      cordoned: m.cordoned,
-      draining: m.draining,
-      inventory: m.inventory,
-      warmModels: m.warmModels,
-      cachedVersions: m.cachedVersions,
+      ...placementFields(m),
       load: 0,
       reserved: m.reserved,
       deploymentIds: new Set<string>(),

@@ -1,5 +1,5 @@
 import type { deployments } from '../../store/schema/index.js';
-import type { FleetSnapshot } from './snapshot.js';
+import { placementFields, type FleetSnapshot } from './snapshot.js';
 import { reconcile, type ReconcileAction } from './reconcile.js';
 import { replicaSets, type PlacementInputs } from './replica-sets.js';
 import { replicaSetId } from './tracks.js';
@@ -31,14 +31,7 @@ export function reconcileFleet(
       ...reconcile({
         deployments: sets.flatMap(({ row, sets }) => (row.workspaceId === workspaceId ? sets.map((s) => s.desired) : [])),
         machines: machines.map((m) => ({
-          id: m.id,
-          labels: m.labels,
-          liveness: m.liveness,
-          cordoned: m.cordoned,
-          draining: m.draining,
-          inventory: m.inventory,
-          warmModels: m.warmModels,
-          cachedVersions: m.cachedVersions,
+          ...placementFields(m),
           load: m.runtimes.reduce((sum, r) => sum + r.activeInvocations + r.queueDepth, 0),
           workerReserved: m.workers,
           heldFor: config.holds?.get(m.id),

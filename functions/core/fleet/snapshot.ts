@@ -281,3 +281,17 @@ export function machineResources(m: Pick<FleetMachine, 'inventory' | 'reserved' 
     free: amounts(freeOn(m)),
   };
 }
+
+/** What placement reads of a machine, whatever it places there (a replica, a run's worker). */
+export function placementFields(m: FleetMachine) {
+  return {
+    id: m.id,
+    labels: m.labels,
+    liveness: m.liveness,
+    cordoned: m.cordoned,
+    draining: m.draining,
+    inventory: m.inventory,
+    warmModels: m.warmModels,
+    cachedVersions: m.cachedVersions,
+  };
+}
