@@ -12,7 +12,7 @@ function failureOf(worker: WorkerRow): WorkerFailure {
   if (worker.exitCode !== null) return { kind: 'exited', code: worker.exitCode };
   if (worker.message === 'process not found') return { kind: 'process-not-found' };
   if (worker.message === MACHINE_DOWN) return { kind: 'machine-down' };
-  return { kind: 'start-failed', message: worker.message ?? 'failed' };
+  return { kind: 'no-exit-code', message: worker.message ?? 'failed' };
 }
 
 /** A failed worker the policy has not answered yet: the first by rank decides (a run restarts or fails once). */

@@ -61,13 +61,13 @@ describe('the failure policy', () => {
         gang: false,
         worker: worker(1, 2),
         runRestarts: 0,
-        failure: { kind: 'start-failed', message: 'pull failed: 404' },
+        failure: { kind: 'no-exit-code', message: 'pull failed: 404' },
       }),
     ).toEqual({
       action: 'restart-run',
       restart: 1,
       delayMs: 1000,
-      reason: 'worker r-1 did not start: pull failed: 404; restarting the run (restart 1 of 3) in 1000 ms',
+      reason: 'worker r-1 failed: pull failed: 404; restarting the run (restart 1 of 3) in 1000 ms',
     });
   });
 

@@ -4,8 +4,11 @@ import type { FailurePolicy } from '../../../shared/contracts/run.js';
 export type WorkerFailure =
   /** Its process exited with a code other than 0. */
   | { kind: 'exited'; code: number }
-  /** It never ran: preparing, pulling or starting failed, as its agent reports. */
-  | { kind: 'start-failed'; message: string }
+  /**
+   * It failed without an exit code, as its agent's message says: it never ran (preparing, pulling or starting
+   * failed, or the node's policy refused it), or its process ended by a signal. The report does not say which.
+   */
+  | { kind: 'no-exit-code'; message: string }
   /** Its machine came back after sight was lost and has no such process. */
   | { kind: 'process-not-found' }
   /** Its machine was declared down. */
@@ -32,8 +35,8 @@ function failureText(worker: string, failure: WorkerFailure): string {
   switch (failure.kind) {
     case 'exited':
       return `worker ${worker} exited with code ${failure.code}`;
-    case 'start-failed':
-      return `worker ${worker} did not start: ${failure.message}`;
+    case 'no-exit-code':
+      return `worker ${worker} failed: ${failure.message}`;
     case 'process-not-found':
       return `worker ${worker}: process not found`;
     case 'machine-down':
