@@ -91,6 +91,8 @@ export async function runAgent(opts: {
   address?: string;
   /** The nvidia-smi that lists the GPUs runtimes and workers reserve (LUNANEXA_AGENT_NVIDIA_SMI). */
   nvidiaSmi?: string;
+  /** How many finished workers' logs are kept after their release (LUNANEXA_AGENT_KEPT_WORKER_LOGS). */
+  keptWorkerLogs?: number;
 }): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
   const start = await prepareRun({ stateDir: opts.stateDir, policy: opts.policy, log });
@@ -100,7 +102,15 @@ export async function runAgent(opts: {
 
   // One ledger of GPUs and uids for runtimes and run workers: neither gets what the other holds.
   const holds = new MachineHolds(stateDir, lazyGpuIndices(AGENT_VERSION, opts.nvidiaSmi));
-  const workers = new WorkerSupervisor({ stateDir, policy: start.loaded.policy, users: start.users, holds, onChange: () => reporter.soon(), log });
+  const workers = new WorkerSupervisor({
+    stateDir,
+    policy: start.loaded.policy,
+    users: start.users,
+    holds,
+    onChange: () => reporter.soon(),
+    log,
+    keptLogs: opts.keptWorkerLogs,
+  });
   // Before the link exists: the first desired state must find the workers an earlier agent left.
   await workers.recover();
 

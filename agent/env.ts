@@ -24,6 +24,11 @@ export const AgentEnv = z.object({
    * it is not on the search path, or the simulator's stand-in (`sim/nvidia-smi.mjs`, one GB10) on simulated nodes.
    */
   LUNANEXA_AGENT_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
+  /**
+   * How many finished run workers' logs the agent keeps after their release (`runs logs` reads them once a run has
+   * ended): the most recent ones, older ones deleted. Each is bounded like a running worker's (two segments of 2 MiB).
+   */
+  LUNANEXA_AGENT_KEPT_WORKER_LOGS: z.coerce.number().int().min(0).max(10_000).default(64),
 });
 export type AgentEnv = z.output<typeof AgentEnv>;
 

@@ -68,6 +68,7 @@ function agentProgram(env: AgentEnv): Command {
         uplink: opts.uplink,
         address: env.LUNANEXA_AGENT_ADDRESS,
         nvidiaSmi: env.LUNANEXA_AGENT_NVIDIA_SMI,
+        keptWorkerLogs: env.LUNANEXA_AGENT_KEPT_WORKER_LOGS,
       });
       // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
       const stop = () => void agent.stop();

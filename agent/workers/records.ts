@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat as fileStat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../state.js';
@@ -33,15 +33,19 @@ export async function removeWorkerRecord(stateDir: string, workerId: string): Pr
   await rm(recordPath(stateDir, workerId), { force: true });
 }
 
-/** Every record an earlier agent left; one that does not parse is removed (only another version could write it). */
-export async function loadWorkerRecords(stateDir: string, log: (event: string, fields?: Record<string, unknown>) => void): Promise<WorkerRecord[]> {
-  let names: string[];
+/** The names in the workers' folder; none before the first worker made it. */
+async function workerFiles(stateDir: string): Promise<string[]> {
   try {
-    names = await readdir(workersDir(stateDir));
+    return await readdir(workersDir(stateDir));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw error;
   }
+}
+
+/** Every record an earlier agent left; one that does not parse is removed (only another version could write it). */
+export async function loadWorkerRecords(stateDir: string, log: (event: string, fields?: Record<string, unknown>) => void): Promise<WorkerRecord[]> {
+  const names = await workerFiles(stateDir);
   const records: WorkerRecord[] = [];
   for (const name of names.filter((n) => n.endsWith('.json'))) {
     const path = join(workersDir(stateDir), name);
@@ -59,6 +63,23 @@ export async function loadWorkerRecords(stateDir: string, log: (event: string, f
     }
   }
   return records;
+}
+
+/**
+ * The ids of the workers whose log an earlier agent left without a record (finished workers' logs it kept, and
+ * those of workers that ended by themselves), oldest first by last write.
+ */
+export async function loadWorkerLogIds(stateDir: string): Promise<string[]> {
+  const names = await workerFiles(stateDir);
+  const logs: Array<{ workerId: string; at: number }> = [];
+  for (const name of names.filter((n) => n.endsWith('.log') && !names.includes(`${n.slice(0, -'.log'.length)}.json`))) {
+    const at = await fileStat(join(workersDir(stateDir), name)).then(
+      (s) => s.mtimeMs,
+      () => null,
+    );
+    if (at !== null) logs.push({ workerId: decodeURIComponent(name.slice(0, -'.log'.length)), at });
+  }
+  return logs.sort((a, b) => a.at - b.at).map((l) => l.workerId);
 }
 
 /** The kernel's start time of `pid` in clock ticks since boot, or null when it does not exist (or is a zombie). */

@@ -7,7 +7,7 @@ import { LogRing } from '../runtimes/log-ring.js';
 import { stopGroup } from '../runtimes/process-group.js';
 import { holderOf, prepareWorker, spawnWorker, type PreparedWorker } from './launch.js';
 import { exitReport, planWorkers, workerReports, type WorkerAction } from './plan.js';
-import { loadWorkerRecords, processStartTicks, removeWorkerRecord, saveWorkerRecord, workerLogPath, type WorkerRecord } from './records.js';
+import { loadWorkerLogIds, loadWorkerRecords, processStartTicks, removeWorkerRecord, saveWorkerRecord, workerLogPath, type WorkerRecord } from './records.js';
 
 interface Worker {
   workerId: string;
@@ -38,6 +38,8 @@ export interface WorkerSupervisorOptions {
   stopGraceMs?: number;
   /** How often adopted workers are looked at and logs rotated. */
   checkIntervalMs?: number;
+  /** How many finished workers' logs are kept after they leave the desired state (the most recent ones). */
+  keptLogs?: number;
 }
 
 const errorMessage = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -54,6 +56,8 @@ export class WorkerSupervisor {
   private received = false;
   private readonly workers = new Map<string, Worker>();
   private readonly rings = new Map<string, LogRing>();
+  /** Finished workers whose log is kept (no longer desired, their process gone), oldest first. */
+  private kept: string[] = [];
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -78,6 +82,9 @@ export class WorkerSupervisor {
       }
       this.workers.set(record.workerId, worker);
     }
+    // Every other log on disk is a finished worker's: kept, within the bound, as this agent's own are.
+    this.kept = (await loadWorkerLogIds(this.opts.stateDir)).filter((id) => !this.workers.has(id));
+    await this.pruneKept();
   }
 
   /** Watches adopted workers and rotates logs from now on. */
@@ -98,13 +105,35 @@ export class WorkerSupervisor {
     );
   }
 
-  /** Whether `id` names a worker this agent knows (a `logs` request may name one instead of a runtime). */
+  /**
+   * Whether `id` names a worker this agent knows, or one that finished here and whose log it keeps (a `logs`
+   * request may name one instead of a runtime).
+   */
   has(id: string): boolean {
-    return this.workers.has(id);
+    return this.workers.has(id) || this.kept.includes(id);
   }
 
   async logs(workerId: string, lines: number): Promise<string[]> {
     return await this.ring(workerId).tail(lines);
+  }
+
+  /** Keeps a finished worker's log, and deletes the oldest kept beyond the bound. */
+  private async keep(workerId: string): Promise<void> {
+    this.kept = [...this.kept.filter((id) => id !== workerId), workerId];
+    await this.pruneKept();
+  }
+
+  private async pruneKept(): Promise<void> {
+    const over = this.kept.length - (this.opts.keptLogs ?? 64);
+    if (over <= 0) return;
+    const gone = this.kept.slice(0, over);
+    this.kept = this.kept.slice(over);
+    for (const id of gone) await this.forgetLog(id);
+  }
+
+  private async forgetLog(workerId: string): Promise<void> {
+    await this.ring(workerId).remove();
+    this.rings.delete(workerId);
   }
 
   /** Stops supervising; with `stopWorkers` their processes stop too, else they run on for the next agent to adopt. */
@@ -145,8 +174,9 @@ export class WorkerSupervisor {
       return this.run(w, async () => {
         await this.stopProcess(w);
         this.workers.delete(w.workerId);
-        await this.ring(w.workerId).remove();
+        // Its log stays readable (`runs logs` after its run ended), among the most recent finished ones.
         this.rings.delete(w.workerId);
+        await this.keep(w.workerId);
         this.opts.onChange();
       });
     }
@@ -156,7 +186,13 @@ export class WorkerSupervisor {
       const w = this.newWorker(assignment.workerId, assignment.attempt);
       this.workers.set(w.workerId, w);
       this.opts.onChange();
-      return this.run(w, () => this.prepare(w, assignment));
+      // Placed here again (its run restarted): it starts a new log, not the kept one of its earlier placement.
+      const again = this.kept.includes(w.workerId);
+      this.kept = this.kept.filter((id) => id !== w.workerId);
+      return this.run(w, async () => {
+        if (again) await this.forgetLog(w.workerId);
+        await this.prepare(w, assignment);
+      });
     }
     const w = this.workers.get(assignment.workerId)!;
     this.run(w, async () => {

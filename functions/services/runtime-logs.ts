@@ -63,9 +63,11 @@ export async function fetchRuntimeLogs({
 }
 
 /**
- * The tail of the log of a run's worker (by rank), from the node it is placed on. Only while it is held there: its
- * agent removes a worker's log once the worker leaves its desired state (released when it completed, failed its run
- * or was cancelled), so a worker unplaced or released is 409, not an empty log.
+ * The tail of the log of a run's worker (by rank), from the node it is placed on, or ran on last once released
+ * (completed, failed with its run, cancelled): its agent keeps the logs of its most recent finished workers
+ * (LUNANEXA_AGENT_KEPT_WORKER_LOGS). A node that no longer has a released worker's log answers with no lines, as for
+ * a runtime it does not know: that is 404, not an empty log. A worker not placed (waiting, or sent back to the
+ * queue) is 409.
  */
 export async function fetchWorkerLogs({
   ctx,
@@ -82,9 +84,12 @@ export async function fetchWorkerLogs({
     .where(and(eq(runs.id, input.runId), eq(runs.workspaceId, input.workspaceId), eq(runWorkers.rank, input.rank)));
   if (!row) throw new ApiError('not_found', `run ${input.runId} has no worker of rank ${input.rank}`);
   if (!row.machineId) throw new ApiError('conflict', `worker ${row.name} is not placed on a machine`);
-  if (row.releasedAt) throw new ApiError('conflict', `worker ${row.name} was released from its machine, and its log with it`);
   if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
-  return { workerId: row.id, machineId: row.machineId, lines: await askForLogs(ctx, row.machineId, row.id, input.lines) };
+  const lines = await askForLogs(ctx, row.machineId, row.id, input.lines);
+  if (row.releasedAt && lines.length === 0) {
+    throw new ApiError('not_found', `worker ${row.name} was released and its machine no longer keeps its log (or it printed nothing)`);
+  }
+  return { workerId: row.id, machineId: row.machineId, lines };
 }
 
 /**

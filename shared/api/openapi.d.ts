@@ -9119,7 +9119,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tail of a run worker's log, fetched from its node over the node's own stream while the worker is held there (409 once released) */
+        /** Tail of a run worker's log, fetched from its node over the node's own stream where it is held or last ran (404 once no longer kept) */
         get: {
             parameters: {
                 query?: {

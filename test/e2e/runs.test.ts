@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { workerLogPath } from '../../agent/workers/records.js';
 import { ensureSimJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { buildCli, runCli } from '../helpers/cli.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
@@ -83,6 +84,12 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
     const failed = await until(failing.id, (r) => r.state === 'failed', 'the failing run to fail');
     expect(failed.reason).toMatch(/exited with code 3; failure policy: fail/);
     expect(failed.workers[0]).toMatchObject({ attempt: 0, exitCode: 3 });
+    // Released with its run, its log stays on its machine: what the job printed before it failed, read afterwards.
+    const { data, response } = await plane.api.GET('/runs/{id}/workers/{rank}/logs', { params: { path: { id: failing.id, rank: '0' } } });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ workerId: failed.workers[0]!.id, machineId: failed.workers[0]!.machineId });
+    expect(data!.lines[0]).toMatch(/^sim-job uid=\d+ RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 /);
+    expect(data!.lines.at(-1)).toBe('sim-job exiting with 3');
   }, 90_000);
 
   it('with the CLI: submits a gang from YAML, lists and shows it, tails a worker, cancels it, and its processes stop', async () => {
@@ -114,9 +121,15 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
     await waitFor(async () => (await ours()).length === 0, { timeoutMs: 30_000, what: 'the sim jobs stopped' });
     const ended = await show(id);
     expect(ended).toMatchObject({ state: 'failed', reason: 'cancelled' });
-    // Released with its workers, so its logs went with them: said so, not an empty tail.
-    const gone = await lunanexa('runs', 'logs', id);
+    // Released with its workers, its logs stay on their machines: still readable once the run ended.
+    const kept = await lunanexa('runs', 'logs', id, '--rank', '2');
+    expect(kept.stderr).toBe('');
+    expect(kept.stdout).toMatch(/sim-job uid=\d+ RANK=2 LOCAL_RANK=0 WORLD_SIZE=4 /);
+    // A node that no longer has a released worker's log (deleted here by hand, as its bound would) says so: 404.
+    const last = ended.workers.find((w) => w.rank === 3)!;
+    for (const node of nodes) await rm(workerLogPath(node.stateDir, last.id), { force: true });
+    const gone = await lunanexa('runs', 'logs', id, '--rank', '3');
     expect(gone.code).toBe(1);
-    expect(gone.stderr).toMatch(/HTTP 409: worker long-0 was released from its machine/);
+    expect(gone.stderr).toMatch(/HTTP 404: worker long-3 was released and its machine no longer keeps its log/);
   }, 120_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir, type NetworkInterfaceInfo } from 'node:os';
 import { join } from 'node:path';
 import type { TemplateRuntime, WorkerAssignment } from '../../shared/contracts/desired.js';
@@ -9,6 +9,8 @@ import { machineAddress } from '../../agent/reporter/address.js';
 import { MachineHolds } from '../../agent/runtimes/holds.js';
 import { workerEnv } from '../../agent/runtimes/launch.js';
 import { exitReport, planWorkers, workerReports, type WorkerView } from '../../agent/workers/plan.js';
+import { workerLogPath, workersDir } from '../../agent/workers/records.js';
+import { WorkerSupervisor } from '../../agent/workers/supervisor.js';
 
 const DIGEST = 'a'.repeat(64);
 const command = (env: Record<string, string> = {}): TemplateRuntime => ({
@@ -73,6 +75,34 @@ describe('worker reports', () => {
     expect(out).toHaveLength(MAX_MACHINE_WORKERS);
     expect(out[0]!.workerId).toBe(`w0${1000 - MAX_MACHINE_WORKERS - 4}`);
     expect(out.at(-1)!.workerId).toBe(`w0${1000 - 5}`);
+  });
+});
+
+describe("finished workers' logs", () => {
+  it('keeps the most recent ones an earlier agent left, deletes the older, and answers `logs` from them', async () => {
+    const stateDir = await mkdtemp(join(tmpdir(), 'lnx-kept-'));
+    await mkdir(workersDir(stateDir), { recursive: true });
+    // Oldest first: wrk_1 was written 3 s ago, wrk_3 now.
+    for (const [i, id] of ['wrk_1', 'wrk_2', 'wrk_3'].entries()) {
+      await writeFile(workerLogPath(stateDir, id), `${id} line 1\n${id} exited with 3\n`);
+      const at = new Date(Date.now() - (3 - i) * 1_000);
+      await utimes(workerLogPath(stateDir, id), at, at);
+    }
+    const supervisor = new WorkerSupervisor({
+      stateDir,
+      policy: AgentPolicy.parse({}),
+      users: null,
+      holds: new MachineHolds(stateDir, async () => []),
+      onChange: () => {},
+      log: () => {},
+      keptLogs: 2,
+    });
+    await supervisor.recover();
+    expect(supervisor.has('wrk_1')).toBe(false);
+    expect(supervisor.has('wrk_3')).toBe(true);
+    expect(await supervisor.logs('wrk_2', 10)).toEqual(['wrk_2 line 1', 'wrk_2 exited with 3']);
+    expect((await readdir(workersDir(stateDir))).sort()).toEqual(['wrk_2.log', 'wrk_3.log']);
+    expect(supervisor.reports()).toEqual([]);
   });
 });
 

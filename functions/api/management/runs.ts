@@ -52,7 +52,7 @@ const cancel = guarded('operator', {
 const logs = guarded('operator', {
   method: 'get',
   path: '/runs/{id}/workers/{rank}/logs',
-  summary: "Tail of a run worker's log, fetched from its node over the node's own stream while the worker is held there (409 once released)",
+  summary: "Tail of a run worker's log, fetched from its node over the node's own stream where it is held or last ran (404 once no longer kept)",
   request: {
     params: z.object({
       id: RunId,
