@@ -1,5 +1,5 @@
 import type { MachineView } from '../../shared/contracts/machine.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
 import { eq, sql } from 'drizzle-orm';
 import { assignments, machines, runs, runWorkers } from '../../functions/store/schema/index.js';
@@ -91,6 +91,8 @@ describe('runs on the fleet', () => {
     await beat(a, [], '10.0.0.1');
     await beat(b, [], '10.0.0.2');
   }, 60_000);
+  // A test that fails midway leaves its runs live: the next one must still start on an empty fleet.
+  afterEach(cancelAll);
   afterAll(async () => {
     await plane?.stop();
   });
@@ -193,7 +195,9 @@ describe('runs on the fleet', () => {
       template: 'trainer',
       params: { steps: 1 },
       workers: 2,
-      failurePolicy: { action: 'restart-run', maxRestarts: 2, backoff: { initialMs: 100, maxMs: 100 } },
+      // Long enough that a reconcile the heartbeat itself asks for cannot place it again before the checks below,
+      // however loaded the machine.
+      failurePolicy: { action: 'restart-run', maxRestarts: 2, backoff: { initialMs: 1_500, maxMs: 1_500 } },
     });
     const workers = await desiredWorkers(a);
     await beat(a, [report(workers[0]!, 'running'), report(workers[1]!, 'failed', 2)]);
@@ -201,7 +205,7 @@ describe('runs on the fleet', () => {
     const requeued = await show(run.body.id);
     expect(requeued).toMatchObject({ state: 'pending', restarts: 1 });
     expect(await desiredWorkers(a)).toEqual([]);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await new Promise((resolve) => setTimeout(resolve, 1_600));
     await reconcile();
     expect((await desiredWorkers(a)).map((w) => w.attempt)).toEqual([1, 1]);
     await cancelAll();
@@ -223,12 +227,13 @@ describe('runs on the fleet', () => {
   });
 
   it('cancels a live run: it and its workers fail, their machines drop them; an ended run is 409', async () => {
-    const [live] = await plane.systemCtx.db.select({ id: runs.id }).from(runs).where(eq(runs.name, 'gang'));
-    const cancelled = await plane.admin(`/api/v1/runs/${live!.id}/cancel`, { method: 'POST' });
+    const live = (await submit('to-cancel', { template: 'trainer', params: { steps: 1 }, workers: 2, gang: { timeoutMs: 600_000 } })).body;
+    expect(await desiredWorkers(a)).toHaveLength(2);
+    const cancelled = await plane.admin(`/api/v1/runs/${live.id}/cancel`, { method: 'POST' });
     expect(cancelled.status).toBe(200);
     expect(await cancelled.json()).toMatchObject({ state: 'failed', reason: 'cancelled' });
     expect(await desiredWorkers(a)).toEqual([]);
-    expect((await plane.admin(`/api/v1/runs/${live!.id}/cancel`, { method: 'POST' })).status).toBe(409);
+    expect((await plane.admin(`/api/v1/runs/${live.id}/cancel`, { method: 'POST' })).status).toBe(409);
     const held = await plane.systemCtx.db.select().from(runWorkers).where(sql`${runWorkers.releasedAt} is null and ${runWorkers.machineId} is not null`);
     expect(held).toEqual([]);
     const list = await (await plane.admin('/api/v1/runs?limit=2')).json();
