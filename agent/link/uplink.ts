@@ -4,6 +4,7 @@ import type { Frame } from '../../shared/contracts/relay.js';
 import { encodeControl, encodeFrame } from '../../shared/frame-codec.js';
 import { newId } from '../../shared/ids.js';
 import { turnBatch } from '../../shared/turn-batch.js';
+import { drained } from '../../shared/drained.js';
 import type { SignedClient } from './http.js';
 
 const PATH = '/agent/v1/uplink';
@@ -59,16 +60,8 @@ class Connection {
   }
 
   drained(): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.body.writableLength < this.body.writableHighWaterMark || this.body.destroyed) return resolve();
-      const done = () => {
-        this.body.off('drain', done);
-        this.body.off('close', done);
-        resolve();
-      };
-      this.body.on('drain', done);
-      this.body.on('close', done);
-    });
+    if (this.body.writableLength < this.body.writableHighWaterMark || this.body.destroyed) return Promise.resolve();
+    return drained(this.body);
   }
 
   /** Ends the body after what is queued: the control plane answers once it has read it all. */

@@ -1,5 +1,5 @@
 import type { WorkerAssignment } from '../../shared/contracts/desired.js';
-import type { WorkerReport, WorkerReportedState } from '../../shared/contracts/worker.js';
+import { PROCESS_NOT_FOUND, type WorkerReport, type WorkerReportedState } from '../../shared/contracts/worker.js';
 import type { AgentPolicy } from '../policy.js';
 import type { RuntimeUsers } from '../runtime-user.js';
 import type { MachineHolds } from '../runtimes/holds.js';
@@ -76,7 +76,7 @@ export class WorkerSupervisor {
         Object.assign(worker, { state: 'running', record, adopted: true });
         this.opts.log('worker adopted', { workerId: record.workerId, attempt: record.attempt, pid: record.pid });
       } else {
-        Object.assign(worker, { state: 'failed', message: 'process not found' });
+        Object.assign(worker, { state: 'failed', message: PROCESS_NOT_FOUND });
         await removeWorkerRecord(this.opts.stateDir, record.workerId);
         this.opts.log('worker not found', { workerId: record.workerId, attempt: record.attempt, pid: record.pid });
       }

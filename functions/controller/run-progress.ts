@@ -1,3 +1,4 @@
+import { PROCESS_NOT_FOUND } from '../../shared/contracts/worker.js';
 import { and, asc, eq, inArray, isNull, notInArray, sql } from 'drizzle-orm';
 import { runs, runWorkers } from '../store/schema/index.js';
 import { decideFailure, type WorkerFailure } from '../core/runs/failure.js';
@@ -10,7 +11,7 @@ import { failRun, moveRun, release, requeue, type RunRow, type RunWrites, type W
 
 function failureOf(worker: WorkerRow): WorkerFailure {
   if (worker.exitCode !== null) return { kind: 'exited', code: worker.exitCode };
-  if (worker.message === 'process not found') return { kind: 'process-not-found' };
+  if (worker.message === PROCESS_NOT_FOUND) return { kind: 'process-not-found' };
   if (worker.message === MACHINE_DOWN) return { kind: 'machine-down' };
   return { kind: 'no-exit-code', message: worker.message ?? 'failed' };
 }

@@ -23,5 +23,11 @@ export const WorkerReport = z.object({
 });
 export type WorkerReport = z.infer<typeof WorkerReport>;
 
+/**
+ * The message of a worker its agent had a record of but no process for after a restart: the control plane
+ * takes it as the process gone (released, and the run's failure policy applies).
+ */
+export const PROCESS_NOT_FOUND = 'process not found';
+
 /** How many workers one machine runs at most (the desired state and the heartbeat are bounded by it). */
 export const MAX_MACHINE_WORKERS = 256;

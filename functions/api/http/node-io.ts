@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import type { AppEnv } from '../../dataplane/ports.js';
 import { SECURITY_HEADERS } from './security-headers.js';
 import { readAll } from '../../kernel/web-streams.js';
+import { drained } from '../../../shared/drained.js';
 
 /**
  * The relay's hot path reads and writes Node's own request and response where it runs on Node (through
@@ -139,19 +140,6 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
     if (!node.outgoing.writableFinished) gone.abort('client disconnected');
   });
   return gone.signal;
-}
-
-/** Settles once `outgoing` drained or closed: what a writer told to wait (a false `write`) waits for. */
-export function drained(outgoing: ServerResponse): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      outgoing.off('drain', done);
-      outgoing.off('close', done);
-      resolve();
-    };
-    outgoing.on('drain', done);
-    outgoing.on('close', done);
-  });
 }
 
 /** Bytes of a streamed answer: the runtime's own, or text the surface adds (an error event). */

@@ -6,7 +6,8 @@ import type { Ports } from '../../dataplane/ports.js';
 import { framesOffset, receiveFrames, runUplink } from '../../link/uploads.js';
 import { FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../../link/forwarded.js';
 import type { PeerAuth } from '../../link/peer-auth.js';
-import { incomingText, writeAll, drained } from '../http/node-io.js';
+import { incomingText, writeAll } from '../http/node-io.js';
+import { drained } from '../../../shared/drained.js';
 import { capConnections, headerBounds } from '../http/listener-bounds.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
 

@@ -1,3 +1,4 @@
+import { PROCESS_NOT_FOUND } from '../../../shared/contracts/worker.js';
 /**
  * The states of a run and of each of its workers. `pending`: waiting (a run in the queue; a worker for its agent to
  * take it, or for its restart); `preparing`, `pulling` (its files), `ready-to-start`, `starting`, `running`: as its
@@ -119,6 +120,6 @@ export function runTransition(
  * worker's reservation and hands it to the failure policy.
  */
 export function machineAnswered(id: string, from: 'stale' | 'down', reported: RunState | null): { event: StateEvent } | { refused: string } {
-  if (reported === null) return workerTransition(id, from, 'failed', 'process not found', 'agent');
+  if (reported === null) return workerTransition(id, from, 'failed', PROCESS_NOT_FOUND, 'agent');
   return workerTransition(id, from, reported, `re-adopted: its machine reports it ${reported}`, 'agent');
 }
