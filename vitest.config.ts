@@ -11,6 +11,7 @@ export default defineConfig({
     // state in modules they share (each starts its own planes and stores), and on two cores the imports alone cost
     // minutes of CI (measured: integration 301 s -> 214 s, unit 42 s -> 21 s).
     isolate: false,
-    reporters: ['default'],
+    // The digest repeats what failed as the run's last lines, where CI's tail of the output keeps it.
+    reporters: ['default', './test/reporters/failure-digest.ts'],
   },
 });

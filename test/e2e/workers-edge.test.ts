@@ -254,34 +254,42 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
       return machine.runtimes.reduce((sum, r) => sum + r.activeInvocations, 0);
     };
     const cancelled = async () => (await fixture.store.db.select({ id: workloads.id }).from(workloads).where(eq(workloads.state, 'cancelled'))).length;
-    // Relative to what runs and what was cancelled already (earlier tests, or an earlier try of this one).
-    const before = await active();
+    // Nothing else streams on the node, so that the count is this call's alone: a call an earlier test cancelled
+    // may still be stopping there, and one an earlier try of this test left behind runs for up to 20 s.
+    await waitFor(async () => (await active()) === 0, { timeoutMs: 30_000, what: 'earlier calls to end on the node' });
     const cancelledBefore = await cancelled();
     const controller = new AbortController();
-    // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
-    const stream = await client.chat.completions.create(
-      { model: 'sim-chat', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 2000, stream: true },
-      { signal: controller.signal },
-    );
-    let chunks = 0;
-    const reading = (async () => {
-      for await (const _chunk of stream) chunks += 1;
-    })().catch(() => {});
-    await waitFor(async () => (await active()) > before, { timeoutMs: 10_000, what: 'the node to report the invocation streaming' });
-    controller.abort();
-    await reading;
-    expect(chunks).toBeGreaterThan(0);
-    // The workload's record says whether the Worker's request learned that its client left (it records the
-    // workload cancelled when it does), which tells a lost disconnect apart from a lost cancel to the node.
-    const states = async () => JSON.stringify(await fixture.store.db.select({ state: workloads.state }).from(workloads));
-    await waitFor(async () => (await active()) <= before, { timeoutMs: 8_000, what: 'the node to stop the runtime call' }).catch(async (error: Error) => {
-      throw new Error(`${error.message}; workloads: ${await states()}`);
-    });
-    await waitFor(async () => (await cancelled()) > cancelledBefore, {
-      timeoutMs: 5_000,
-      what: 'the workload to be recorded cancelled',
-    });
-    await connection.close();
+    let reading: Promise<void> = Promise.resolve();
+    try {
+      // 2000 tokens at 100/s: 20 s of generation unless the node stops it.
+      const stream = await client.chat.completions.create(
+        { model: 'sim-chat', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 2000, stream: true },
+        { signal: controller.signal },
+      );
+      let chunks = 0;
+      reading = (async () => {
+        for await (const _chunk of stream) chunks += 1;
+      })().catch(() => {});
+      await waitFor(async () => (await active()) > 0, { timeoutMs: 10_000, what: 'the node to report the invocation streaming' });
+      controller.abort();
+      await reading;
+      expect(chunks).toBeGreaterThan(0);
+      // The workload's record says whether the Worker's request learned that its client left (it records the
+      // workload cancelled when it does), which tells a lost disconnect apart from a lost cancel to the node.
+      const states = async () => JSON.stringify(await fixture.store.db.select({ state: workloads.state }).from(workloads));
+      await waitFor(async () => (await active()) === 0, { timeoutMs: 8_000, what: 'the node to stop the runtime call' }).catch(async (error: Error) => {
+        throw new Error(`${error.message}; workloads: ${await states()}`);
+      });
+      await waitFor(async () => (await cancelled()) > cancelledBefore, {
+        timeoutMs: 5_000,
+        what: 'the workload to be recorded cancelled',
+      });
+    } finally {
+      // A failed try leaves nothing behind to fail later (its stream cut by the servers' shutdown after the suite).
+      controller.abort();
+      await reading;
+      await connection.destroy();
+    }
   });
 
   it("fetches a runtime's log lines from the agent through the machine's object", async () => {
@@ -322,12 +330,12 @@ describePg('the Workers edge with a Durable Object per machine link (Miniflare, 
  * at once; Cloudflare's edge, which terminates clients' connections in front of the Worker, is not this server.
  * The tests that show what a client leaving does make sure it leaves on a connection workerd watches.
  */
-function freshConnection(): { fetch: typeof fetch; close(): Promise<void> } {
+function freshConnection(): { fetch: typeof fetch; destroy(): Promise<void> } {
   const dispatcher = new UndiciAgent();
   return {
     fetch: ((url: string | URL, init?: RequestInit) =>
       undiciFetch(url, { ...init, dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch,
-    close: () => dispatcher.close(),
+    destroy: () => dispatcher.destroy(),
   };
 }
 
