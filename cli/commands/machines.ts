@@ -26,7 +26,9 @@ export async function findMachine(api: ApiClient, nameOrId: string): Promise<Mac
 }
 
 function describe(m: MachineView): string {
-  const flags = [m.cordoned && 'cordoned', m.draining && (m.drained ? 'drained' : 'draining'), m.revokedAt && 'revoked'].filter(Boolean).join(', ');
+  const flags = [m.cordoned && 'cordoned', m.draining && (m.drained ? 'drained' : 'draining'), m.shared && 'shared', m.revokedAt && 'revoked']
+    .filter(Boolean)
+    .join(', ');
   const lines = [
     `name:       ${m.name}`,
     `id:         ${m.id}`,
@@ -66,7 +68,7 @@ export function registerMachines(program: Command): void {
       gpuSummary(m),
       freeGpus(m),
       String(m.runtimes.length),
-      m.draining ? 'draining' : m.cordoned ? 'cordoned' : '-',
+      [m.draining ? 'draining' : m.cordoned ? 'cordoned' : null, m.shared ? 'shared' : null].filter(Boolean).join(',') || '-',
       m.id,
     ],
   });
@@ -88,6 +90,22 @@ export function registerMachines(program: Command): void {
         const m = await findMachine(api, machine);
         const after = await api.answer(api.http.POST(`/machines/{id}/${verb}`, { params: { path: { id: m.id } } }), MachineView);
         print(opts.json, after, () => `${after.name}: ${verb === 'cordon' ? 'cordoned' : 'schedulable'}`);
+      });
+  }
+  for (const verb of ['share', 'unshare'] as const) {
+    machines
+      .command(`${verb} <machine>`)
+      .description(
+        verb === 'share'
+          ? "lend a machine to the fleet's run queue: runs of every workspace may place workers on it (admin)"
+          : "take a machine back from the fleet's run queue: other workspaces' workers on it run until they end (admin)",
+      )
+      .option(...JSON_FLAG)
+      .action(async (machine: string, opts: { json?: boolean }) => {
+        const api = await connect(program);
+        const m = await findMachine(api, machine);
+        const after = await api.answer(api.http.POST(`/machines/{id}/${verb}`, { params: { path: { id: m.id } } }), MachineView);
+        print(opts.json, after, () => `${after.name}: ${after.shared ? "shared with the fleet's run queue" : 'kept to its workspace'}`);
       });
   }
   machines

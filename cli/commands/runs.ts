@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { MachineView } from '../../shared/contracts/machine.js';
-import { RunDetail, RunSubmission, RunView, WorkerLogs } from '../../shared/contracts/run-view.js';
+import { RunDetail, RunQueueStanding, RunSubmission, RunView, WorkerLogs } from '../../shared/contracts/run-view.js';
 import { CliError, type ApiClient } from '../client.js';
 import { checked, connect, JSON_FLAG, listCommand, print, readDocument } from '../context.js';
 import { table } from '../table.js';
@@ -37,7 +36,7 @@ const standing = (r: RunView) => (r.position === null ? r.state : `${r.state}, q
 /** The events `runs show` prints unless told otherwise: the latest. */
 const SHOWN_EVENTS = '20';
 
-function describe(r: RunDetail, machineNames: ReadonlyMap<string, string>, events: number): string {
+function describe(r: RunDetail, events: number): string {
   const workerNames = new Map(r.workers.map((w) => [w.id, w.name]));
   const lines = [
     `name:       ${r.name} (${r.id})`,
@@ -51,7 +50,7 @@ function describe(r: RunDetail, machineNames: ReadonlyMap<string, string>, event
       r.workers.map((w) => [
         String(w.rank),
         w.name,
-        w.machineId ? (machineNames.get(w.machineId) ?? w.machineId) : '-',
+        w.machineName ?? w.machineId ?? '-',
         w.state,
         String(w.attempt),
         w.exitCode === null ? '-' : String(w.exitCode),
@@ -72,6 +71,15 @@ function describe(r: RunDetail, machineNames: ReadonlyMap<string, string>, event
   return lines.join('\n');
 }
 
+function describeStanding(s: RunQueueStanding): string {
+  return [
+    `fair share: ${s.gpuSeconds} GPU-seconds in the last ${Math.round(s.windowMs / 3_600_000)} h at weight ${s.weight} (share ${s.share})`,
+    `holding:    ${s.gpusHeld} GPUs now`,
+    `waiting:    ${s.waiting} runs${s.rank === null ? '' : `; ${s.rank} of ${s.competing} workspaces with runs waiting, by share`}`,
+    `ceiling:    priority ${s.priorityCeiling}`,
+  ].join('\n');
+}
+
 export function registerRuns(program: Command): void {
   const runs = program.command('runs').description('batch jobs on the fleet: queued, placed, started (a gang all together), restarted by policy');
   runs
@@ -84,6 +92,15 @@ export function registerRuns(program: Command): void {
       const api = await connect(program);
       const detail = await api.answer(api.http.POST('/runs', { body: submission }), RunDetail);
       print(opts.json, detail, () => `${detail.name}: submitted as ${detail.id}, ${standing(detail)}${detail.reason ? ` (${detail.reason})` : ''}`);
+    });
+  runs
+    .command('queue')
+    .description("the workspace's standing in the fleet's run queue: GPU-seconds in the fair-share window, its share and its rank")
+    .option(...JSON_FLAG)
+    .action(async (opts: { json?: boolean }) => {
+      const api = await connect(program);
+      const standing = await api.answer(api.http.GET('/run-queue'), RunQueueStanding);
+      print(opts.json, standing, () => describeStanding(standing));
     });
   listCommand(program, runs, {
     description: "list the workspace's runs: state, workers, and while one waits its queue position and why",
@@ -112,9 +129,7 @@ export function registerRuns(program: Command): void {
       const api = await connect(program);
       const { id } = await findRun(api, run);
       const detail = await api.answer(api.http.GET('/runs/{id}', { params: { path: { id } } }), RunDetail);
-      const placed = detail.workers.some((w) => w.machineId !== null);
-      const machineNames = new Map(placed && !opts.json ? (await api.all('/machines', MachineView)).map((m) => [m.id, m.name]) : []);
-      print(opts.json, detail, () => describe(detail, machineNames, events));
+      print(opts.json, detail, () => describe(detail, events));
     });
   runs
     .command('cancel <run>')

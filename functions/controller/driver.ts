@@ -22,6 +22,7 @@ import { replicaSetOf } from '../core/fleet/tracks.js';
 import { EMPTY_CATALOG } from '../core/fleet/versions.js';
 import { loadPlacementInputs } from '../services/placement-load.js';
 import { loadRunHolds } from '../services/run-queue.js';
+import { pruneRunHolds } from '../services/run-holds.js';
 import { recheckReservations } from './recheck.js';
 import { reconcileRuns } from './runs.js';
 import { sleepIdleDeployments } from './sleep.js';
@@ -108,7 +109,7 @@ async function reconcilePass(
     }
     const inputs = await loadPlacementInputs(tx.db, live);
     // The runs' share of this pass comes after the replicas': what it will hold is read first (docs/runs.md, "Aging").
-    const holds = await loadRunHolds(tx.db, snapshot);
+    const holds = await loadRunHolds(tx.db, ctx.config, snapshot.now, snapshot);
     const all = reconcileFleet(snapshot!, live, inputs, { replacementPauseFraction: ctx.config.replacementPauseFraction, holds });
     const deploymentById = new Map(live.map((d) => [d.id, d]));
     const setById = new Map(live.flatMap((d) => replicaSets(d, inputs).map((s) => [s.desired.id, s] as const)));
@@ -202,7 +203,8 @@ const RETENTION_SWEEP = { batchSize: 1_000, maxBatches: 5 };
  * scale to zero to sleep and reconciles (one pass), sweeps the
  * replay fence, records the count of the refused requests of each minute that ended (`access.denied`), sweeps the
  * rate-limit windows past use and the workloads of dead instances, deletes the workloads past their retention
- * (`workloadRetentionDays`, at most `RETENTION_SWEEP` rows a tick), and refreshes the machine gauges.
+ * (`workloadRetentionDays`, at most `RETENTION_SWEEP` rows a tick) and the run holds older than the fair-share
+ * window, and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
   const now = await dbNow(ctx.db);
@@ -217,6 +219,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
   await sweepExpiredWorkloads({ ctx, input: { retentionDays: ctx.config.workloadRetentionDays, ...RETENTION_SWEEP } });
   await sweepInstances(ctx.db);
+  await pruneRunHolds(ctx.db, now, ctx.config.runFairShareWindowMs);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };
   for (const machine of (snapshot ?? (await loadFleetSnapshot(ctx.db, ctx.config))).machines) counts[machine.liveness]! += 1;
   for (const [state, n] of Object.entries(counts)) ctx.metrics.machines.set({ state }, n);

@@ -1,9 +1,10 @@
-import { and, count, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
-import { assignments, deployments, machines, runs, runWorkers, workspaces } from '../store/schema/index.js';
+import { and, count, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { assignments, deployments, machines, runWorkers, workspaces } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
 import { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { machineMemoryMiB } from '../core/scheduler/place.js';
+import { loadWorkerUsage } from '../services/run-holds.js';
 
 /** A reconcile pass that would overcommit a machine or a quota: thrown in its transaction, which then rolls back. */
 export class OvercommitError extends Error {
@@ -58,7 +59,7 @@ const holding = isNull(runWorkers.releasedAt);
 /** Replicas' sums and workers' sums of one key, added: the one accounting they share. */
 function added(
   replicas: ReadonlyArray<{ id: string; gpus: string; memoryMiB: string }>,
-  workers: ReadonlyArray<{ id: string | null; gpus: string; memoryMiB: string; cores: string }>,
+  workers: ReadonlyArray<{ id: string | null; gpus: string | number; memoryMiB: string | number; cores: string | number }>,
 ): Map<string, Sums> {
   const sums = new Map<string, Sums>();
   for (const r of replicas) sums.set(r.id, { gpus: Number(r.gpus), memoryMiB: Number(r.memoryMiB), cores: 0 });
@@ -106,16 +107,12 @@ export async function recheckReservations(db: Db, touched: { machineIds: readonl
         .where(inArray(workspaces.id, workspaceIds))
         .groupBy(workspaces.id)
     : [];
-  const workspaceWorkers = workspaceIds.length
-    ? await db
-        .select({ id: runs.workspaceId, ...workerReserved })
-        .from(runWorkers)
-        .innerJoin(runs, eq(runs.id, runWorkers.runId))
-        .where(and(inArray(runs.workspaceId, workspaceIds), holding, isNotNull(runWorkers.machineId)))
-        .groupBy(runs.workspaceId)
-    : [];
+  const workspaceWorkers = await loadWorkerUsage(db, workspaceIds);
   const byMachine = added(machineRows, machineWorkers);
-  const byWorkspace = added(workspaceRows, workspaceWorkers);
+  const byWorkspace = added(
+    workspaceRows,
+    [...workspaceWorkers].map(([id, sums]) => ({ id, ...sums })),
+  );
   const found = overcommits({
     machines: machineRows.map((m) => ({ ...m, ...byMachine.get(m.id)! })),
     workspaces: workspaceRows.map((w) => ({ ...w, ...byWorkspace.get(w.id)!, policy: WorkspacePolicy.parse(w.policy) })),

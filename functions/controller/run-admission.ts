@@ -1,15 +1,18 @@
-import { and, asc, eq, inArray, isNull, ne, sql } from 'drizzle-orm';
-import { machines, runs, runWorkers, workspaces } from '../store/schema/index.js';
+import { and, asc, eq, isNull, ne, sql } from 'drizzle-orm';
+import { runs, runWorkers } from '../store/schema/index.js';
+import type { ControlPlaneConfig } from '../kernel/config.js';
 import type { TemplateRuntime } from '../../shared/contracts/desired.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import { runDemand } from '../core/runs/demand.js';
 import { localRankOn, workerEnvironments } from '../core/runs/env.js';
 import type { QueuedRun } from '../core/runs/queue.js';
-import { queuedRun, workspaceQueuePass } from '../services/run-queue.js';
+import { queuedRun, queuePass } from '../services/run-queue.js';
 import { resolveRuntime } from '../core/registry/resolve.js';
 import { loadRuntimeRegistry } from '../services/runtime-registry.js';
 import { runRuntime } from '../services/runs.js';
 import { failRun, moveRun, type RunRow, type RunWrites } from './run-moves.js';
+
+type QueueConfig = Pick<ControlPlaneConfig, 'runFairShareWindowMs'>;
 
 /**
  * Workers of admitted runs restarting elsewhere (their machine went down, `restart-worker`) that wait unplaced:
@@ -18,7 +21,7 @@ import { failRun, moveRun, type RunRow, type RunWrites } from './run-moves.js';
  * machine: rank 0 never moves alone (the failure policy restarts the run instead), so MASTER_ADDR still holds. One
  * that does not fit waits, its run saying why. Returns the workspaces it placed in, for the caller's re-check.
  */
-export async function replaceWorkers(w: RunWrites, snapshot: FleetSnapshot): Promise<Set<string>> {
+export async function replaceWorkers(w: RunWrites, config: QueueConfig, snapshot: FleetSnapshot): Promise<Set<string>> {
   const rows = await w.db
     .select({ worker: runWorkers, run: runs })
     .from(runWorkers)
@@ -27,61 +30,55 @@ export async function replaceWorkers(w: RunWrites, snapshot: FleetSnapshot): Pro
     .orderBy(asc(runs.id), asc(runWorkers.rank));
   const placedIn = new Set<string>();
   if (rows.length === 0) return placedIn;
-  const workspaceRows = await w.db
-    .select()
-    .from(workspaces)
-    .where(inArray(workspaces.id, [...new Set(rows.map((r) => r.run.workspaceId))]));
-  for (const workspace of workspaceRows) {
-    const mine = rows.filter((r) => r.run.workspaceId === workspace.id);
-    const result = workspaceQueuePass(
-      snapshot,
-      workspace,
-      mine.map(({ worker, run }): QueuedRun => {
-        const { gpuMemoryMiB } = runDemand(run.spec).find((g) => g.name === worker.group)!.need;
-        return {
-          id: worker.id,
-          workspaceId: workspace.id,
-          priority: run.priority,
-          submittedAt: run.submittedAt.getTime(),
-          waitingSince: run.waitingSince.getTime(),
-          notBefore: null,
-          groups: [{ name: worker.group, workers: 1, need: { ...worker.resources, gpuMemoryMiB } }],
-          selector: run.spec.selector,
-        };
-      }),
-    );
-    const rowOf = new Map(mine.map((r) => [r.worker.id, r]));
-    for (const wait of result.waiting) {
-      const { worker, run } = rowOf.get(wait.runId)!;
-      await w.db
-        .update(runs)
-        .set({ reason: `worker ${worker.name} waits to be placed again: ${wait.reason}` })
-        .where(eq(runs.id, run.id));
-    }
-    for (const admitted of result.admitted) {
-      const { worker } = rowOf.get(admitted.runId)!;
-      const machineId = admitted.workers[0]!.machineId;
-      const others = await w.db.select({ rank: runWorkers.rank, machineId: runWorkers.machineId }).from(runWorkers).where(eq(runWorkers.runId, worker.runId));
-      const env = { ...worker.command!.env, LOCAL_RANK: String(localRankOn(machineId, worker.rank, others)) };
-      await w.db
-        .update(runWorkers)
-        .set({ machineId, placedAt: sql`now()`, releasedAt: null, command: { ...worker.command!, env } })
-        .where(eq(runWorkers.id, worker.id));
-      w.touched.add(machineId);
-      placedIn.add(workspace.id);
-    }
+  const result = await queuePass(
+    w.db,
+    config,
+    snapshot,
+    rows.map(({ worker, run }): QueuedRun => {
+      const { gpuMemoryMiB } = runDemand(run.spec).find((g) => g.name === worker.group)!.need;
+      return {
+        id: worker.id,
+        workspaceId: run.workspaceId,
+        priority: run.priority,
+        submittedAt: run.submittedAt.getTime(),
+        waitingSince: run.waitingSince.getTime(),
+        notBefore: null,
+        groups: [{ name: worker.group, workers: 1, need: { ...worker.resources, gpuMemoryMiB } }],
+        selector: run.spec.selector,
+      };
+    }),
+  );
+  const rowOf = new Map(rows.map((r) => [r.worker.id, r]));
+  for (const wait of result.waiting) {
+    const { worker, run } = rowOf.get(wait.runId)!;
+    await w.db
+      .update(runs)
+      .set({ reason: `worker ${worker.name} waits to be placed again: ${wait.reason}` })
+      .where(eq(runs.id, run.id));
+  }
+  for (const admitted of result.admitted) {
+    const { worker, run } = rowOf.get(admitted.runId)!;
+    const machineId = admitted.workers[0]!.machineId;
+    const others = await w.db.select({ rank: runWorkers.rank, machineId: runWorkers.machineId }).from(runWorkers).where(eq(runWorkers.runId, worker.runId));
+    const env = { ...worker.command!.env, LOCAL_RANK: String(localRankOn(machineId, worker.rank, others)) };
+    await w.db
+      .update(runWorkers)
+      .set({ machineId, placedAt: sql`now()`, releasedAt: null, command: { ...worker.command!, env } })
+      .where(eq(runWorkers.id, worker.id));
+    w.touched.add(machineId);
+    placedIn.add(run.workspaceId);
   }
   return placedIn;
 }
 
 /**
- * The queue's admission pass over the waiting runs of each workspace (placement never crosses a workspace, so each
- * workspace's queue is decided on its own machines), then the writes: an admitted run's workers get their machine,
- * their resolved command with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (rank 0's machine's reported address, its
- * name when it reports none) and MASTER_PORT, and their phase (`prepare` for a gang, `start` otherwise); a waiting
- * run gets its reason and position. Returns the workspaces it placed in, for the caller's re-check.
+ * The queue's admission pass over every waiting run, one queue for the fleet (`queuePass`), then the writes: an
+ * admitted run's workers get their machine, their resolved command with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR
+ * (rank 0's machine's reported address, its name when it reports none) and MASTER_PORT, and their phase (`prepare`
+ * for a gang, `start` otherwise); a waiting run gets its reason and position. Returns the workspaces it placed in,
+ * for the caller's re-check.
  */
-export async function admitRuns(w: RunWrites, snapshot: FleetSnapshot): Promise<Set<string>> {
+export async function admitRuns(w: RunWrites, config: QueueConfig, snapshot: FleetSnapshot): Promise<Set<string>> {
   const waiting = await w.db
     .select()
     .from(runs)
@@ -89,27 +86,18 @@ export async function admitRuns(w: RunWrites, snapshot: FleetSnapshot): Promise<
     .orderBy(asc(runs.id));
   const placedIn = new Set<string>();
   if (waiting.length === 0) return placedIn;
-  const workspaceIds = [...new Set(waiting.map((r) => r.workspaceId))];
-  const workspaceRows = await w.db.select().from(workspaces).where(inArray(workspaces.id, workspaceIds));
+  const result = await queuePass(w.db, config, snapshot, waiting.map(queuedRun));
+  const runById = new Map(waiting.map((r) => [r.id, r]));
+  for (const wait of result.waiting) {
+    await w.db.update(runs).set({ reason: wait.reason, position: wait.position }).where(eq(runs.id, wait.runId));
+  }
+  if (result.admitted.length === 0) return placedIn;
   const registry = await loadRuntimeRegistry(w.db);
-  for (const workspace of workspaceRows) {
-    const queued = waiting.filter((r) => r.workspaceId === workspace.id);
-    const result = workspaceQueuePass(snapshot, workspace, queued.map(queuedRun));
-    const runById = new Map(queued.map((r) => [r.id, r]));
-    for (const wait of result.waiting) {
-      await w.db.update(runs).set({ reason: wait.reason, position: wait.position }).where(eq(runs.id, wait.runId));
-    }
-    if (result.admitted.length === 0) continue;
-    const addressRows = await w.db
-      .select({ id: machines.id, name: machines.name, address: machines.address })
-      .from(machines)
-      .where(eq(machines.workspaceId, workspace.id));
-    const addressOf = new Map(addressRows.map((m) => [m.id, m.address ?? m.name]));
-    for (const admitted of result.admitted) {
-      const run = runById.get(admitted.runId)!;
-      await placeRun(w, run, admitted.workers, addressOf, registry);
-      placedIn.add(workspace.id);
-    }
+  const addressOf = new Map(snapshot.machines.map((m) => [m.id, m.address ?? m.name]));
+  for (const admitted of result.admitted) {
+    const run = runById.get(admitted.runId)!;
+    await placeRun(w, run, admitted.workers, addressOf, registry);
+    placedIn.add(run.workspaceId);
   }
   return placedIn;
 }

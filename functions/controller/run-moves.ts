@@ -4,6 +4,7 @@ import { runs, runWorkers } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { runTransition, workerTransition, type RunState } from '../core/runs/states.js';
 import { recordRunEvents, type NewRunEvent } from '../services/run-events.js';
+import { releaseWorkers } from '../services/run-holds.js';
 
 export type RunRow = typeof runs.$inferSelect;
 export type WorkerRow = typeof runWorkers.$inferSelect;
@@ -40,16 +41,14 @@ export async function moveRun(
 export async function release(w: RunWrites, workers: readonly WorkerRow[]) {
   const held = workers.filter((x) => x.releasedAt === null && x.machineId !== null);
   if (held.length === 0) return;
-  await w.db
-    .update(runWorkers)
-    .set({ releasedAt: sql`now()` })
-    .where(
-      inArray(
-        runWorkers.id,
-        held.map((x) => x.id),
-      ),
-    );
-  for (const x of held) w.touched.add(x.machineId!);
+  const machineIds = await releaseWorkers(
+    w.db,
+    inArray(
+      runWorkers.id,
+      held.map((x) => x.id),
+    ),
+  );
+  for (const machineId of machineIds) w.touched.add(machineId);
 }
 
 /** Fails the run (its policy, a gang's template gone): its live workers fail with it and every reservation goes. */

@@ -39,10 +39,10 @@ export async function reconcileRuns(db: Db, config: ControlPlaneConfig, snapshot
   if (!live) return w.touched;
   await progressRuns(w, await dbNow(db), sightOf(snapshot, config));
   let fleet = await loadFleetSnapshot(db, config);
-  const replacedIn = await replaceWorkers(w, fleet);
+  const replacedIn = await replaceWorkers(w, config, fleet);
   // What the workers placed again took, the queue no longer has.
   if (replacedIn.size > 0) fleet = await loadFleetSnapshot(db, config);
-  const placedIn = await admitRuns(w, fleet);
+  const placedIn = await admitRuns(w, config, fleet);
   await recheckReservations(db, { machineIds: [...w.touched], workspaceIds: [...replacedIn, ...placedIn] });
   return w.touched;
 }

@@ -93,6 +93,7 @@ export const NodeEnv = z.object({
   /** See `relayWindowBytes` and `relayClientStallMs` in functions/kernel/config.ts. */
   LUNANEXA_RELAY_WINDOW_BYTES: z.coerce.number().int().positive().optional(),
   LUNANEXA_RELAY_CLIENT_STALL_MS: z.coerce.number().int().positive().optional(),
+  LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS: z.coerce.number().int().positive().optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -115,6 +116,7 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     relayBuffersMaxBytes: env.LUNANEXA_RELAY_BUFFERS_MAX_BYTES,
     relayWindowBytes: env.LUNANEXA_RELAY_WINDOW_BYTES,
     relayClientStallMs: env.LUNANEXA_RELAY_CLIENT_STALL_MS,
+    runFairShareWindowMs: env.LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS,
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
     artifactsS3: artifactsS3FromEnv(env),

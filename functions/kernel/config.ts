@@ -191,6 +191,8 @@ export const ControlPlaneConfig = z
       .default(1024 * 1024),
     /** A streamed answer's client that takes nothing for this long while the answer waits is cut: `client_too_slow`. */
     relayClientStallMs: z.number().int().positive().default(60_000),
+    /** The run queue's fair share counts each workspace's GPU-seconds over this window (docs/runs.md): a day. */
+    runFairShareWindowMs: z.number().int().positive().default(86_400_000),
     /** Largest answer that is not streamed (it is held whole, then sent): past it, 502 `answer_too_large`. */
     plainAnswerMaxBytes: z
       .number()

@@ -162,7 +162,7 @@ async function loadStatuses(
     snapshot,
     ...inputs,
     replacementPauseFraction: ctx.config.replacementPauseFraction,
-    holds: await loadRunHolds(ctx.db, snapshot),
+    holds: await loadRunHolds(ctx.db, ctx.config, snapshot.now),
   });
 }
 

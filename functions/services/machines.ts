@@ -24,6 +24,7 @@ function machineView(m: FleetMachine): MachineView {
     cordoned: m.cordoned,
     draining: m.draining,
     drained: m.drained,
+    shared: m.shared,
     revokedAt: m.revokedAt?.toISOString() ?? null,
     credentialExpiresAt: m.credentialExpiresAt?.toISOString() ?? null,
     inventory: m.inventory,
@@ -151,6 +152,30 @@ export async function setMachineScheduling({
     await tx.db.update(machines).set(set).where(eq(machines.id, input.machineId));
     await audit(tx, { workspaceId: input.workspaceId, action: `machine.${input.verb}`, target: input.machineId });
   });
+  await reconcileAfterWrite(ctx);
+}
+
+/**
+ * Lends a machine to the fleet's run queue (`share`: runs of every workspace may place workers on it) or takes it
+ * back (`unshare`: other workspaces' workers already there run on until they end, none is placed anew). Audited.
+ */
+export async function setMachineSharing({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  input: { workspaceId: string; machineId: string; verb: 'share' | 'unshare' };
+}): Promise<void> {
+  await withTransaction(ctx, async (tx) => {
+    const row = await lockMachine(tx, input.workspaceId, input.machineId);
+    if (row.revokedAt) throw new ApiError('conflict', 'the machine is revoked');
+    await tx.db
+      .update(machines)
+      .set({ shared: input.verb === 'share' })
+      .where(eq(machines.id, input.machineId));
+    await audit(tx, { workspaceId: input.workspaceId, action: `machine.${input.verb}`, target: input.machineId });
+  });
+  // Runs waiting for room may be placed on it at once, not at the next tick.
   await reconcileAfterWrite(ctx);
 }
 

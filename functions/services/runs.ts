@@ -1,5 +1,5 @@
 import { and, asc, count, desc, eq, gt, inArray, isNull, lt, notInArray, sql } from 'drizzle-orm';
-import { runEvents, runs, runWorkers } from '../store/schema/index.js';
+import { machines, runEvents, runs, runWorkers } from '../store/schema/index.js';
 import type { RunSpec } from '../../shared/contracts/run.js';
 import type { RunDetail, RunView, RunWorkerView } from '../../shared/contracts/run-view.js';
 import { newId } from '../../shared/ids.js';
@@ -11,6 +11,7 @@ import { runTransition, workerTransition, type RunState } from '../core/runs/sta
 import { requireResolvableRuntime } from './runtime-registry.js';
 import { audit, reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { bumpDesiredGen, recordRunEvents, type NewRunEvent } from './run-events.js';
+import { releaseWorkers } from './run-holds.js';
 
 type RunRow = typeof runs.$inferSelect;
 type WorkerRow = typeof runWorkers.$inferSelect;
@@ -34,7 +35,7 @@ function runView(row: RunRow, workerCount: number, workersDone: number): RunView
   };
 }
 
-function workerView(row: WorkerRow): RunWorkerView {
+function workerView(row: WorkerRow, machineName: string | null): RunWorkerView {
   return {
     id: row.id,
     name: row.name,
@@ -42,6 +43,7 @@ function workerView(row: WorkerRow): RunWorkerView {
     group: row.group,
     state: row.state as RunState,
     machineId: row.machineId,
+    machineName: row.machineId ? machineName : null,
     attempt: row.attempt,
     restarts: row.restarts,
     phase: row.phase,
@@ -148,12 +150,18 @@ async function loadRun(ctx: ServiceCtx, workspaceId: string, id: string): Promis
 /** One run with its spec, its workers in rank order and its events, oldest first. */
 export async function showRun({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; id: string } }): Promise<RunDetail> {
   const row = await loadRun(ctx, input.workspaceId, input.id);
-  const workers = await ctx.db.select().from(runWorkers).where(eq(runWorkers.runId, row.id)).orderBy(asc(runWorkers.rank));
+  const rows = await ctx.db
+    .select({ worker: runWorkers, machineName: machines.name })
+    .from(runWorkers)
+    .leftJoin(machines, eq(machines.id, runWorkers.machineId))
+    .where(eq(runWorkers.runId, row.id))
+    .orderBy(asc(runWorkers.rank));
+  const workers = rows.map((r) => r.worker);
   const events = await ctx.db.select().from(runEvents).where(eq(runEvents.runId, row.id)).orderBy(asc(runEvents.seq));
   return {
     ...runView(row, workers.length, completed(workers)),
     spec: row.spec,
-    workers: workers.map(workerView),
+    workers: rows.map((r) => workerView(r.worker, r.machineName)),
     events: events.map((e) => ({ workerId: e.workerId, from: e.from, to: e.to, reason: e.reason, origin: e.origin, at: e.at.toISOString() })),
   };
 }
@@ -188,21 +196,14 @@ export async function cancelRun({
       .update(runWorkers)
       .set({ state: 'failed', message: 'cancelled', restartAt: null })
       .where(and(eq(runWorkers.runId, row.id), notInArray(runWorkers.state, FINAL)));
-    const released = await tx.db
-      .update(runWorkers)
-      .set({ releasedAt: sql`now()` })
-      .where(and(eq(runWorkers.runId, row.id), isNull(runWorkers.releasedAt)))
-      .returning({ machineId: runWorkers.machineId });
+    const released = await releaseWorkers(tx.db, eq(runWorkers.runId, row.id));
     const [ended] = await tx.db
       .update(runs)
       .set({ state: 'failed', reason: 'cancelled', position: null, finishedAt: sql`now()` })
       .where(eq(runs.id, row.id))
       .returning();
     await recordRunEvents(tx.db, events);
-    const touched = await bumpDesiredGen(
-      tx.db,
-      released.flatMap((w) => (w.machineId ? [w.machineId] : [])),
-    );
+    const touched = await bumpDesiredGen(tx.db, released);
     await audit(tx, { workspaceId: input.workspaceId, action: 'run.cancel', target: row.id, details: { name: row.name, from: row.state } });
     // The workers as read before the cancel: those that completed stay completed, the others failed with it.
     return { view: runView(ended!, workers.length, completed(workers)), touched };

@@ -502,6 +502,7 @@ export interface paths {
                                 cordoned: boolean;
                                 draining: boolean;
                                 drained: boolean;
+                                shared: boolean;
                                 revokedAt: string | null;
                                 credentialExpiresAt: string | null;
                                 inventory: {
@@ -690,6 +691,7 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -884,6 +886,7 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -1102,6 +1105,7 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -1304,6 +1308,7 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -1506,6 +1511,413 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
+                            revokedAt: string | null;
+                            credentialExpiresAt: string | null;
+                            inventory: {
+                                hostname: string;
+                                os: string;
+                                arch: string;
+                                cpus: number;
+                                cpuModel: string | null;
+                                memoryTotalMiB: number;
+                                memoryAvailableMiB: number | null;
+                                diskFreeMiB: number | null;
+                                gpus: {
+                                    index: number;
+                                    uuid: string | null;
+                                    name: string;
+                                    memoryTotalMiB: number | null;
+                                    memoryUsedMiB: number | null;
+                                    unifiedMemory: boolean;
+                                    driverVersion: string | null;
+                                    utilizationPercent: number | null;
+                                    temperatureC: number | null;
+                                    powerDrawW: number | null;
+                                }[];
+                                agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                            };
+                            warmModels: string[];
+                            runtimes: {
+                                assignmentId: string;
+                                deploymentId: string;
+                                deploymentName: string;
+                                model: string;
+                                desired: boolean;
+                                /** @enum {string|null} */
+                                reportedState: "preparing" | "pulling" | "starting" | "ready" | "draining" | "failed" | "stopped" | null;
+                                /** @enum {string} */
+                                state: "preparing" | "pulling" | "starting" | "ready" | "draining" | "failed" | "stopped" | "stale" | "down";
+                                gen: number | null;
+                                restarts: number;
+                                message: string | null;
+                                reportedAgeMs: number | null;
+                                routable: boolean;
+                                warm: boolean;
+                                activeInvocations: number;
+                                queueDepth: number;
+                                progress: {
+                                    elapsedMs: number;
+                                    timeoutMs: number;
+                                    bytesDone?: number;
+                                    bytesTotal?: number;
+                                } | null;
+                            }[];
+                            attention: {
+                                deploymentId: string;
+                                deploymentName: string;
+                                assignmentId: string;
+                                reason: string;
+                                failedAt: string;
+                            }[];
+                            createdAt: string;
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/machines/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Lend a machine to the fleet's run queue: runs of every workspace may place workers on it (its replicas stay this workspace's) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Done */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            workspaceId: string;
+                            labels: {
+                                [key: string]: string;
+                            };
+                            /** @enum {string} */
+                            state: "pending" | "ready" | "stale" | "down" | "revoked";
+                            /** @enum {string|null} */
+                            reportedStatus: "ready" | "degraded" | "draining" | null;
+                            streamAttached: boolean;
+                            heartbeatAgeMs: number | null;
+                            lastHeartbeatAt: string | null;
+                            desiredGen: number;
+                            reportedGen: number | null;
+                            cordoned: boolean;
+                            draining: boolean;
+                            drained: boolean;
+                            shared: boolean;
+                            revokedAt: string | null;
+                            credentialExpiresAt: string | null;
+                            inventory: {
+                                hostname: string;
+                                os: string;
+                                arch: string;
+                                cpus: number;
+                                cpuModel: string | null;
+                                memoryTotalMiB: number;
+                                memoryAvailableMiB: number | null;
+                                diskFreeMiB: number | null;
+                                gpus: {
+                                    index: number;
+                                    uuid: string | null;
+                                    name: string;
+                                    memoryTotalMiB: number | null;
+                                    memoryUsedMiB: number | null;
+                                    unifiedMemory: boolean;
+                                    driverVersion: string | null;
+                                    utilizationPercent: number | null;
+                                    temperatureC: number | null;
+                                    powerDrawW: number | null;
+                                }[];
+                                agentVersion: string;
+                            };
+                            resources: {
+                                capacity: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                replicas: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                workers: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                                free: {
+                                    gpus: number;
+                                    memoryMiB: number;
+                                    cores: number;
+                                };
+                            };
+                            warmModels: string[];
+                            runtimes: {
+                                assignmentId: string;
+                                deploymentId: string;
+                                deploymentName: string;
+                                model: string;
+                                desired: boolean;
+                                /** @enum {string|null} */
+                                reportedState: "preparing" | "pulling" | "starting" | "ready" | "draining" | "failed" | "stopped" | null;
+                                /** @enum {string} */
+                                state: "preparing" | "pulling" | "starting" | "ready" | "draining" | "failed" | "stopped" | "stale" | "down";
+                                gen: number | null;
+                                restarts: number;
+                                message: string | null;
+                                reportedAgeMs: number | null;
+                                routable: boolean;
+                                warm: boolean;
+                                activeInvocations: number;
+                                queueDepth: number;
+                                progress: {
+                                    elapsedMs: number;
+                                    timeoutMs: number;
+                                    bytesDone?: number;
+                                    bytesTotal?: number;
+                                } | null;
+                            }[];
+                            attention: {
+                                deploymentId: string;
+                                deploymentName: string;
+                                assignmentId: string;
+                                reason: string;
+                                failedAt: string;
+                            }[];
+                            createdAt: string;
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/machines/{id}/unshare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Take a machine back from the fleet's run queue: other workspaces' workers on it run on until they end, none is placed anew */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Done */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            workspaceId: string;
+                            labels: {
+                                [key: string]: string;
+                            };
+                            /** @enum {string} */
+                            state: "pending" | "ready" | "stale" | "down" | "revoked";
+                            /** @enum {string|null} */
+                            reportedStatus: "ready" | "degraded" | "draining" | null;
+                            streamAttached: boolean;
+                            heartbeatAgeMs: number | null;
+                            lastHeartbeatAt: string | null;
+                            desiredGen: number;
+                            reportedGen: number | null;
+                            cordoned: boolean;
+                            draining: boolean;
+                            drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -1708,6 +2120,7 @@ export interface paths {
                             cordoned: boolean;
                             draining: boolean;
                             drained: boolean;
+                            shared: boolean;
                             revokedAt: string | null;
                             credentialExpiresAt: string | null;
                             inventory: {
@@ -5326,6 +5739,10 @@ export interface paths {
                                 id: string;
                                 name: string;
                                 createdAt: string;
+                                runs: {
+                                    weight: number;
+                                    priorityCeiling: number;
+                                };
                             }[];
                             nextCursor: string | null;
                         };
@@ -5409,6 +5826,10 @@ export interface paths {
                                 id: string;
                                 name: string;
                                 createdAt: string;
+                                runs: {
+                                    weight: number;
+                                    priorityCeiling: number;
+                                };
                             };
                             adminToken: {
                                 id: string;
@@ -5514,6 +5935,139 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{id}/run-share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Set a workspace's fair-share weight and its runs' priority ceiling in the fleet's run queue (admins of the default workspace only) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        weight: number;
+                        priorityCeiling: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description The workspace now */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            createdAt: string;
+                            runs: {
+                                weight: number;
+                                priorityCeiling: number;
+                            };
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Body too large */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -8462,6 +9016,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/run-queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's standing in the fleet's run queue: GPU-seconds in the fair-share window, its share, and its rank among the workspaces with runs waiting */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Standing */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            windowMs: number;
+                            weight: number;
+                            priorityCeiling: number;
+                            gpuSeconds: number;
+                            share: number;
+                            waiting: number;
+                            gpusHeld: number;
+                            competing: number;
+                            rank: number | null;
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs": {
         parameters: {
             query?: never;
@@ -8773,6 +9405,7 @@ export interface paths {
                                 /** @enum {string} */
                                 state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
                                 machineId: string | null;
+                                machineName: string | null;
                                 attempt: number;
                                 restarts: number;
                                 /** @enum {string} */
@@ -9015,6 +9648,7 @@ export interface paths {
                                 /** @enum {string} */
                                 state: "pending" | "preparing" | "pulling" | "ready-to-start" | "starting" | "running" | "completed" | "failed" | "stale" | "down";
                                 machineId: string | null;
+                                machineName: string | null;
                                 attempt: number;
                                 restarts: number;
                                 /** @enum {string} */

@@ -73,6 +73,8 @@ export const MachineView = z.object({
   draining: z.boolean(),
   /** Draining and empty: nothing desired on it and nothing reported running. */
   drained: z.boolean(),
+  /** Lent to the fleet's run queue: runs of every workspace may place workers on it; its replicas stay its workspace's. */
+  shared: z.boolean(),
   revokedAt: z.string().nullable(),
   credentialExpiresAt: z.string().nullable(),
   inventory: Inventory,

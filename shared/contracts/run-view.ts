@@ -35,6 +35,8 @@ export const RunWorkerView = z.object({
   group: z.string().nullable(),
   state: RunStateName,
   machineId: z.string().nullable(),
+  /** Its machine's name: the machine may be another workspace's, shared with the fleet's run queue. */
+  machineName: z.string().nullable(),
   attempt: z.number().int(),
   restarts: z.number().int(),
   phase: z.enum(['prepare', 'start']),
@@ -60,3 +62,27 @@ export type RunDetail = z.infer<typeof RunDetail>;
 /** A worker's log tail as `GET /api/v1/runs/{id}/workers/{rank}/logs` answers it: which worker, where, its lines. */
 export const WorkerLogs = z.object({ workerId: z.string(), machineId: z.string(), lines: z.array(z.string()) });
 export type WorkerLogs = z.infer<typeof WorkerLogs>;
+
+/**
+ * A workspace's standing in the fleet's run queue (docs/runs.md, "Fair share"), as `GET /api/v1/run-queue` answers
+ * it: what its run workers held over the window, divided by its weight, and where that puts it among the workspaces
+ * whose runs wait.
+ */
+export const RunQueueStanding = z.object({
+  windowMs: z.number().int(),
+  weight: z.number(),
+  priorityCeiling: z.number().int(),
+  /** GPU-seconds its run workers held within the window, those still held up to now. */
+  gpuSeconds: z.number(),
+  /** `gpuSeconds / weight`: among runs of equal priority, the workspace of the lower share goes first. */
+  share: z.number(),
+  /** Its runs waiting in the queue. */
+  waiting: z.number().int(),
+  /** GPUs its run workers hold now. */
+  gpusHeld: z.number().int(),
+  /** How many workspaces have runs waiting, its own included when it has. */
+  competing: z.number().int(),
+  /** Its place among those by share (1: its runs go first at equal priority); null when none of its runs waits. */
+  rank: z.number().int().nullable(),
+});
+export type RunQueueStanding = z.infer<typeof RunQueueStanding>;

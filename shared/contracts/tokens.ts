@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MachineName, Role } from './common.js';
 import { DeploymentName } from './deployment.js';
+import { MAX_RUN_PRIORITY } from './run.js';
 
 /** Names people type (a token's purpose, a member's e-mail address): no control characters, which no store holds well. */
 const Text = (max: number) =>
@@ -66,7 +67,18 @@ const WorkspaceName = MachineName;
 export const CreateWorkspaceRequest = z.object({ name: WorkspaceName });
 export type CreateWorkspaceRequest = z.infer<typeof CreateWorkspaceRequest>;
 
-export const WorkspaceView = z.object({ id: z.string(), name: z.string(), createdAt: z.string() });
+/**
+ * A workspace's standing in the fleet's run queue (docs/runs.md): its fair-share weight (twice the weight, twice the
+ * GPU-seconds before its runs queue behind others') and the highest priority its runs may use. Set by an admin of
+ * the default workspace, who runs the fleet.
+ */
+export const WorkspaceRunShare = z.object({
+  weight: z.number().positive().max(1000),
+  priorityCeiling: z.number().int().min(0).max(MAX_RUN_PRIORITY),
+});
+export type WorkspaceRunShare = z.infer<typeof WorkspaceRunShare>;
+
+export const WorkspaceView = z.object({ id: z.string(), name: z.string(), createdAt: z.string(), runs: WorkspaceRunShare });
 export type WorkspaceView = z.infer<typeof WorkspaceView>;
 
 export const WorkspaceCreated = z.object({

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpuSince, loadAverage, snapshot, type Tracked } from './proc-cpu.js';
-import type { CandidateMachine } from '../../functions/core/scheduler/place.js';
+import type { QueueMachine } from '../../functions/core/runs/hosts.js';
 import { openPass, orderQueue, type QueueInput, type QueuedRun, type QueueWorkspace } from '../../functions/core/runs/queue.js';
 import type { GroupDemand } from '../../functions/core/runs/demand.js';
 import type { GpuDevice, Inventory } from '../../shared/contracts/inventory.js';
@@ -63,7 +63,7 @@ const inventory = (gpus: number, gpuMiB: number, cpus: number): Inventory => ({
 const BIG = inventory(8, 80 * 1024, 64);
 const SMALL = inventory(4, 40 * 1024, 32);
 
-function fleet(): CandidateMachine[] {
+function fleet(): QueueMachine[] {
   const random = generator(1);
   return Array.from({ length: MACHINES }, (_, i) => {
     const inv = random(10) < 7 ? BIG : SMALL;
@@ -72,6 +72,9 @@ function fleet(): CandidateMachine[] {
     const odd = random(50);
     return {
       id: `mch_${String(i).padStart(6, '0')}`,
+      // One pool: every workspace's runs may use every machine (docs/runs.md, "Sharing machines").
+      workspaceId: 'ws_fleet',
+      shared: true,
       labels: { zone: ['a', 'b', 'c'][random(3)]!, ...(random(5) === 0 ? { ib: 'yes' } : {}) },
       liveness: odd === 0 ? ('stale' as const) : ('ready' as const),
       cordoned: odd === 1,

@@ -45,6 +45,7 @@ const machine = MachineView.parse({
   cordoned: false,
   draining: false,
   drained: false,
+  shared: false,
   revokedAt: null,
   credentialExpiresAt: null,
   inventory: TEST_INVENTORY,

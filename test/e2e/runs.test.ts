@@ -3,10 +3,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { workerLogPath } from '../../agent/workers/records.js';
-import { ensureSimJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureSimJobTemplate, startSimNode, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { buildCli, runCli } from '../helpers/cli.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
-import { newSimJobs, readyMachines, runsApi, simJob } from '../helpers/runs.js';
+import { newSimJobs, readyMachines, runsApi, simJob, stopRunFleet } from '../helpers/runs.js';
 import { simJobs } from '../helpers/sim-jobs.js';
 
 /** Four simulated nodes of one GB10 each: a run of four 1-GPU workers takes one worker per machine. */
@@ -40,13 +40,7 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
     for (const m of machines) expect(m.inventory.gpus).toEqual([expect.objectContaining({ index: 0, name: 'NVIDIA GB10', unifiedMemory: true })]);
   }, 180_000);
 
-  afterAll(async () => {
-    await stopSimNodes(nodes);
-    // A job an agent left behind (a failing test) is ours to end.
-    if (dir) for (const pid of await newSimJobs(before ?? [], dir)) process.kill(-pid, 'SIGKILL');
-    await plane?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => stopRunFleet({ nodes, before, dir, plane }));
 
   it('starts a gang of four workers, one per machine, within a second of each other, and completes it', async () => {
     const run = await submit({ name: 'gang', spec: { ...simJob(1_500), workers: 4, resources: { gpus: 1 }, gang: {} } });

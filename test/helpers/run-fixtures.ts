@@ -1,4 +1,4 @@
-import type { CandidateMachine } from '../../functions/core/scheduler/place.js';
+import type { QueueMachine } from '../../functions/core/runs/hosts.js';
 import type { GroupDemand } from '../../functions/core/runs/demand.js';
 import type { QueuedRun, QueueWorkspace } from '../../functions/core/runs/queue.js';
 import type { Inventory } from '../../shared/contracts/inventory.js';
@@ -18,8 +18,11 @@ export function gpuInventory(gpus: number, gpuMiB = 81_920, cpus = 64): Inventor
   return inventory;
 }
 
-export const machine = (id: string, extra: Partial<CandidateMachine> = {}): CandidateMachine => ({
+/** A machine of the fleet's pool unless told otherwise: enrolled by `ws_fleet`, shared with every workspace. */
+export const machine = (id: string, extra: Partial<QueueMachine> = {}): QueueMachine => ({
   id,
+  workspaceId: 'ws_fleet',
+  shared: true,
   labels: {},
   liveness: 'ready',
   cordoned: false,
@@ -35,7 +38,7 @@ export const machine = (id: string, extra: Partial<CandidateMachine> = {}): Cand
 });
 
 /** `count` machines m00, m01, ... of 8 GPUs. */
-export const fleet = (count: number, extra: Partial<CandidateMachine> = {}) =>
+export const fleet = (count: number, extra: Partial<QueueMachine> = {}) =>
   Array.from({ length: count }, (_, i) => machine(`m${String(i).padStart(2, '0')}`, extra));
 
 export const group = (workers: number, gpus = 1, extra: Partial<GroupDemand['need']> = {}, name: string | null = null): GroupDemand => ({

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { RunDetail, type RunSubmission } from '../../shared/contracts/run-view.js';
@@ -6,6 +6,7 @@ import { MachineView } from '../../shared/contracts/machine.js';
 import { WorkerRecord, workersDir } from '../../agent/workers/records.js';
 import { waitFor, type TestPlane } from './plane.js';
 import { simJobs } from './sim-jobs.js';
+import { stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 
 /** What a sim job does (the `sim-job` template of `ensureSimJobTemplate`): sleep, then exit with a code. */
 export const simJob = (sleepMs: number, exitCode = 0) => ({ template: 'sim-job', params: { sleep_ms: sleepMs, exit_code: exitCode } });
@@ -76,4 +77,15 @@ export async function workerProcess(stateDir: string, workerId: string): Promise
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const env = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
   return { pid, uid: Number(/^Uid:\s+(\d+)/m.exec(status)![1]), env };
+}
+
+/**
+ * Ends a runs suite's fleet: its nodes, the sim jobs their agents left behind under `dir` (a failing test's are ours
+ * to end), its plane and its folder. Each part may be missing, after a `beforeAll` that failed midway.
+ */
+export async function stopRunFleet(fleet: { nodes: SimNode[]; before?: number[]; dir?: string; plane?: Pick<TestPlane, 'stop'> }): Promise<void> {
+  await stopSimNodes(fleet.nodes);
+  if (fleet.dir) for (const pid of await newSimJobs(fleet.before ?? [], fleet.dir)) process.kill(-pid, 'SIGKILL');
+  await fleet.plane?.stop();
+  if (fleet.dir) await rm(fleet.dir, { recursive: true, force: true });
 }

@@ -1,14 +1,15 @@
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
-import { eq, sql } from 'drizzle-orm';
-import { assignments, machines, runs, runWorkers } from '../../functions/store/schema/index.js';
+import { eq, inArray, sql } from 'drizzle-orm';
+import { assignments, machines, runHolds, runs, runWorkers } from '../../functions/store/schema/index.js';
+import { pruneRunHolds } from '../../functions/services/run-holds.js';
 import type { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import { signDesiredState } from '../../functions/services/streams.js';
 import { putRuntimeTemplate } from '../../functions/services/runtime-templates.js';
 import type { WorkerAssignment } from '../../shared/contracts/desired.js';
 import type { WorkerReport } from '../../shared/contracts/worker.js';
-import type { RunDetail } from '../../shared/contracts/run-view.js';
+import { RunQueueStanding, type RunDetail } from '../../shared/contracts/run-view.js';
 import { startTestPlane, STEADY_LIVENESS, type TestPlane } from '../helpers/plane.js';
 import { enrollTestMachine, heartbeatBody, TEST_INVENTORY, type TestMachine, testGpu } from '../helpers/machine.js';
 
@@ -156,6 +157,41 @@ describe('runs on the fleet', () => {
     expect((await show(second.body.id)).state).toBe('preparing');
     await cancelAll();
     expect(await desiredWorkers(a)).toEqual([]);
+
+    // Each released worker's hold is kept for the fair share, from its placement to its release: the second run's
+    // (cancelled) too. The queue's standing counts them; past the window they are pruned.
+    const db = plane.systemCtx.db;
+    const holds = await db
+      .select()
+      .from(runHolds)
+      .where(inArray(runHolds.runId, [queued.body.id, second.body.id]));
+    expect(holds.map((h) => [h.runId, h.gpus]).sort()).toEqual([
+      [queued.body.id, 1],
+      [queued.body.id, 1],
+      [second.body.id, 1],
+    ]);
+    for (const h of holds) expect(h.heldTo.getTime()).toBeGreaterThanOrEqual(h.heldFrom.getTime());
+    const heldMs = holds.reduce((sum, h) => sum + h.heldTo.getTime() - h.heldFrom.getTime(), 0);
+    const standing = RunQueueStanding.parse(await (await plane.admin('/api/v1/run-queue')).json());
+    expect(standing).toMatchObject({ waiting: 0, gpusHeld: 0, rank: null, weight: 1 });
+    expect(standing.gpuSeconds).toBe(Math.round(heldMs / 1000));
+    // The default window: a day.
+    const DAY = 86_400_000;
+    const ends = holds.map((h) => h.heldTo.getTime());
+    await pruneRunHolds(db, new Date(Math.min(...ends) + DAY - 1), DAY);
+    expect(
+      await db
+        .select()
+        .from(runHolds)
+        .where(inArray(runHolds.runId, [queued.body.id, second.body.id])),
+    ).toHaveLength(3);
+    await pruneRunHolds(db, new Date(Math.max(...ends) + DAY + 1), DAY);
+    expect(
+      await db
+        .select()
+        .from(runHolds)
+        .where(inArray(runHolds.runId, [queued.body.id, second.body.id])),
+    ).toEqual([]);
   });
 
   it('fails the run on a failed worker with the fail policy, and restarts one with restart-worker after its back-off', async () => {

@@ -4,7 +4,7 @@ import { lineChart, niceCeil } from '../../functions/api/console/charts.js';
 import { fleetFragment } from '../../functions/api/console/fleet.js';
 import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/api/console/requests.js';
 import { runDetailBody, runsFragment } from '../../functions/api/console/runs.js';
-import type { RunDetail, RunView } from '../../shared/contracts/run-view.js';
+import type { RunDetail, RunQueueStanding, RunView } from '../../shared/contracts/run-view.js';
 import { RunSpec } from '../../shared/contracts/run.js';
 import type { ConsoleSession } from '../../functions/api/console/session.js';
 import { duration, quantile } from '../../functions/api/console/format.js';
@@ -36,6 +36,7 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
     cordoned: false,
     draining: false,
     drained: false,
+    shared: false,
     revokedAt: null,
     credentialExpiresAt: null,
     inventory: {
@@ -114,6 +115,19 @@ function run(overrides: Partial<RunView> = {}): RunView {
   };
 }
 
+const STANDING: RunQueueStanding = {
+  windowMs: 86_400_000,
+  weight: 2,
+  priorityCeiling: 1000,
+  gpuSeconds: 12_345,
+  share: 6_173,
+  waiting: 1,
+  gpusHeld: 4,
+  competing: 3,
+  rank: 2,
+};
+const runsData = (items: RunView[], more: boolean) => ({ page: { items, more }, standing: STANDING });
+
 function runDetail(overrides: Partial<RunDetail> = {}): RunDetail {
   return {
     ...run(),
@@ -126,6 +140,7 @@ function runDetail(overrides: Partial<RunDetail> = {}): RunDetail {
         group: null,
         state: 'failed',
         machineId: 'mch_1',
+        machineName: HOSTILE,
         attempt: 1,
         restarts: 1,
         phase: 'start',
@@ -214,32 +229,33 @@ describe('console rendering', () => {
   });
 
   it('escapes the reasons and messages of runs, workers and events', () => {
-    const list = runsFragment({ items: [run()], more: false }).toString();
-    const detail = runDetailBody(runDetail(), new Map([['mch_1', HOSTILE]]), session('operator')).toString();
+    const list = runsFragment(runsData([run()], false)).toString();
+    const detail = runDetailBody(runDetail(), session('operator')).toString();
     for (const out of [list, detail]) {
       expect(out).not.toContain('<img');
       expect(out).toContain('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;');
     }
     expect(list).toContain('queue position 2');
+    expect(list).toContain('fair share: <strong>12,345</strong> GPU-seconds in 24 h at weight 2; <strong>2</strong> of 3 workspaces waiting');
     expect(list).toContain('1 of 4 done');
     expect(detail).toContain('<td data-label="Exit code" class="num">3</td>');
   });
 
   it('says so when there is no run, no event, or no older page', () => {
-    const empty = runsFragment({ items: [], more: false }).toString();
+    const empty = runsFragment(runsData([], false)).toString();
     expect(empty).toContain('No run yet');
     expect(empty).not.toContain('<table');
-    expect(runsFragment({ items: [run()], more: false }).toString()).not.toContain('Older runs');
-    expect(runsFragment({ items: [run()], more: true }).toString()).toContain('href="/console/runs?after=run_01ARZ3NDEKTSV4RRFFQ69G5FAV"');
-    const quiet = runDetailBody(runDetail({ events: [], workers: [] }), new Map(), session('viewer')).toString();
+    expect(runsFragment(runsData([run()], false)).toString()).not.toContain('Older runs');
+    expect(runsFragment(runsData([run()], true)).toString()).toContain('href="/console/runs?after=run_01ARZ3NDEKTSV4RRFFQ69G5FAV"');
+    const quiet = runDetailBody(runDetail({ events: [], workers: [] }), session('viewer')).toString();
     expect(quiet).toContain('No event yet.');
   });
 
   it('offers Cancel to operators of a live run only, carrying the CSRF token', () => {
-    const operator = runDetailBody(runDetail(), new Map(), session('operator')).toString();
+    const operator = runDetailBody(runDetail(), session('operator')).toString();
     expect(operator).toContain('action="/console/runs/run_01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel"');
     expect(operator).toContain('name="_csrf" value="csrf-token"');
-    expect(runDetailBody(runDetail(), new Map(), session('viewer')).toString()).not.toContain('<form');
-    expect(runDetailBody(runDetail({ state: 'failed', position: null }), new Map(), session('admin')).toString()).not.toContain('<form');
+    expect(runDetailBody(runDetail(), session('viewer')).toString()).not.toContain('<form');
+    expect(runDetailBody(runDetail({ state: 'failed', position: null }), session('admin')).toString()).not.toContain('<form');
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_FAIR_SHARE_WINDOW_MS, fairShare, gpuSecondsInWindow, type GpuHold } from '../../functions/core/runs/fair-share.js';
 import { admissionPass, type QueuedRun } from '../../functions/core/runs/queue.js';
 import { demandTotal } from '../../functions/core/runs/demand.js';
-import type { CandidateMachine } from '../../functions/core/scheduler/place.js';
+import type { QueueMachine } from '../../functions/core/runs/hosts.js';
 import { fleet, group, run, workspace } from '../helpers/run-fixtures.js';
 
 const MIN = 60_000;
@@ -48,7 +48,7 @@ interface Job {
  * the horizon, and when each run started.
  */
 function simulate(input: {
-  machines: CandidateMachine[];
+  machines: QueueMachine[];
   jobs: Job[];
   weights: Record<string, number>;
   horizonMs: number;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_AGING_MS, DEFAULT_HOLDING_RUNS, admissionPass, orderQueue, type QueueInput, type QueuedRun } from '../../functions/core/runs/queue.js';
 import { hostsOf } from '../../functions/core/runs/hosts.js';
 import { pickShape } from '../../functions/core/runs/shape.js';
-import type { CandidateMachine } from '../../functions/core/scheduler/place.js';
+import type { QueueMachine } from '../../functions/core/runs/hosts.js';
 import { fleet, group, machine, run as queuedRun, workspace } from '../helpers/run-fixtures.js';
 
 const HOUR = 3_600_000;
@@ -190,6 +190,56 @@ describe('one admission pass', () => {
   });
 });
 
+describe('machines of one workspace, machines shared with the fleet', () => {
+  // ws_a and ws_b each enrolled one machine they keep; ws_fleet lent one to the queue.
+  const machines = [
+    machine('a-own', { workspaceId: 'ws_a', shared: false }),
+    machine('b-own', { workspaceId: 'ws_b', shared: false }),
+    machine('pool', { workspaceId: 'ws_fleet', shared: true }),
+  ];
+  const workspaces = [workspace('ws_a'), workspace('ws_b'), workspace('ws_c')];
+  const machinesOf = (i: QueueInput) => new Map(admissionPass(i).admitted.map((a) => [a.runId, [...new Set(a.workers.map((w) => w.machineId))]]));
+
+  it("places a run on its workspace's machines and the shared ones, never on another workspace's", () => {
+    // 24 GPUs: its own 8 and the pool's 8 are not enough, b-own's 8 would be.
+    const big = run('big', { workspaceId: 'ws_a', groups: [group(24)] });
+    const result = admissionPass(input({ runs: [big], workspaces, machines }));
+    expect(result.admitted).toEqual([]);
+    expect(result.waiting[0]!.reason).toMatch(/^24 workers of 1 GPU each do not fit now/);
+    const fits = run('fits', { workspaceId: 'ws_a', groups: [group(16)] });
+    expect(machinesOf(input({ runs: [fits], workspaces, machines })).get('fits')).toEqual(['a-own', 'pool']);
+  });
+
+  it('gives a workspace without machines of its own the shared ones only', () => {
+    const runs = [run('c1', { workspaceId: 'ws_c', groups: [group(8)] }), run('c2', { workspaceId: 'ws_c', groups: [group(8)], submittedAt: 1 })];
+    const result = admissionPass(input({ runs, workspaces, machines }));
+    expect(result.admitted.map((a) => [a.runId, a.workers[0]!.machineId])).toEqual([['c1', 'pool']]);
+    expect(result.waiting.map((w) => w.runId)).toEqual(['c2']);
+  });
+
+  it("remembers a refusal for the machines a run could reach, not for another workspace's reach", () => {
+    // Taken by an earlier run of ws_c, the pool is full: ws_c's next run of 8 is refused, ws_b's same demand is not.
+    const runs = [
+      run('c1', { workspaceId: 'ws_c', groups: [group(8)] }),
+      run('c2', { workspaceId: 'ws_c', groups: [group(8)], submittedAt: 1 }),
+      run('b1', { workspaceId: 'ws_b', groups: [group(8)], submittedAt: 2 }),
+    ];
+    const placed = machinesOf(input({ runs, workspaces, machines }));
+    expect([...placed]).toEqual([
+      ['c1', ['pool']],
+      ['b1', ['b-own']],
+    ]);
+  });
+
+  it('orders the runs of workspaces competing for shared machines by their fair share', () => {
+    const pool = [machine('pool', { shared: true })];
+    const runs = [run('a', { workspaceId: 'ws_a', submittedAt: 1, groups: [group(8)] }), run('b', { workspaceId: 'ws_b', submittedAt: 2, groups: [group(8)] })];
+    const shares = (a: number, b: number) => [workspace('ws_a', { gpuSeconds: a }), workspace('ws_b', { gpuSeconds: b })];
+    expect(admittedIds(input({ runs, workspaces: shares(0, 0), machines: pool }))).toEqual(['a']);
+    expect(admittedIds(input({ runs, workspaces: shares(3600, 0), machines: pool }))).toEqual(['b']);
+  });
+});
+
 describe('aging', () => {
   const busy = (gpus: number[]) => gpus.map((g, i) => machine(`m${i}`, { reserved: { gpus: g, memoryMiB: 0, assignments: 1 } }));
 
@@ -277,7 +327,7 @@ describe('the pass as a whole', () => {
       s = (s * 1_103_515_245 + 12_345) % 2 ** 31;
       return s % n;
     };
-    const machines: CandidateMachine[] = Array.from({ length: 30 }, (_, i) =>
+    const machines: QueueMachine[] = Array.from({ length: 30 }, (_, i) =>
       machine(`m${String(i).padStart(2, '0')}`, {
         labels: { zone: random(2) === 0 ? 'a' : 'b' },
         liveness: random(10) === 0 ? 'stale' : 'ready',

@@ -1,12 +1,12 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import type { RunDetail, RunView } from '../../../shared/contracts/run-view.js';
+import type { RunDetail, RunQueueStanding, RunView } from '../../../shared/contracts/run-view.js';
 import { isId } from '../../../shared/ids.js';
 import type { RowPage } from '../../core/paging.js';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
-import { machineNames } from '../../services/machines.js';
 import { cancelRun, listRuns, showRun } from '../../services/runs.js';
+import { queueStanding } from '../../services/run-queue.js';
 import { html, nothing, type Html } from './html.js';
 import { badge, csrfField, layout, notice, when } from './layout.js';
 import { plural } from './format.js';
@@ -22,9 +22,24 @@ const WORKERS_SHOWN = 256;
 /** A run in one of these has ended: nothing is left to cancel. */
 const ENDED = new Set(['completed', 'failed']);
 
-/** A page of the workspace's runs, newest first, after `after` (a run id) when given. */
-export async function loadRuns(ports: Ports, session: ConsoleSession, after?: string): Promise<RowPage<RunView>> {
-  return await listRuns({ ctx: serviceCtx(ports, session.tokenId), input: { workspaceId: session.workspaceId, newestFirst: true, after, limit: PAGE } });
+/** What the runs page shows: a page of the workspace's runs, and where the workspace stands in the queue. */
+export interface RunsData {
+  page: RowPage<RunView>;
+  standing: RunQueueStanding;
+}
+
+/** A page of the workspace's runs, newest first, after `after` (a run id) when given, and its queue standing. */
+export async function loadRuns(ports: Ports, session: ConsoleSession, after?: string): Promise<RunsData> {
+  const ctx = serviceCtx(ports, session.tokenId);
+  const page = await listRuns({ ctx, input: { workspaceId: session.workspaceId, newestFirst: true, after, limit: PAGE } });
+  return { page, standing: await queueStanding({ ctx, input: { workspaceId: session.workspaceId } }) };
+}
+
+/** The workspace's fair share as the queue reads it, and its rank while its runs wait. */
+function standingItem(s: RunQueueStanding): Html {
+  const hours = Math.round(s.windowMs / 3_600_000);
+  const rank = s.rank === null ? nothing : html`; <strong>${s.rank}</strong> of ${s.competing} workspaces waiting`;
+  return html`<li data-standing>fair share: <strong>${s.gpuSeconds.toLocaleString('en-US')}</strong> GPU-seconds in ${hours} h at weight ${s.weight}${rank}</li>`;
 }
 
 /** A run's state, and while it waits its place in the queue. */
@@ -51,7 +66,7 @@ function runRow(r: RunView): Html {
  * The live part of the runs page (`#runs-live`): the runs table and the link to older runs. Also what the SSE
  * stream sends, for the first page (a later page is a snapshot, as the rows under it do not move).
  */
-export function runsFragment(page: RowPage<RunView>): Html {
+export function runsFragment({ page, standing }: RunsData): Html {
   if (page.items.length === 0) {
     return html`<p class="panel">No run yet. Submit one with <span class="mono">lunanexa runs submit -f FILE</span> or
       <span class="mono">POST /api/v1/runs</span> (docs/runs.md).</p>`;
@@ -62,6 +77,7 @@ export function runsFragment(page: RowPage<RunView>): Html {
     <li><strong>${page.items.length}</strong> runs</li>
     <li><strong>${waiting}</strong> waiting in the queue</li>
     <li><strong>${page.items.filter((r) => ENDED.has(r.state)).length}</strong> ended</li>
+    ${standingItem(standing)}
   </ul>
   <div class="table-wrap">
   <table class="grid" id="runs">
@@ -84,7 +100,7 @@ function cancelForm(run: RunDetail, session: ConsoleSession): Html {
 }
 
 /** A run's page: where it stands, its workers and its last events, newest first; an operator's Cancel while it is live. */
-export function runDetailBody(run: RunDetail, names: ReadonlyMap<string, string>, session: ConsoleSession): Html {
+export function runDetailBody(run: RunDetail, session: ConsoleSession): Html {
   const workerName = new Map(run.workers.map((w) => [w.id, w.name]));
   const events = run.events.slice(-EVENTS_SHOWN).reverse();
   const workers = run.workers.slice(0, WORKERS_SHOWN);
@@ -106,7 +122,7 @@ export function runDetailBody(run: RunDetail, names: ReadonlyMap<string, string>
       (w) => html`<tr data-worker="${w.name}" data-state="${w.state}">
       <td data-label="Rank" class="num">${w.rank}</td>
       <th scope="row">${w.name}</th>
-      <td data-label="Machine">${w.machineId ? (names.get(w.machineId) ?? html`<span class="mono">${w.machineId}</span>`) : html`<span class="muted">not placed</span>`}</td>
+      <td data-label="Machine">${w.machineId ? (w.machineName ?? html`<span class="mono">${w.machineId}</span>`) : html`<span class="muted">not placed</span>`}</td>
       <td data-label="State">${badge(w.state)}</td>
       <td data-label="Attempt" class="num">${w.attempt}</td>
       <td data-label="Exit code" class="num">${w.exitCode ?? '–'}</td>
@@ -149,11 +165,11 @@ export function registerRuns(app: Hono<ConsoleEnv>): void {
     const session = c.get('session');
     const after = c.req.query('after');
     if (after !== undefined && !isId('run', after)) throw new ApiError('validation_failed', 'after must be a run id (run_...)');
-    const page = await loadRuns(portsOf(c), session, after);
+    const data = await loadRuns(portsOf(c), session, after);
     const body = html`<h1>Runs</h1>
 <p class="lede">Batch jobs on the fleet: the queue, each run's workers and why a run waits${after ? '' : ', live'}.</p>
 ${after ? html`<p><a href="/console/runs">Newest runs</a></p>` : nothing}
-<div id="runs-live">${runsFragment(page)}</div>`;
+<div id="runs-live">${runsFragment(data)}</div>`;
     // Only the first page is live: the stream renders the newest runs, which a later page does not show.
     return c.html(layout({ title: 'Runs', session, active: 'runs', live: after ? undefined : 'runs', body }).toString());
   });
@@ -162,11 +178,10 @@ ${after ? html`<p><a href="/console/runs">Newest runs</a></p>` : nothing}
     const session = c.get('session');
     const ctx = serviceCtx(portsOf(c), session.tokenId);
     const run = await showRun({ ctx, input: { workspaceId: session.workspaceId, id: runIdOf(c.req.param('id')) } });
-    const names = await machineNames({ ctx, input: { workspaceId: session.workspaceId } });
     const body = html`<p><a href="/console/runs">Runs</a></p>
 <h1>Run ${run.name}</h1>
 ${c.req.query('done') === 'cancel' ? notice(`Cancelled ${run.name}: its machines stop its workers.`) : nothing}
-${runDetailBody(run, names, session)}`;
+${runDetailBody(run, session)}`;
     return c.html(layout({ title: `Run ${run.name}`, session, active: 'runs', body }).toString());
   });
 

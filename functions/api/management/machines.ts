@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { MachineList, MachineView } from '../../../shared/contracts/machine.js';
 import { isId } from '../../../shared/ids.js';
-import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling } from '../../services/machines.js';
+import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling, setMachineSharing } from '../../services/machines.js';
 import { fetchRuntimeLogs } from '../../services/runtime-logs.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
@@ -44,14 +44,20 @@ const SCHEDULING_SUMMARY = {
   uncordon: 'Allow placements on a machine again (ends a drain)',
 } as const;
 
-const schedulingRoute = (verb: keyof typeof SCHEDULING_SUMMARY) =>
-  guarded('operator', {
+/** `POST /machines/{id}/<verb>`, answered with the machine as it is after the verb. */
+const machineVerbRoute = (role: 'operator' | 'admin', verb: string, summary: string) =>
+  guarded(role, {
     method: 'post',
     path: `/machines/{id}/${verb}`,
-    summary: SCHEDULING_SUMMARY[verb],
+    summary,
     request: { params: MachineIdParam },
     responses: { 200: { description: 'Done', content: { 'application/json': { schema: MachineView } } }, ...errorResponses(401, 403, 404, 409) },
   });
+
+const SHARING_SUMMARY = {
+  share: "Lend a machine to the fleet's run queue: runs of every workspace may place workers on it (its replicas stay this workspace's)",
+  unshare: "Take a machine back from the fleet's run queue: other workspaces' workers on it run on until they end, none is placed anew",
+} as const;
 
 const clearFailures = guarded('operator', {
   method: 'post',
@@ -111,11 +117,21 @@ export function registerMachines(app: OpenAPIHono<AppEnv>) {
     return c.json(await getMachine({ ctx, input }), 200);
   });
   for (const verb of ['cordon', 'drain', 'uncordon'] as const) {
-    app.openapi(schedulingRoute(verb), async (c) => {
+    app.openapi(machineVerbRoute('operator', verb, SCHEDULING_SUMMARY[verb]), async (c) => {
       const ports = c.get('ports');
       const ctx = serviceCtx(ports, c.get('actor').tokenId);
       const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
       await setMachineScheduling({ ctx, input: { ...input, verb } });
+      return c.json(await getMachine({ ctx, input }), 200);
+    });
+  }
+  for (const verb of ['share', 'unshare'] as const) {
+    // Admin: sharing lets other workspaces' work run on the machine.
+    app.openapi(machineVerbRoute('admin', verb, SHARING_SUMMARY[verb]), async (c) => {
+      const ports = c.get('ports');
+      const ctx = serviceCtx(ports, c.get('actor').tokenId);
+      const input = { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id };
+      await setMachineSharing({ ctx, input: { ...input, verb } });
       return c.json(await getMachine({ ctx, input }), 200);
     });
   }

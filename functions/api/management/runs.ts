@@ -1,10 +1,11 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { RunDetail, RunSubmission, RunView, WorkerLogs } from '../../../shared/contracts/run-view.js';
+import { RunDetail, RunQueueStanding, RunSubmission, RunView, WorkerLogs } from '../../../shared/contracts/run-view.js';
 import { MAX_RUN_WORKERS } from '../../../shared/contracts/run.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { isId } from '../../../shared/ids.js';
 import { cancelRun, listRuns, showRun, submitRun } from '../../services/runs.js';
 import { fetchWorkerLogs } from '../../services/runtime-logs.js';
+import { queueStanding } from '../../services/run-queue.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';
@@ -49,6 +50,14 @@ const cancel = guarded('operator', {
   responses: { 200: { description: 'Cancelled', content: { 'application/json': { schema: RunView } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });
 
+const queue = guarded('viewer', {
+  method: 'get',
+  path: '/run-queue',
+  summary:
+    "The workspace's standing in the fleet's run queue: GPU-seconds in the fair-share window, its share, and its rank among the workspaces with runs waiting",
+  responses: { 200: { description: 'Standing', content: { 'application/json': { schema: RunQueueStanding } } }, ...errorResponses(401, 403) },
+});
+
 const logs = guarded('operator', {
   method: 'get',
   path: '/runs/{id}/workers/{rank}/logs',
@@ -73,6 +82,10 @@ const logs = guarded('operator', {
 });
 
 export function registerRuns(app: OpenAPIHono<AppEnv>) {
+  app.openapi(queue, async (c) => {
+    const standing = await queueStanding({ ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId), input: { workspaceId: c.get('actor').workspaceId } });
+    return c.json(standing, 200);
+  });
   app.openapi(submit, async (c) => {
     const ctx = serviceCtx(c.get('ports'), c.get('actor').tokenId);
     const workspaceId = c.get('actor').workspaceId;

@@ -1,8 +1,16 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { AddMemberRequest, CreateWorkspaceRequest, MemberRemoved, MemberView, WorkspaceCreated, WorkspaceView } from '../../../shared/contracts/tokens.js';
+import {
+  AddMemberRequest,
+  CreateWorkspaceRequest,
+  MemberRemoved,
+  MemberView,
+  WorkspaceCreated,
+  WorkspaceRunShare,
+  WorkspaceView,
+} from '../../../shared/contracts/tokens.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { isId } from '../../../shared/ids.js';
-import { createWorkspace, listWorkspaces } from '../../services/workspaces.js';
+import { createWorkspace, listWorkspaces, setWorkspaceRunShare } from '../../services/workspaces.js';
 import { addMember, listMembers, removeMember } from '../../services/members.js';
 import { WorkspacePolicy } from '../../../shared/contracts/placement.js';
 import { loadWorkspacePolicy, setWorkspacePolicy } from '../../services/workspace-policy.js';
@@ -32,6 +40,20 @@ const create = guarded('admin', {
   responses: {
     201: { description: 'Created', content: { 'application/json': { schema: WorkspaceCreated } } },
     ...errorResponses(400, 401, 403, 409, 413),
+  },
+});
+
+const runShareRoute = guarded('admin', {
+  method: 'put',
+  path: '/workspaces/{id}/run-share',
+  summary: "Set a workspace's fair-share weight and its runs' priority ceiling in the fleet's run queue (admins of the default workspace only)",
+  request: {
+    params: z.object({ id: z.string().refine((id) => isId('workspace', id), 'a workspace id (ws_...)') }),
+    body: { content: { 'application/json': { schema: WorkspaceRunShare } }, required: true },
+  },
+  responses: {
+    200: { description: 'The workspace now', content: { 'application/json': { schema: WorkspaceView } } },
+    ...errorResponses(400, 401, 403, 404, 413),
   },
 });
 
@@ -104,6 +126,13 @@ export function registerWorkspaces(app: OpenAPIHono<AppEnv>) {
       input: { actor: c.get('actor'), name: c.req.valid('json').name },
     });
     return c.json(created, 201);
+  });
+  app.openapi(runShareRoute, async (c) => {
+    const view = await setWorkspaceRunShare({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { actor: c.get('actor'), workspaceId: c.req.valid('param').id, share: c.req.valid('json') },
+    });
+    return c.json(view, 200);
   });
   app.openapi(listMembersRoute, async (c) => {
     const { limit, cursor } = c.req.valid('query');

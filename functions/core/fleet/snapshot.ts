@@ -23,6 +23,10 @@ export interface FleetRows {
     revokedAt: Date | null;
     cordoned: boolean;
     draining: boolean;
+    /** Absent: not shared (rows built by hand before machines were shared). */
+    shared?: boolean;
+    /** Absent: none reported. */
+    address?: string | null;
     lastHeartbeatAt: Date | null;
     reportedStatus: string | null;
     warmModels: string[];
@@ -121,6 +125,10 @@ export interface FleetMachine {
   reportedGen: number | null;
   cordoned: boolean;
   draining: boolean;
+  /** Lent to the fleet's run queue: runs of every workspace may place workers on it (docs/runs.md). */
+  shared: boolean;
+  /** The address other machines of its site reach it at, as its agent last reported; null when it reports none. */
+  address: string | null;
   /** Draining and nothing left on it: no desired assignment, no runtime reported. */
   drained: boolean;
   revokedAt: Date | null;
@@ -235,6 +243,8 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       reportedGen: m.reportedGen,
       cordoned: m.cordoned,
       draining: m.draining,
+      shared: m.shared ?? false,
+      address: m.address ?? null,
       drained: m.draining && runtimes.length === 0,
       revokedAt: m.revokedAt,
       credentialExpiresAt: rows.credentialExpiry.get(m.id) ?? null,

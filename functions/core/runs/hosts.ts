@@ -1,12 +1,24 @@
 import { capacityOf, freeOn, machineRefusal, type CandidateMachine, type ResourceNeed, type Resources } from '../scheduler/place.js';
 
 /**
+ * A machine as the queue takes it: the workspace that enrolled it, and whether it is shared with the fleet's run
+ * queue (docs/runs.md, "Sharing machines"): then runs of every workspace may place workers on it.
+ */
+export interface QueueMachine extends CandidateMachine {
+  workspaceId: string;
+  shared: boolean;
+}
+
+/**
  * One machine as the placement of runs sees it during one pass: its capacity and what is left of it, both as the
  * scheduler counts them (`capacityOf`, `freeOn`: replicas and workers share one accounting), what is left being taken
  * down as the pass reserves; why it takes nothing at all, if so; and the aged run it is held for, if any.
  */
 export interface Host {
   id: string;
+  /** The workspace that enrolled it; `shared`: runs of other workspaces may use it too. */
+  workspaceId: string;
+  shared: boolean;
   labels: Record<string, string>;
   capacity: Resources;
   free: Resources;
@@ -15,10 +27,12 @@ export interface Host {
 }
 
 /** The fleet as a pass starts it, in machine id order: the order every tie between machines is broken by. */
-export function hostsOf(machines: readonly CandidateMachine[]): Host[] {
+export function hostsOf(machines: readonly QueueMachine[]): Host[] {
   return machines
     .map((machine) => ({
       id: machine.id,
+      workspaceId: machine.workspaceId,
+      shared: machine.shared,
       labels: machine.labels,
       capacity: capacityOf(machine.inventory),
       free: freeOn(machine),

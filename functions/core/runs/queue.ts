@@ -1,9 +1,9 @@
 import type { WorkspaceQuota } from '../../../shared/contracts/placement.js';
-import type { CandidateMachine, PlacementConstraint } from '../scheduler/place.js';
+import type { PlacementConstraint } from '../scheduler/place.js';
 import { quotaRefusal, type QuotaUsage } from '../scheduler/quota.js';
 import { demandTotal, type GroupDemand } from './demand.js';
 import { fairShare } from './fair-share.js';
-import { hostsOf, reserveOn, type Host } from './hosts.js';
+import { hostsOf, reserveOn, type Host, type QueueMachine } from './hosts.js';
 import { pickShape } from './shape.js';
 
 /** How long a run waits before it is aged (docs/runs.md, "How the queue decides"), unless the caller says otherwise. */
@@ -51,8 +51,11 @@ export interface QueueInput {
   now: number;
   runs: readonly QueuedRun[];
   workspaces: readonly QueueWorkspace[];
-  /** Every machine, reservations as the store holds them: replicas' and workers'. */
-  machines: readonly CandidateMachine[];
+  /**
+   * Every machine, reservations as the store holds them: replicas' and workers'. A run may use its own workspace's
+   * machines and the shared ones.
+   */
+  machines: readonly QueueMachine[];
   agingMs?: number;
   holdingRuns?: number;
 }
@@ -115,15 +118,18 @@ export function orderQueue(input: Pick<QueueInput, 'runs' | 'workspaces'>): Queu
   return keys.sort(compareKeys).map((key) => key.run);
 }
 
-/** What the fleet side of a run's decision depends on: runs with the same key fit, or do not, alike. */
-function demandKey(run: QueuedRun): string {
+/**
+ * What the fleet side of a run's decision depends on: runs with the same key fit, or do not, alike. `reach` names
+ * the machines the run may use (`reachOf`).
+ */
+function demandKey(run: QueuedRun, reach: string): string {
   const selector = Object.keys(run.selector)
     .sort()
     .map((k) => `${k}=${run.selector[k]}`)
     .join(',');
   const constraints = (run.constraints ?? []).map((c) => `${c.rule}:${JSON.stringify(c.labels)}`).join(';');
   const groups = run.groups.map((g) => `${g.name}:${g.workers}x${g.need.gpus}/${g.need.gpuMemoryMiB}/${g.need.cores}/${g.need.memoryMiB}`).join(';');
-  return `${selector}|${constraints}|${groups}`;
+  return `${reach}|${selector}|${constraints}|${groups}`;
 }
 
 const minutes = (ms: number) => `${Math.floor(ms / 60_000)} min`;
@@ -154,12 +160,28 @@ export function openPass(input: QueueInput): { decide(run: QueuedRun): RunDecisi
   let holding = 0;
   const workspaces = new Map(input.workspaces.map((w) => [w.id, w]));
   const usage = new Map(input.workspaces.map((w) => [w.id, { ...w.usage }]));
-  const hosts = hostsOf(input.machines);
-  const hostById = new Map(hosts.map((h) => [h.id, h]));
+  const allHosts = hostsOf(input.machines);
+  const hostById = new Map(allHosts.map((h) => [h.id, h]));
   const refusedDemands = new Map<string, string>();
+  // A workspace that owns no unshared machine reaches exactly the shared ones, as every such workspace does: its
+  // runs share one reach, and refusals are remembered across those workspaces.
+  const ownsPrivate = new Set(allHosts.filter((h) => !h.shared).map((h) => h.workspaceId));
+  const reachOf = (workspaceId: string) => (ownsPrivate.has(workspaceId) ? workspaceId : '');
+  const reachable = new Map<string, Host[]>();
+  /** The machines a run of the workspace may use: its own and the shared ones, in id order. */
+  function hostsFor(workspaceId: string): Host[] {
+    const reach = reachOf(workspaceId);
+    let hosts = reachable.get(reach);
+    if (!hosts) {
+      hosts = allHosts.filter((h) => h.shared || h.workspaceId === workspaceId);
+      reachable.set(reach, hosts);
+    }
+    return hosts;
+  }
 
   /** Every group placed, reservations taken; or why not, with nothing taken. */
   function place(run: QueuedRun): PlacedWorker[] | string {
+    const hosts = hostsFor(run.workspaceId);
     const workers: PlacedWorker[] = [];
     const taken: Array<{ host: Host; group: GroupDemand; count: number }> = [];
     for (const group of run.groups) {
@@ -180,6 +202,7 @@ export function openPass(input: QueueInput): { decide(run: QueuedRun): RunDecisi
 
   /** The machines an aged run holds, one group after another (a held machine serves one group); or why none. */
   function hold(run: QueuedRun): { holds: string[] } | { reason: string } {
+    const hosts = hostsFor(run.workspaceId);
     const held: Host[] = [];
     for (const group of run.groups) {
       const result = pickShape(hosts, { workers: group.workers, need: group.need, selector: run.selector, constraints: run.constraints }, 'emptied');
@@ -207,7 +230,7 @@ export function openPass(input: QueueInput): { decide(run: QueuedRun): RunDecisi
       const total = demandTotal(run.groups);
       const overQuota = quotaRefusal(workspace.quota, used, { gpus: total.gpus, memoryMiB: total.memoryMiB, replicas: 0 });
       if (overQuota) return wait(run, overQuota);
-      const key = demandKey(run);
+      const key = demandKey(run, reachOf(run.workspaceId));
       let reason = refusedDemands.get(key);
       if (reason === undefined) {
         const placed = place(run);

@@ -28,3 +28,4 @@ export * from './benchmark-runs.js';
 export * from './runs.js';
 export * from './run-workers.js';
 export * from './run-events.js';
+export * from './run-holds.js';

@@ -17,6 +17,8 @@ export const machines = pgTable(
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
     cordoned: boolean('cordoned').notNull().default(false),
     draining: boolean('draining').notNull().default(false),
+    /** Lent to the fleet's run queue: runs of every workspace may place workers on it (docs/runs.md). */
+    shared: boolean('shared').notNull().default(false),
     lastHeartbeatAt: timestamp('last_heartbeat_at', { withTimezone: true }),
     bootId: text('boot_id'),
     lastSeq: integer('last_seq'),
