@@ -53,7 +53,7 @@ module.exports = {
       comment: 'shared/ is what control plane, agent and CLI share: it imports none of them',
       severity: 'error',
       from: { path: '^shared/' },
-      to: { path: '^(functions|agent|cli|sim)/' },
+      to: { path: '^(functions|agent|cli|sim|runner)/' },
     },
     {
       name: 'agent-is-its-own-program',
@@ -61,6 +61,13 @@ module.exports = {
       severity: 'error',
       from: { path: '^(agent|sim)/' },
       to: { path: '^(functions|cli)/' },
+    },
+    {
+      name: 'runner-is-its-own-program',
+      comment: "a job's runner runs wherever a backend starts it and talks HTTP to the control plane: it shares contracts only",
+      severity: 'error',
+      from: { path: '^runner/' },
+      to: { path: '^(functions|agent|cli|sim)/' },
     },
     {
       name: 'cli-is-a-client',
@@ -74,7 +81,7 @@ module.exports = {
       comment: 'folders import one way: a folder-level cycle is forbidden',
       severity: 'error',
       scope: 'folder',
-      from: { path: '^(functions|agent|sim|cli|shared)/' },
+      from: { path: '^(functions|agent|sim|cli|shared|runner)/' },
       to: { circular: true },
     },
   ],

@@ -24,6 +24,7 @@ const ID_PREFIXES = {
   instance: 'ins',
   cluster: 'cls',
   consoleSession: 'ses',
+  file: 'file',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -8,6 +8,12 @@ export class SlotWaitAborted extends Error {
 /** Why `enter` refused: the deployment is full, or this token already holds its share of it. */
 export type AdmissionRefusal = 'deployment' | 'token';
 
+/**
+ * Which queue of a replica a request waits in: `batch` rows (a job's runner marks them) take a freed slot only when
+ * no `interactive` request waits for it (docs/jobs.md, "Batch rows and interactive traffic").
+ */
+export type Lane = 'interactive' | 'batch';
+
 /** The most invocations of a deployment one token holds at once: `share` of its capacity, at least 1. */
 export function tokenShareOf(capacity: number, share: number): number {
   return Math.max(1, Math.floor(capacity * share));
@@ -16,15 +22,15 @@ export function tokenShareOf(capacity: number, share: number): number {
 /**
  * Admission and runtime concurrency of one instance. Admission bounds queued + running invocations per
  * deployment (over it: 429), and each token's share of them, so that one token cannot fill a deployment's queue
- * for every other; each replica runs at most its concurrency at once and the rest wait in a FIFO queue, each
- * waiter bounded by its deadline and cancellable.
+ * for every other; each replica runs at most its concurrency at once and the rest wait, interactive requests in a
+ * FIFO queue ahead of batch rows in theirs, each waiter bounded by its deadline and cancellable.
  */
 export class Admission {
   private readonly inFlight = new Map<string, number>();
   /** Per deployment, the invocations each token holds of it. */
   private readonly perToken = new Map<string, Map<string, number>>();
   private readonly active = new Map<string, number>();
-  private readonly queues = new Map<string, Array<{ grant: () => void }>>();
+  private readonly queues = new Map<string, Array<{ grant: () => void; lane: Lane }>>();
 
   /**
    * Counts an invocation of `tokenId` against the deployment's capacity and the token's share of it (`tokenLimit`);
@@ -56,12 +62,16 @@ export class Admission {
     }
   }
 
+  /** What runs on the replica and what waits for it, batch rows included. */
   load(assignmentId: string): { active: number; queued: number } {
     return { active: this.active.get(assignmentId) ?? 0, queued: this.queues.get(assignmentId)?.length ?? 0 };
   }
 
-  /** Waits for a slot on the replica; resolves with the time spent queued, in ms. */
-  async acquire(assignmentId: string, concurrency: number, deadline: number, signal: AbortSignal): Promise<number> {
+  /**
+   * Waits for a slot on the replica; resolves with the time spent queued, in ms. An interactive request waits
+   * behind interactive ones only: it takes its place ahead of every batch row waiting.
+   */
+  async acquire(assignmentId: string, concurrency: number, deadline: number, signal: AbortSignal, lane: Lane = 'interactive'): Promise<number> {
     const started = performance.now();
     const running = this.active.get(assignmentId) ?? 0;
     if (running < concurrency && !this.queues.get(assignmentId)?.length) {
@@ -76,6 +86,7 @@ export class Admission {
           cleanup();
           resolve();
         },
+        lane,
       };
       const fail = (reason: 'deadline' | 'cancelled') => {
         cleanup();
@@ -90,7 +101,9 @@ export class Admission {
         signal.removeEventListener('abort', onAbort);
       };
       signal.addEventListener('abort', onAbort, { once: true });
-      queue!.push(entry);
+      const firstBatch = lane === 'interactive' ? queue!.findIndex((e) => e.lane === 'batch') : -1;
+      if (firstBatch >= 0) queue!.splice(firstBatch, 0, entry);
+      else queue!.push(entry);
     });
     return performance.now() - started;
   }

@@ -64,7 +64,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
 
   let queueMs: number;
   try {
-    queueMs = await dataPlane.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal);
+    queueMs = await dataPlane.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal, request.lane);
   } catch (error) {
     if (error instanceof SlotWaitAborted) return { ok: false, outcome: { kind: error.reason === 'deadline' ? 'deadline' : 'cancelled' }, node };
     throw error;

@@ -10,6 +10,7 @@ import type { ControlPlaneIdentity } from '../services/identity.js';
 import type { DataPlane } from './data-plane.js';
 import type { InstanceLease } from '../services/instances.js';
 import type { ArtifactStore } from '../kernel/ports/artifact-store.js';
+import type { ObjectStore } from '../kernel/ports/object-store.js';
 
 /** Everything the app needs from the outside world; entry points build it, tests build it too. */
 export interface Ports {
@@ -32,6 +33,8 @@ export interface Ports {
   afterWrite: AfterWrite;
   /** Where model versions' files are verified; absent where there is none (Workers). */
   artifacts?: ArtifactStore;
+  /** Where jobs' data (the Files API's files) is written, beside the model versions; absent where there is no store. */
+  objects?: ObjectStore;
 }
 
 /** The context a service verb runs in, from this instance's ports: the verb's signature says which it reads. */

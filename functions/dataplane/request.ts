@@ -1,3 +1,4 @@
+import type { Lane } from './admission.js';
 import type { InferencePath } from '../../shared/contracts/relay.js';
 import type { Actor } from '../core/principals.js';
 import type { Track } from './routing.js';
@@ -21,4 +22,6 @@ export interface InferenceRequest {
   startedAt: number;
   /** Only this replica set may serve it (the benchmark gate measures the canary alone); absent: by the canary weight. */
   track?: Track;
+  /** `batch`: a job's row, which waits behind interactive requests for a replica's slot; absent: interactive. */
+  lane?: Lane;
 }

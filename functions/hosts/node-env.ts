@@ -54,6 +54,8 @@ export const NodeEnv = z.object({
   LUNANEXA_ARTIFACTS_S3_FORCE_PATH_STYLE: z.stringbool().optional(),
   LUNANEXA_ARTIFACTS_S3_ACCESS_KEY_ID: z.string().optional(),
   LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY: z.string().optional(),
+  /** Largest file of the Files API, in bytes (default 200 MiB). */
+  LUNANEXA_FILES_MAX_BYTES: z.coerce.number().int().positive().optional(),
   /** How long the artifact URLs of a signed desired state work (default an hour). */
   LUNANEXA_ARTIFACT_URL_TTL_MS: ms,
   /** The control plane's URL as agents reach it, when not the one it listens on (a proxy, a bind to 0.0.0.0). */
@@ -94,6 +96,7 @@ export const NodeEnv = z.object({
   LUNANEXA_RELAY_WINDOW_BYTES: z.coerce.number().int().positive().optional(),
   LUNANEXA_RELAY_CLIENT_STALL_MS: z.coerce.number().int().positive().optional(),
   LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS: z.coerce.number().int().positive().optional(),
+  LUNANEXA_JOBS_LOCAL_RUNNERS: z.coerce.number().int().min(0).optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -117,10 +120,12 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     relayWindowBytes: env.LUNANEXA_RELAY_WINDOW_BYTES,
     relayClientStallMs: env.LUNANEXA_RELAY_CLIENT_STALL_MS,
     runFairShareWindowMs: env.LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS,
+    jobsLocalRunners: env.LUNANEXA_JOBS_LOCAL_RUNNERS,
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
     artifactsS3: artifactsS3FromEnv(env),
     artifactUrlTtlMs: env.LUNANEXA_ARTIFACT_URL_TTL_MS,
+    filesMaxBytes: env.LUNANEXA_FILES_MAX_BYTES,
     publicUrl: env.LUNANEXA_PUBLIC_URL,
     metricsToken: env.LUNANEXA_METRICS_TOKEN,
     managementRateLimitPerMinute: env.LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE,

@@ -15,11 +15,13 @@ import { createIdentityLoader } from '../services/identity.js';
 import { createApiToken, ensureWorkspace, mintFirstAdminToken } from '../services/api-tokens.js';
 import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
+import { startLocalJobs } from './local-jobs.js';
 import { createServiceCaches } from '../services/caches.js';
 import { openPgStore } from '../store/pg.js';
 import { auditOwnedByPlane } from '../store/roles.js';
 import { loadSecretKeyFile } from '../services/secret-key.js';
 import { localArtifactStore } from '../store/artifacts/local.js';
+import { localObjectStore } from '../store/artifacts/local-objects.js';
 import { artifactUrlKey } from '../services/store-secrets.js';
 import { newId } from '../../shared/ids.js';
 import { InstanceLease } from '../services/instances.js';
@@ -157,6 +159,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     artifacts: config.artifactsS3
       ? (await import('../store/artifacts/s3.js')).s3ArtifactStore(config.artifactsS3)
       : localArtifactStore(artifactsDir, { baseUrl: () => config.publicUrl ?? listening, key: () => artifactUrlKey(ports) }),
+    objects: config.artifactsS3 ? (await import('../store/artifacts/s3-objects.js')).s3ObjectStore(config.artifactsS3) : localObjectStore(artifactsDir),
   };
   peerServer = peerHolders
     ? await startPeerServer(ports, peerAuth, {
@@ -211,6 +214,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   };
   await tick();
   const interval = setInterval(tick, config.reconcileIntervalMs);
+  const localJobs = startLocalJobs(ports, { planeUrl: () => listening });
 
   return {
     url: listening,
@@ -223,6 +227,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     systemCtx,
     async close() {
       clearInterval(interval);
+      await localJobs.stop();
       clearInterval(leaseTimer);
       ports.dataPlane.routing.stop();
       await ticking;

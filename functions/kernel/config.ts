@@ -105,6 +105,16 @@ export const ControlPlaneConfig = z
       .int()
       .positive()
       .default(4 * 1024 * 1024),
+    /**
+     * Largest file of the Files API (`POST /v1/files`; LUNANEXA_FILES_MAX_BYTES): 200 MiB by default, OpenAI's bound
+     * on a batch's input. The upload is streamed to the artifact store, never held whole, so this bounds the store's
+     * use, not memory.
+     */
+    filesMaxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(200 * 1024 * 1024),
     /** Largest frames upload of one invocation. */
     framesMaxBytes: z
       .number()
@@ -193,6 +203,12 @@ export const ControlPlaneConfig = z
     relayClientStallMs: z.number().int().positive().default(60_000),
     /** The run queue's fair share counts each workspace's GPU-seconds over this window (docs/runs.md): a day. */
     runFairShareWindowMs: z.number().int().positive().default(86_400_000),
+    /** Job runners the `local` backend runs at once on one instance (docs/jobs.md, "Backends"). */
+    jobsLocalRunners: z.number().int().min(0).max(256).default(4),
+    /** How long an instance holds a job whose runner it runs without renewing: past it, the runner counts as lost. */
+    jobsLeaseMs: z.number().int().positive().default(30_000),
+    /** How often the `local` backend looks for jobs to start, expire, recover and finalize. */
+    jobsTickMs: z.number().int().positive().default(1_000),
     /** Largest answer that is not streamed (it is held whole, then sent): past it, 502 `answer_too_large`. */
     plainAnswerMaxBytes: z
       .number()

@@ -483,6 +483,46 @@ describe('every route bounds what it is sent', () => {
     expect(problems).toEqual([]);
   });
 
+  it('/v1/files: every form field, query parameter and path parameter', async () => {
+    const problems: Problem[] = [];
+    const authorization = `Bearer ${plane.adminToken}`;
+    const upload = (purpose: string, filename: string) => {
+      const form = new FormData();
+      form.append('purpose', purpose);
+      form.append('file', new Blob(['{"a":1}\n']), filename);
+      return fetch(`${plane.url}/v1/files`, { method: 'POST', headers: { authorization }, body: form });
+    };
+    const answers: Array<[string, Promise<Response>]> = [
+      ['purpose with a NUL byte', upload(NUL, 'rows.jsonl')],
+      ['purpose overlong', upload(LONG, 'rows.jsonl')],
+      ['file name with a NUL byte', upload('batch', NUL)],
+      ['file name overlong', upload('batch', LONG)],
+    ];
+    for (const query of [`purpose=${NUL}`, `after=${LONG}`, `order=${LONG}`, ...OVERFLOWS.map((n) => `limit=${n}`)]) {
+      answers.push([
+        `list ?${query.slice(0, 24)}`,
+        fetch(`${plane.url}/v1/files?${query.replace(NUL, encodeURIComponent(NUL))}`, { headers: { authorization } }),
+      ]);
+    }
+    for (const id of [NUL, LONG, `file_${MARK}`]) {
+      for (const [method, suffix] of [
+        ['GET', ''],
+        ['GET', '/content'],
+        ['DELETE', ''],
+      ] as const) {
+        answers.push([
+          `${method} /v1/files/{${id.slice(0, 12)}}${suffix}`,
+          fetch(`${plane.url}/v1/files/${encodeURIComponent(id)}${suffix}`, { method, headers: { authorization } }),
+        ]);
+      }
+    }
+    for (const [label, answer] of answers) {
+      const problem = await checkAnswer(await answer, { label: `/v1/files ${label}`, surface: 'openai', strict: true });
+      if (problem) problems.push(problem);
+    }
+    expect(problems).toEqual([]);
+  });
+
   it('never wrote a hostile value, a query parameter or an unhandled error to the log', () => {
     expect(logLines.length).toBeGreaterThan(0);
     expect(logLines.filter((line) => line.includes(MARK))).toEqual([]);

@@ -15,7 +15,7 @@ import { OpenAIErrorEnvelope } from '../../shared/contracts/openai.js';
 import { newId } from '../../shared/ids.js';
 import { applyTestDeployment } from '../helpers/deployments.js';
 import { enrollTestMachine } from '../helpers/machine.js';
-import { startTestPlane, type TestPlane } from '../helpers/plane.js';
+import { startTestPlane, type TestPlane, waitFor } from '../helpers/plane.js';
 
 /**
  * Who may call what (docs/security.md, "Roles"; docs/operations.md, "Routes and roles"). Every route the app
@@ -43,6 +43,14 @@ const A = {
 
 /** SHA-256 of no bytes: A's model version is one empty file, placed in the artifact store. */
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+/** A valid upload of the Files API: a form, not JSON. */
+function uploadForm(): FormData {
+  const form = new FormData();
+  form.append('purpose', 'user_data');
+  form.append('file', new Blob(['route-auth bytes']), 'route-auth.txt');
+  return form;
+}
 
 /** Valid bodies, so that what stops a request is who sends it, never what it sends. */
 const BODIES: Record<string, unknown> = {
@@ -86,6 +94,9 @@ const BODIES: Record<string, unknown> = {
   'POST /v1/chat/completions': { model: A.deployment, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 },
   'POST /v1/completions': { model: A.deployment, prompt: 'hi', max_tokens: 1 },
   'POST /v1/embeddings': { model: A.deployment, input: 'hi' },
+  'POST /v1/jobs/{job_id}/runner/checkpoints': { attempt: 0, results: [{ row: 0, ok: true, line: '{}' }] },
+  'POST /v1/jobs/{job_id}/runner/done': { attempt: 0, totalRows: 1 },
+  'POST /v1/files': uploadForm(),
 };
 
 type Check = { status: number; code: string };
@@ -158,6 +169,35 @@ describe('every route refuses whoever may not call it', () => {
     expect(submitted.status, await submitted.clone().text()).toBe(201);
     const { id: runId } = (await submitted.json()) as { id: string };
 
+    // A's file, uploaded as any client would.
+    const uploaded = await fetch(`${plane.url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${plane.adminToken}` }, body: uploadForm() });
+    expect(uploaded.status, await uploaded.clone().text()).toBe(200);
+    const { id: fileId } = (await uploaded.json()) as { id: string };
+    // A's batch, over a file of its own, run to its end before any check (its runner writes its error file).
+    const batchInput = new FormData();
+    batchInput.append('purpose', 'batch');
+    batchInput.append('file', new Blob(['not a request\n']), 'route-auth.jsonl');
+    const input = (await (
+      await fetch(`${plane.url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${plane.adminToken}` }, body: batchInput })
+    ).json()) as { id: string };
+    BODIES['POST /v1/batches'] = { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' };
+    const batched = await fetch(`${plane.url}/v1/batches`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(BODIES['POST /v1/batches']),
+    });
+    expect(batched.status, await batched.clone().text()).toBe(200);
+    const { id: batchId } = (await batched.json()) as { id: string };
+    await waitFor(
+      async () => {
+        const batch = (await (await fetch(`${plane.url}/v1/batches/${batchId}`, { headers: { authorization: `Bearer ${plane.adminToken}` } })).json()) as {
+          status: string;
+        };
+        return batch.status === 'completed';
+      },
+      { timeoutMs: 30_000, what: "A's batch to complete" },
+    );
+
     const created = await plane.admin('/api/v1/workspaces', { method: 'POST', body: JSON.stringify({ name: 'route-auth-other' }) });
     expect(created.status).toBe(201);
     other = ((await created.json()) as { adminToken: { token: string } }).adminToken.token;
@@ -174,8 +214,11 @@ describe('every route refuses whoever may not call it', () => {
       models: { name: A.model, version: A.version },
       aliases: { alias: A.alias },
       runs: { id: runId, rank: '0' },
+      files: { file_id: fileId },
+      batches: { batch_id: batchId },
+      jobs: { job_id: batchId },
     };
-    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId];
+    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId, fileId, batchId];
     doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as typeof doc;
   }, 60_000);
   afterAll(async () => {
@@ -232,16 +275,20 @@ describe('every route refuses whoever may not call it', () => {
     });
 
   /** The parameters of A's resource a route names, by the collection right after the surface's prefix. */
-  const paramsOf = (route: string) => resources[route.split(' ')[1]!.split('/')[3]!] ?? {};
+  const paramsOf = (route: string) => {
+    const segments = route.split(' ')[1]!.split('/');
+    return resources[segments[segments[1] === 'api' ? 3 : 2]!] ?? {};
+  };
 
   const call = async (route: string, token: string | undefined) => {
     const [method] = route.split(' ') as [string];
     const body = BODIES[route];
     const headers: Record<string, string> = {};
     if (token) headers.authorization = `Bearer ${token}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    const form = body instanceof FormData;
+    if (body !== undefined && !form) headers['content-type'] = 'application/json';
     const path = fill(route, paramsOf(route));
-    const response = await fetch(`${plane.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const response = await fetch(`${plane.url}${path}`, { method, headers, body: body === undefined ? undefined : form ? body : JSON.stringify(body) });
     return { path, status: response.status, text: await response.text() };
   };
 
@@ -294,9 +341,12 @@ describe('every route refuses whoever may not call it', () => {
       const [method, path] = route.split(' ') as [string, string];
       const answer = await call(route, other);
       const names = path.includes('{');
-      if (path.startsWith('/v1/')) {
-        // A's model is unknown to B: the answer an unknown model gets; and B's list of models is its own.
-        if (method === 'POST')
+      if (path.startsWith('/v1/') && !names) {
+        // A's model is unknown to B: the answer an unknown model gets; B's lists are its own, and its upload its own
+        // file; A's file is unknown to B, so a batch over it is refused as a missing file.
+        if (route === 'POST /v1/batches')
+          expect({ status: answer.status, code: codeOf(route, answer.text) }, `${route}: ${answer.text}`).toEqual({ status: 404, code: 'not_found' });
+        else if (method === 'POST' && route !== 'POST /v1/files')
           expect({ status: answer.status, code: codeOf(route, answer.text) }, `${route}: ${answer.text}`).toEqual({ status: 404, code: 'model_not_found' });
         else {
           expect(answer.status, route).toBe(200);
@@ -318,6 +368,7 @@ describe('every route refuses whoever may not call it', () => {
   it("answers A's own tokens differently, so that B's 404s are about tenancy, not missing fixtures", async () => {
     for (const route of servedRoutes().filter((r) => r.startsWith('GET ') && r.includes('{'))) {
       if (route.includes('/logs')) continue; // a log tail needs the machine's stream: 409 no_stream, still not 404
+      if (route.includes('/runner')) continue; // a runner's routes answer its job's current runner token only
       const answer = await call(route, tokens.admin);
       expect(answer.status, `${route}: ${answer.text}`).toBe(200);
     }

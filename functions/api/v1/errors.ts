@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import type { z } from 'zod';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { HTTPException } from 'hono/http-exception';
 import type { AppEnv } from '../../dataplane/ports.js';
@@ -28,6 +29,15 @@ export class OpenAIError extends Error {
   ) {
     super(message);
   }
+}
+
+/** `value` as `schema` reads it, or a 400 `invalid_value` naming the first field that is wrong. */
+export function parseOpenAI<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const param = issue.path.length ? issue.path.join('.') : null;
+  throw new OpenAIError(400, 'invalid_request_error', 'invalid_value', `${issue.message}${param ? ` (${param})` : ''}`, param);
 }
 
 function openAIErrorBody(error: OpenAIError): OpenAIErrorEnvelope {

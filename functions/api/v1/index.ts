@@ -1,9 +1,8 @@
-import { Hono, type Context } from 'hono';
-import type { z } from 'zod';
+import { Hono } from 'hono';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, type ModelList } from '../../../shared/contracts/openai.js';
 import type { InferencePath } from '../../../shared/contracts/relay.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
-import { bodyText, clientGone } from '../http/node-io.js';
+import { clientGone } from '../http/node-io.js';
 import { bearer } from '../http/api-auth.js';
 import { authenticateApiToken } from '../../services/api-tokens.js';
 import { countTokenRequest } from '../../services/rate-limit.js';
@@ -11,29 +10,12 @@ import { modelAllowed } from '../../core/token-rules.js';
 import { executeInference } from '../../dataplane/execute.js';
 import { ApiError } from '../../kernel/errors.js';
 import { handleOpenAIError, OpenAIError } from './errors.js';
+import { filesApi } from './files.js';
+import { batchesApi } from './batches.js';
+import { jobRunnerApi } from './job-runner.js';
 import { inferenceResponse } from './respond.js';
+import { parseBody } from './body.js';
 import { resolveDeadline } from './deadline.js';
-
-async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S, maxBytes: number): Promise<z.output<S>> {
-  const text = await bodyText(
-    c,
-    maxBytes,
-    () => new OpenAIError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${maxBytes} bytes`, null, { Connection: 'close' }),
-  );
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new OpenAIError(400, 'invalid_request_error', 'invalid_json', 'We could not parse the JSON body of your request.');
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = issue.path.length ? issue.path.join('.') : null;
-    throw new OpenAIError(400, 'invalid_request_error', 'invalid_value', `${issue.message}${param ? ` (${param})` : ''}`, param);
-  }
-  return parsed.data;
-}
 
 /** The OpenAI-compatible consumer surface `/v1` (docs/design.md section 5). */
 export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
@@ -126,6 +108,10 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 256)) {
         throw new OpenAIError(400, 'invalid_request_error', 'invalid_idempotency_key', 'Idempotency-Key must be 1-256 characters');
       }
+      const laneHeader = c.req.header('x-lunanexa-lane');
+      if (laneHeader !== undefined && laneHeader !== 'batch' && laneHeader !== 'interactive') {
+        throw new OpenAIError(400, 'invalid_request_error', 'invalid_lane', 'X-LunaNexa-Lane must be batch or interactive');
+      }
       const { timeout: _timeout, ...forward } = body;
       const result = await executeInference(ports, {
         actor: c.get('actor'),
@@ -138,11 +124,16 @@ export function inferenceApi(maxBodyBytes: number): Hono<AppEnv> {
         idempotencyKey,
         signal: clientGone(c),
         startedAt,
+        // Anyone may put their own request behind interactive traffic; nobody can put it ahead.
+        lane: laneHeader === 'batch' ? 'batch' : 'interactive',
       });
       return inferenceResponse(c, result);
     });
   inference('/v1/chat/completions', 'chat', ChatCompletionRequest);
   inference('/v1/completions', 'completions', CompletionRequest);
   inference('/v1/embeddings', 'embeddings', EmbeddingRequest);
+  app.route('/files', filesApi());
+  app.route('/batches', batchesApi());
+  app.route('/jobs', jobRunnerApi());
   return app;
 }

@@ -16,7 +16,7 @@ import {
 import { localFileUrl } from './local-urls.js';
 
 const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;
-const isMissing = (error: unknown) => codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR';
+export const isMissing = (error: unknown) => codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR';
 
 /** How the local store's URLs are made: the control plane's URL as agents reach it, and the signing key. */
 export interface LocalUrlSigning {
@@ -100,15 +100,20 @@ export function localArtifactStore(root: string, urls: LocalUrlSigning): Artifac
         if (typeof codeOf(error) !== 'string') throw error;
         return null;
       }
-      const { size } = await handle.stat().catch(async (error: unknown) => {
-        await handle.close();
-        throw error;
-      });
-      return {
-        size,
-        stream: (start, end) => Readable.toWeb(handle.createReadStream({ start, end, autoClose: true, highWaterMark: 1 << 20 })) as ReadableStream<Uint8Array>,
-        close: () => handle.close(),
-      };
+      return await openedFile(handle);
     },
+  };
+}
+
+/** An open file handed over for serving: its size now, then its bytes a range at a time. The handle is the caller's no more. */
+export async function openedFile(handle: FileHandle): Promise<OpenedFile> {
+  const { size } = await handle.stat().catch(async (error: unknown) => {
+    await handle.close();
+    throw error;
+  });
+  return {
+    size,
+    stream: (start, end) => Readable.toWeb(handle.createReadStream({ start, end, autoClose: true, highWaterMark: 1 << 20 })) as ReadableStream<Uint8Array>,
+    close: () => handle.close(),
   };
 }

@@ -1,4 +1,4 @@
-import { GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { ManifestFile } from '../../../shared/contracts/registry.js';
 import type { ArtifactsS3Config } from '../../kernel/config.js';
@@ -13,11 +13,10 @@ import {
   type FileCheck,
   type VersionFolder,
 } from '../../kernel/ports/artifact-store.js';
+import { bucketKey, s3Client, statusOf } from './s3-client.js';
 
 /** The longest a SigV4 presigned URL may live (S3 refuses more): 7 days. */
 const PRESIGN_MAX_S = 7 * 24 * 3600;
-
-const statusOf = (error: unknown) => (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
 
 /**
  * What an S3 error says of one file: absent (404), or not ours to read (403: the credentials lack s3:GetObject
@@ -34,21 +33,12 @@ function problemOf(error: unknown): 'missing' | 'unreadable' {
 /**
  * The S3-compatible artifact store (docs/artifacts.md): a version's files are the objects
  * `[<prefix>/]<workspace id>/<model name>/<version>/<path>` of one bucket, and agents fetch them with SigV4
- * presigned GET URLs. The control plane only reads the bucket; operators upload versions with their own tools.
+ * presigned GET URLs. The control plane never writes a version (operators upload them with their own tools); jobs' data
+ * under `_data/` is `s3-objects.ts`'s.
  */
 export function s3ArtifactStore(config: ArtifactsS3Config): ArtifactStore {
-  const client = new S3Client({
-    region: config.region,
-    endpoint: config.endpoint,
-    forcePathStyle: config.forcePathStyle,
-    // Unset: the SDK's own chain (AWS_* variables, an instance or task role).
-    credentials: config.accessKeyId && config.secretAccessKey ? { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey } : undefined,
-    // Checksums only where S3 demands them: verification hashes every byte already, and presigned URLs stay
-    // plain GETs that any S3-compatible server answers.
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-  const keyOf = (folder: VersionFolder, path: string) => (config.prefix ? `${config.prefix}/` : '') + fileKey(folder, path);
+  const client = s3Client(config);
+  const keyOf = (folder: VersionFolder, path: string) => bucketKey(config, fileKey(folder, path));
 
   async function check(folder: VersionFolder, file: ManifestFile): Promise<FileCheck> {
     const Key = keyOf(folder, file.path);

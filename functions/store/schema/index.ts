@@ -29,3 +29,5 @@ export * from './runs.js';
 export * from './run-workers.js';
 export * from './run-events.js';
 export * from './run-holds.js';
+export * from './jobs.js';
+export * from './files.js';
