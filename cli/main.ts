@@ -12,6 +12,7 @@ import { registerModels } from './commands/models.js';
 import { registerAliases } from './commands/aliases.js';
 import { registerPolicy } from './commands/policy.js';
 import { registerRuns } from './commands/runs.js';
+import { registerJobs } from './commands/jobs.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -27,6 +28,7 @@ registerSession(program);
 registerMachines(program);
 registerDeployments(program);
 registerRuns(program);
+registerJobs(program);
 registerLogs(program);
 registerEnrollTokens(program);
 registerTokens(program);

@@ -1,15 +1,11 @@
 import { z } from 'zod';
-import {
-  MAX_CHECKPOINT_BYTES,
-  MAX_CHECKPOINT_ROWS,
-  MAX_RESULT_LINE_BYTES,
-  RunnerCheckpointAnswer,
-  RunnerJob,
-  type RowResult,
-} from '../shared/contracts/job.js';
-import { JsonlSplitter, type JsonlLine } from '../shared/batch/jsonl.js';
+import { MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_ROWS, MAX_RESULT_LINE_BYTES, RunnerCheckpointAnswer, RunnerJob, type RowResult } from '../shared/batch/job.js';
+import { JsonlSplitter } from '../shared/batch/jsonl.js';
 import { batchRequestId, errorLine, isErrorLine, responseLine, type BatchOutputLine } from '../shared/batch/output.js';
 import { parseRequestLine } from '../shared/batch/request-line.js';
+import { rowRequest } from '../shared/batch/job-rows.js';
+import { parquetRowCount, readParquetRows } from '../shared/batch/parquet.js';
+import type { RowError } from '../shared/batch/row-error.js';
 import { has } from '../shared/batch/checkpoint.js';
 import { retryDelay, type RowFailure } from '../shared/batch/retry.js';
 
@@ -25,6 +21,15 @@ const Env = z.object({
   LUNANEXA_JOB_ID: z.string().min(1),
   LUNANEXA_JOB_TOKEN: z.string().min(1),
 });
+
+/** A row of the input as the request it becomes, or why none (with its `custom_id` when it has one). */
+type InputRow = { index: number } & (
+  | { ok: true; customId: string; url: string; body: Record<string, unknown> }
+  | { ok: false; customId: string | null; error: RowError }
+);
+
+/** Parquet rows decoded at once: a slice of row groups, not the file. */
+const PARQUET_SLICE = 1_000;
 
 /**
  * Results are sent when this many wait, or this many bytes of them, or this long after the first of them finished:
@@ -60,38 +65,82 @@ class Runner {
   async run(): Promise<void> {
     const input = await fetch(`${this.base}/v1/files/${encodeURIComponent(this.job.spec.inputFileId)}/content`, { headers: this.headers() });
     if (!input.ok || !input.body) throw new Error(`reading the input file: HTTP ${input.status}`);
-    const splitter = new JsonlSplitter();
     let rows = 0;
-    const reader = input.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      const lines = done ? splitter.end() : splitter.push(value);
-      for (const line of lines) {
-        rows = line.index + 1;
-        if (this.failed !== null) throw this.failed;
-        if (this.cancelled) break;
-        if (has(this.job.done, line.index)) continue;
-        // Bounded: a row starts only once one of the `concurrency` in flight has ended.
-        while (this.inFlight.size >= this.job.spec.concurrency) await Promise.race(this.inFlight);
-        const task = this.row(line).finally(() => this.inFlight.delete(task));
-        this.inFlight.add(task);
-      }
-      if (done || this.cancelled) break;
+    const source = this.job.spec.kind === 'rows' && this.job.spec.format === 'parquet' ? this.parquetRows(input) : this.jsonlRows(input.body);
+    for await (const row of source) {
+      rows = row.index + 1;
+      if (this.failed !== null) throw this.failed;
+      if (this.cancelled) break;
+      // Bounded: a row starts only once one of the `concurrency` in flight has ended.
+      while (this.inFlight.size >= this.job.spec.concurrency) await Promise.race(this.inFlight);
+      const task = this.row(row).finally(() => this.inFlight.delete(task));
+      this.inFlight.add(task);
     }
-    if (this.cancelled) await reader.cancel().catch(() => {});
     await Promise.all(this.inFlight);
     await this.flush();
     if (this.failed !== null) throw this.failed;
     if (!this.cancelled) await this.post('done', { attempt: this.job.attempt, totalRows: rows });
   }
 
+  /** What a line of the input asks: an OpenAI batch's request line, or a built-in job's row. */
+  private request(index: number, text: string): InputRow {
+    const { spec } = this.job;
+    if (spec.kind === 'openai-batch') {
+      const parsed = parseRequestLine(text, index, spec.endpoint);
+      return parsed.ok ? { index, ok: true, customId: parsed.line.custom_id, url: parsed.line.url, body: parsed.line.body } : { index, ...parsed };
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return { index, ok: false, customId: null, error: { code: 'invalid_json', message: `row ${index}: the line is not JSON` } };
+    }
+    return { index, ...rowRequest(spec.rows.kind, spec.rows.model, spec.rows.defaults, value, index) };
+  }
+
+  /** The rows of a JSONL input not done yet, one line held at a time. */
+  private async *jsonlRows(body: ReadableStream<Uint8Array>): AsyncGenerator<InputRow> {
+    const splitter = new JsonlSplitter();
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        for (const line of done ? splitter.end() : splitter.push(value)) {
+          if (has(this.job.done, line.index)) continue;
+          yield 'error' in line ? { index: line.index, ok: false, customId: null, error: line.error } : this.request(line.index, line.text);
+        }
+        if (done) return;
+      }
+    } finally {
+      await reader.cancel().catch(() => {});
+    }
+  }
+
+  /** The rows of a Parquet input not done yet, a slice at a time: the file is held (its footer is at its end), its rows are not. */
+  private async *parquetRows(input: Response): AsyncGenerator<InputRow> {
+    const { spec } = this.job;
+    if (spec.kind !== 'rows') return;
+    const bytes = new Uint8Array(await input.arrayBuffer());
+    const total = parquetRowCount(bytes);
+    for (let start = 0; start < total; start += PARQUET_SLICE) {
+      const end = Math.min(total, start + PARQUET_SLICE);
+      // A slice already done is not decoded again.
+      let pending = false;
+      for (let i = start; i < end && !pending; i++) pending = !has(this.job.done, i);
+      if (!pending) continue;
+      const slice = await readParquetRows(bytes, { rowStart: start, rowEnd: end });
+      for (const [offset, value] of slice.entries()) {
+        const index = start + offset;
+        if (!has(this.job.done, index)) yield { index, ...rowRequest(spec.rows.kind, spec.rows.model, spec.rows.defaults, value, index) };
+      }
+    }
+  }
+
   /** One row to its result: sent, retried by the job's policy, or refused as it stands. Never throws. */
-  private async row(line: JsonlLine): Promise<void> {
-    const id = batchRequestId(this.job.id, line.index);
-    if ('error' in line) return this.result(line.index, errorLine({ id, customId: null, error: line.error }));
-    const parsed = parseRequestLine(line.text, line.index, this.job.spec.endpoint);
-    if (!parsed.ok) return this.result(line.index, errorLine({ id, customId: parsed.customId, error: parsed.error }));
-    const { custom_id: customId, url, body } = parsed.line;
+  private async row(row: InputRow): Promise<void> {
+    const id = batchRequestId(this.job.id, row.index);
+    if (!row.ok) return this.result(row.index, errorLine({ id, customId: row.customId, error: row.error }));
+    const { customId, url, body } = row;
     for (let attempt = 1; ; attempt += 1) {
       let failure: RowFailure;
       try {
@@ -103,17 +152,17 @@ class Runner {
         const text = await answer.text();
         const requestId = answer.headers.get('x-lunanexa-workload-id') ?? answer.headers.get('x-request-id') ?? id;
         failure = { status: answer.status, retryAfterS: Number(answer.headers.get('retry-after') ?? Number.NaN) };
-        const decision = answer.ok ? { retry: false as const } : retryDelay({ ...failure, attempt, rowIndex: line.index, policy: this.job.spec.retry });
+        const decision = answer.ok ? { retry: false as const } : retryDelay({ ...failure, attempt, rowIndex: row.index, policy: this.job.spec.retry });
         if (!decision.retry) {
-          return this.result(line.index, responseLine({ id, customId, statusCode: answer.status, requestId, body: parseJson(text) }));
+          return this.result(row.index, responseLine({ id, customId, statusCode: answer.status, requestId, body: parseJson(text) }));
         }
         await sleep(decision.delayMs);
       } catch (error) {
         failure = { networkError: true };
-        const decision = retryDelay({ ...failure, attempt, rowIndex: line.index, policy: this.job.spec.retry });
+        const decision = retryDelay({ ...failure, attempt, rowIndex: row.index, policy: this.job.spec.retry });
         if (!decision.retry) {
           const message = `no answer after ${attempt} attempts: ${error instanceof Error ? error.message : String(error)}`;
-          return this.result(line.index, errorLine({ id, customId, error: { code: 'no_answer', message } }));
+          return this.result(row.index, errorLine({ id, customId, error: { code: 'no_answer', message } }));
         }
         await sleep(decision.delayMs);
       }

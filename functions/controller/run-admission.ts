@@ -27,7 +27,9 @@ export async function replaceWorkers(w: RunWrites, config: QueueConfig, snapshot
     .from(runWorkers)
     .innerJoin(runs, eq(runs.id, runWorkers.runId))
     .where(and(isNull(runs.finishedAt), ne(runs.state, 'pending'), eq(runWorkers.state, 'pending'), isNull(runWorkers.machineId)))
-    .orderBy(asc(runs.id), asc(runWorkers.rank));
+    .orderBy(asc(runs.id), asc(runWorkers.rank))
+    // Locked, as the queue's runs are (`admitRuns`): a cancel either ends the run first or waits for this pass.
+    .for('update');
   const placedIn = new Set<string>();
   if (rows.length === 0) return placedIn;
   const result = await queuePass(
@@ -83,7 +85,10 @@ export async function admitRuns(w: RunWrites, config: QueueConfig, snapshot: Fle
     .select()
     .from(runs)
     .where(and(isNull(runs.finishedAt), eq(runs.state, 'pending')))
-    .orderBy(asc(runs.id));
+    .orderBy(asc(runs.id))
+    // Locked for the pass: a run cancelled meanwhile (its cancel locks it) is either gone from this read or waits
+    // for the pass to commit, never overwritten by the pass's reason or placement.
+    .for('update');
   const placedIn = new Set<string>();
   if (waiting.length === 0) return placedIn;
   const result = await queuePass(w.db, config, snapshot, waiting.map(queuedRun));

@@ -148,7 +148,9 @@ export async function progressRuns(w: RunWrites, now: Date, sight: FleetSight): 
     .select()
     .from(runs)
     .where(and(isNull(runs.finishedAt), notInArray(runs.state, ['pending'])))
-    .orderBy(asc(runs.id));
+    .orderBy(asc(runs.id))
+    // Locked, as a cancel locks its run: a run cancelled meanwhile is not moved on by a pass that read it live.
+    .for('update');
   for (const run of admitted) {
     const workers = await w.db.select().from(runWorkers).where(eq(runWorkers.runId, run.id)).orderBy(asc(runWorkers.rank));
     await applySight(w, run, workers, sight);

@@ -1,7 +1,7 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { jobParts, jobs } from '../store/schema/index.js';
 import { addRows, count, has } from '../../shared/batch/checkpoint.js';
-import type { RunnerCheckpoint, RunnerCheckpointAnswer, RunnerDone, RunnerJob } from '../../shared/contracts/job.js';
+import type { RunnerCheckpoint, RunnerCheckpointAnswer, RunnerDone, RunnerJob } from '../../shared/batch/job.js';
 import { isId } from '../../shared/ids.js';
 import { ApiError } from '../kernel/errors.js';
 import { checkedDataKey } from '../kernel/ports/object-store.js';

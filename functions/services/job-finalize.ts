@@ -1,7 +1,9 @@
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { jobs } from '../store/schema/index.js';
 import { JsonlSplitter } from '../../shared/batch/jsonl.js';
-import { RowResult } from '../../shared/contracts/job.js';
+import type { BatchOutputLine } from '../../shared/batch/output.js';
+import { OUTPUT_PARQUET_COLUMNS, outputParquetRow, writeParquetRows } from '../../shared/batch/parquet.js';
+import { RowResult } from '../../shared/batch/job.js';
 import type { ObjectStore } from '../kernel/ports/object-store.js';
 import { mergeByRow } from '../core/jobs/merge.js';
 import type { JobOutcome } from '../core/jobs/states.js';
@@ -90,6 +92,18 @@ async function outputFile(ctx: FinalizeCtx, job: JobRow, keys: readonly string[]
 }
 
 /**
+ * Every row's output line, merged in row order, as a Parquet file (`OUTPUT_PARQUET_COLUMNS`): the output of a job
+ * over Parquet rows is Parquet. The writer takes its rows whole: the file is built in memory.
+ */
+async function parquetOutputFile(ctx: FinalizeCtx, job: JobRow, keys: readonly string[]): Promise<string> {
+  const rows = [];
+  for await (const result of mergeByRow(keys.map((k) => partResults(ctx.objects!, k)))) rows.push(outputParquetRow(JSON.parse(result.line) as BatchOutputLine));
+  const body = new Blob([new Uint8Array(writeParquetRows(rows, OUTPUT_PARQUET_COLUMNS))]).stream();
+  const file = await createFile({ ctx, input: { workspaceId: job.workspaceId, filename: `${job.id}_output.parquet`, purpose: 'batch_output', body } });
+  return file.id;
+}
+
+/**
  * Finalizes a job that is `finalizing` and that no live instance is finalizing: takes it over (a lease, so that two
  * instances never write its output twice), merges its parts in row order into its output file (the rows that got a
  * 2xx answer) and its error file (the others), records them and its outcome, and drops its parts. False when there
@@ -114,9 +128,18 @@ export async function finalizeJob({ ctx, input }: { ctx: FinalizeCtx; input: { j
     job,
     (await jobPartsOf(ctx, job.id)).map((p) => p.objectKey),
   );
-  // Each only when it has a line: the Files API holds no empty file, and OpenAI leaves such an id unset too.
-  const outputFileId = job.doneRows > 0 ? await outputFile(ctx, job, keys, 'output', (r) => r.ok) : null;
-  const errorFileId = job.failedRows > 0 ? await outputFile(ctx, job, keys, 'error', (r) => !r.ok) : null;
+  // Each only when it has a line: the Files API holds no empty file, and OpenAI leaves such an id unset too. A
+  // built-in job's output holds every row, a result or an error, in its input's format.
+  const { spec } = job;
+  let outputFileId: string | null = null;
+  let errorFileId: string | null = null;
+  if (spec.kind === 'rows') {
+    if (job.doneRows + job.failedRows > 0)
+      outputFileId = spec.format === 'parquet' ? await parquetOutputFile(ctx, job, keys) : await outputFile(ctx, job, keys, 'output', () => true);
+  } else {
+    if (job.doneRows > 0) outputFileId = await outputFile(ctx, job, keys, 'output', (r) => r.ok);
+    if (job.failedRows > 0) errorFileId = await outputFile(ctx, job, keys, 'error', (r) => !r.ok);
+  }
   const outcome = (job.outcome ?? 'completed') as JobOutcome;
   await ctx.db
     .update(jobs)

@@ -1,109 +1,64 @@
 import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { files, jobs } from '../store/schema/index.js';
-import type { BatchCreateRequest, BatchList, BatchObject } from '../../shared/contracts/openai-batch.js';
-import { JobSpec } from '../../shared/contracts/job.js';
+import { jobEndpoint, JobSpec, type JobSubmission, type JobView } from '../../shared/batch/job.js';
+import { batchProgress } from '../../shared/batch/progress.js';
 import { isId, newId } from '../../shared/ids.js';
 import { ApiError } from '../kernel/errors.js';
+import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { batchStatus, jobMove, type JobState } from '../core/jobs/states.js';
+import { dbNow } from '../store/rows.js';
 import { audit, withTransaction, type ServiceCtx } from './service-context.js';
 import type { JobRow } from './job-runners.js';
 import { instanceAlive } from './instances.js';
 
-/** OpenAI's completion window, the only one it offers: a batch not done within it expires with what it finished. */
-const COMPLETION_WINDOW_MS = 24 * 3_600_000;
+/** A live input file of the workspace of one of `purposes`: its id; 404, or 400 for its purpose. Locked for share. */
+export async function inputFile(tx: ServiceCtx, input: { workspaceId: string; fileId: string; purposes: readonly string[]; what: string }): Promise<string> {
+  const [file] = isId('file', input.fileId)
+    ? await tx.db
+        .select({ id: files.id, purpose: files.purpose })
+        .from(files)
+        .where(and(eq(files.id, input.fileId), eq(files.workspaceId, input.workspaceId), isNull(files.deletedAt)))
+        .for('share')
+    : [];
+  if (!file) throw new ApiError('not_found', `No such File object: ${input.fileId}`);
+  if (!input.purposes.includes(file.purpose)) {
+    throw new ApiError('bad_request', `the input file's purpose is ${file.purpose}, ${input.what} reads a file of purpose ${input.purposes.join(' or ')}`);
+  }
+  return file.id;
+}
 
-const epochS = (at: Date | null) => (at ? Math.floor(at.getTime() / 1000) : null);
-
-/** A job as the OpenAI Batch API shows a batch. */
-function batchObject(job: JobRow): BatchObject {
-  const state = job.state as JobState;
-  return {
-    id: job.id,
-    object: 'batch',
-    endpoint: job.spec.endpoint,
-    errors: null,
-    input_file_id: job.spec.inputFileId,
-    completion_window: '24h',
-    status: batchStatus(state),
-    output_file_id: job.outputFileId,
-    error_file_id: job.errorFileId,
-    created_at: epochS(job.createdAt)!,
-    in_progress_at: epochS(job.startedAt),
-    expires_at: epochS(job.expiresAt),
-    finalizing_at: epochS(job.finalizingAt),
-    completed_at: state === 'completed' ? epochS(job.finishedAt) : null,
-    failed_at: state === 'failed' ? epochS(job.finishedAt) : null,
-    expired_at: state === 'expired' ? epochS(job.finishedAt) : null,
-    cancelling_at: epochS(job.cancellingAt),
-    cancelled_at: state === 'cancelled' ? epochS(job.finishedAt) : null,
-    request_counts: { total: job.totalRows ?? job.doneRows + job.failedRows, completed: job.doneRows, failed: job.failedRows },
-    metadata: job.metadata ?? null,
-  };
+/** Writes a new job of the workspace, audited as `job.create`; it expires `expiresInMs` from now, or never. */
+export async function insertJob(
+  tx: ServiceCtx,
+  input: { workspaceId: string; spec: JobSpec; metadata?: Record<string, string> | null; expiresInMs?: number },
+): Promise<JobRow> {
+  const [row] = await tx.db
+    .insert(jobs)
+    .values({
+      id: newId('job'),
+      workspaceId: input.workspaceId,
+      spec: input.spec,
+      metadata: input.metadata ?? null,
+      expiresAt: input.expiresInMs === undefined ? null : sql`now() + make_interval(secs => ${input.expiresInMs / 1000})`,
+    })
+    .returning();
+  const details = { kind: input.spec.kind, endpoint: jobEndpoint(input.spec), inputFileId: input.spec.inputFileId };
+  await audit(tx, { workspaceId: input.workspaceId, action: 'job.create', target: row!.id, details });
+  return row!;
 }
 
 /**
- * Creates a batch (`POST /v1/batches`): a job of kind `openai-batch` over a live `batch` file of the workspace, to
- * expire 24 hours from now. Its lines are checked by its runner as it reads them: a malformed line fails that row
- * (in the error file), never the batch. Audited as `job.create`.
+ * A workspace's job (of `kind` only, when given: the Batch API sees batches), or 404: another workspace's and an id
+ * that is no job id alike.
  */
-export async function createBatch({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; request: BatchCreateRequest } }): Promise<BatchObject> {
-  const { request } = input;
-  return await withTransaction(ctx, async (tx) => {
-    const [file] = isId('file', request.input_file_id)
-      ? await tx.db
-          .select({ id: files.id, purpose: files.purpose })
-          .from(files)
-          .where(and(eq(files.id, request.input_file_id), eq(files.workspaceId, input.workspaceId), isNull(files.deletedAt)))
-          .for('share')
-      : [];
-    if (!file) throw new ApiError('not_found', `No such File object: ${request.input_file_id}`);
-    if (file.purpose !== 'batch') throw new ApiError('bad_request', `the input file's purpose is ${file.purpose}, a batch reads a file of purpose batch`);
-    const spec = JobSpec.parse({ kind: 'openai-batch', endpoint: request.endpoint, inputFileId: file.id });
-    const [row] = await tx.db
-      .insert(jobs)
-      .values({
-        id: newId('job'),
-        workspaceId: input.workspaceId,
-        spec,
-        metadata: request.metadata ?? null,
-        expiresAt: sql`now() + make_interval(secs => ${COMPLETION_WINDOW_MS / 1000})`,
-      })
-      .returning();
-    await audit(tx, {
-      workspaceId: input.workspaceId,
-      action: 'job.create',
-      target: row!.id,
-      details: { kind: spec.kind, endpoint: spec.endpoint, inputFileId: file.id },
-    });
-    return batchObject(row!);
-  });
-}
-
-/** A workspace's job, or 404: another workspace's and an id that is no job id alike. */
-async function findJob(ctx: ServiceCtx, input: { workspaceId: string; jobId: string; lock?: boolean }): Promise<JobRow> {
+export async function findJob(ctx: ServiceCtx, input: { workspaceId: string; jobId: string; lock?: boolean; kind?: JobSpec['kind'] }): Promise<JobRow> {
   const query = ctx.db
     .select()
     .from(jobs)
-    .where(and(eq(jobs.id, input.jobId), eq(jobs.workspaceId, input.workspaceId)));
+    .where(and(eq(jobs.id, input.jobId), eq(jobs.workspaceId, input.workspaceId), input.kind ? sql`${jobs.spec}->>'kind' = ${input.kind}` : undefined));
   const [row] = isId('job', input.jobId) ? await (input.lock ? query.for('update') : query) : [];
-  if (!row) throw new ApiError('not_found', `No such batch: ${input.jobId}`);
+  if (!row) throw new ApiError('not_found', `No such ${input.kind === 'openai-batch' ? 'batch' : 'job'}: ${input.jobId}`);
   return row;
-}
-
-export async function getBatch({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<BatchObject> {
-  return batchObject(await findJob(ctx, input));
-}
-
-/** One page of a workspace's batches, newest first, after `after` (a batch id) as OpenAI's cursor pages go. */
-export async function listBatches({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; after?: string; limit: number } }): Promise<BatchList> {
-  const rows = await ctx.db
-    .select()
-    .from(jobs)
-    .where(and(eq(jobs.workspaceId, input.workspaceId), input.after === undefined ? undefined : lt(jobs.id, input.after)))
-    .orderBy(desc(jobs.id))
-    .limit(input.limit + 1);
-  const data = rows.slice(0, input.limit).map(batchObject);
-  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: rows.length > input.limit };
 }
 
 /**
@@ -111,21 +66,81 @@ export async function listBatches({ ctx, input }: { ctx: ServiceCtx; input: { wo
  * finished and ends); one without a runner (not started, or between two attempts) is finalized at once. Either way
  * its output keeps the rows it finished. A job already ending answers 409 (`invalid_transition`).
  */
-export async function cancelJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<BatchObject> {
+export async function cancelJobRow(ctx: ServiceCtx, input: { workspaceId: string; jobId: string; kind?: JobSpec['kind'] }): Promise<JobRow> {
   return await withTransaction(ctx, async (tx) => {
     const job = await findJob(tx, { ...input, lock: true });
     const from = job.state as JobState;
     const to: JobState = from === 'pending' ? 'finalizing' : 'cancelling';
     const move = from === 'finalizing' ? { refused: 'it is finalizing' } : jobMove(from, to);
-    if ('refused' in move) throw new ApiError('invalid_transition', `Cannot cancel a batch that is ${batchStatus(from)}: ${move.refused}`);
+    if ('refused' in move) throw new ApiError('invalid_transition', `Cannot cancel a job that is ${batchStatus(from)}: ${move.refused}`);
     const [row] = await tx.db
       .update(jobs)
       .set({ state: to, outcome: 'cancelled', reason: 'cancelled', cancellingAt: sql`now()`, ...(to === 'finalizing' ? { finalizingAt: sql`now()` } : {}) })
       .where(eq(jobs.id, job.id))
       .returning();
     await audit(tx, { workspaceId: input.workspaceId, action: 'job.cancel', target: job.id, details: { from } });
-    return batchObject(row!);
+    return row!;
   });
+}
+
+const iso = (at: Date | null) => at?.toISOString() ?? null;
+
+/** A job as the management API shows it, its rate and ETA from its samples as of `now`. */
+function jobView(job: JobRow, now: Date): JobView {
+  const progress = batchProgress({ samples: job.samples, total: job.totalRows, failed: job.failedRows, now: now.getTime() });
+  return {
+    id: job.id,
+    kind: job.spec.kind,
+    state: job.state as JobState,
+    spec: job.spec,
+    attempt: job.attempt,
+    rows: { total: job.totalRows, succeeded: job.doneRows, failed: job.failedRows },
+    rate: progress.rate,
+    etaMs: progress.etaMs,
+    outputFileId: job.outputFileId,
+    errorFileId: job.errorFileId,
+    reason: job.reason,
+    createdAt: job.createdAt.toISOString(),
+    startedAt: iso(job.startedAt),
+    finishedAt: iso(job.finishedAt),
+    expiresAt: iso(job.expiresAt),
+  };
+}
+
+/**
+ * Submits a built-in job (`POST /api/v1/jobs`): chat, completion or embedding rows of a live JSONL or Parquet file of
+ * the workspace (purpose `batch` or `user_data`), sent to its model with its defaults. It has no completion window.
+ */
+export async function submitJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; submission: JobSubmission } }): Promise<JobView> {
+  const { submission } = input;
+  return await withTransaction(ctx, async (tx) => {
+    const fileId = await inputFile(tx, { workspaceId: input.workspaceId, fileId: submission.inputFileId, purposes: ['batch', 'user_data'], what: 'a job' });
+    const spec = JobSpec.parse({ ...submission, kind: 'rows', inputFileId: fileId });
+    return jobView(await insertJob(tx, { workspaceId: input.workspaceId, spec }), await dbNow(tx.db));
+  });
+}
+
+export async function getJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<JobView> {
+  return jobView(await findJob(ctx, input), await dbNow(ctx.db));
+}
+
+/** One page of the workspace's jobs (batches included), newest first, after `after` (a job id). */
+export async function listJobs({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string } & PageRequest<string> }): Promise<RowPage<JobView>> {
+  const rows = await ctx.db
+    .select()
+    .from(jobs)
+    .where(and(eq(jobs.workspaceId, input.workspaceId), input.after === undefined ? undefined : lt(jobs.id, input.after)))
+    .orderBy(desc(jobs.id))
+    .limit(input.limit + 1);
+  const page = cutPage(rows, input.limit);
+  const now = await dbNow(ctx.db);
+  return { items: page.items.map((row) => jobView(row, now)), more: page.more };
+}
+
+/** `POST /api/v1/jobs/{id}/cancel`: any job of the workspace, cancelled (`cancelJobRow`). */
+export async function cancelJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<JobView> {
+  const row = await cancelJobRow(ctx, input);
+  return jobView(row, await dbNow(ctx.db));
 }
 
 /**

@@ -10003,6 +10003,821 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the workspace's jobs, batches included, newest first, with their progress */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Items per page */
+                    limit?: number;
+                    /** @description The previous page's `nextCursor`; omit it for the first page */
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Jobs */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                id: string;
+                                /** @enum {string} */
+                                kind: "openai-batch" | "rows";
+                                /** @enum {string} */
+                                state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+                                spec: {
+                                    /** @enum {string} */
+                                    kind: "openai-batch";
+                                    /** @enum {string} */
+                                    endpoint: "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+                                    inputFileId: string;
+                                    /**
+                                     * @default local
+                                     * @enum {string}
+                                     */
+                                    backend: "local";
+                                    /** @default 16 */
+                                    concurrency: number;
+                                    /**
+                                     * @default {
+                                     *       "maxAttempts": 4,
+                                     *       "baseMs": 500,
+                                     *       "maxMs": 30000
+                                     *     }
+                                     */
+                                    retry: {
+                                        /** @default 4 */
+                                        maxAttempts: number;
+                                        /** @default 500 */
+                                        baseMs: number;
+                                        /** @default 30000 */
+                                        maxMs: number;
+                                    };
+                                    /** @default 5 */
+                                    maxAttempts: number;
+                                } | {
+                                    /** @enum {string} */
+                                    kind: "rows";
+                                    rows: {
+                                        /** @enum {string} */
+                                        kind: "chat" | "completion" | "embedding";
+                                        model: string;
+                                        /** @default {} */
+                                        defaults: {
+                                            [key: string]: unknown;
+                                        };
+                                    };
+                                    inputFileId: string;
+                                    /** @enum {string} */
+                                    format: "jsonl" | "parquet";
+                                    /**
+                                     * @default local
+                                     * @enum {string}
+                                     */
+                                    backend: "local";
+                                    /** @default 16 */
+                                    concurrency: number;
+                                    /**
+                                     * @default {
+                                     *       "maxAttempts": 4,
+                                     *       "baseMs": 500,
+                                     *       "maxMs": 30000
+                                     *     }
+                                     */
+                                    retry: {
+                                        /** @default 4 */
+                                        maxAttempts: number;
+                                        /** @default 500 */
+                                        baseMs: number;
+                                        /** @default 30000 */
+                                        maxMs: number;
+                                    };
+                                    /** @default 5 */
+                                    maxAttempts: number;
+                                };
+                                attempt: number;
+                                rows: {
+                                    total: number | null;
+                                    succeeded: number;
+                                    failed: number;
+                                };
+                                rate: number | null;
+                                etaMs: number | null;
+                                outputFileId: string | null;
+                                errorFileId: string | null;
+                                reason: string | null;
+                                createdAt: string;
+                                startedAt: string | null;
+                                finishedAt: string | null;
+                                expiresAt: string | null;
+                            }[];
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Submit a built-in job: chat, completion or embedding rows of a JSONL or Parquet file, sent to a model, checkpointed as they finish */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        rows: {
+                            /** @enum {string} */
+                            kind: "chat" | "completion" | "embedding";
+                            model: string;
+                            /** @default {} */
+                            defaults?: {
+                                [key: string]: unknown;
+                            };
+                        };
+                        inputFileId: string;
+                        /**
+                         * @default jsonl
+                         * @enum {string}
+                         */
+                        format?: "jsonl" | "parquet";
+                        /** @default 16 */
+                        concurrency?: number;
+                        /**
+                         * @default {
+                         *       "maxAttempts": 4,
+                         *       "baseMs": 500,
+                         *       "maxMs": 30000
+                         *     }
+                         */
+                        retry?: {
+                            /** @default 4 */
+                            maxAttempts?: number;
+                            /** @default 500 */
+                            baseMs?: number;
+                            /** @default 30000 */
+                            maxMs?: number;
+                        };
+                        /** @default 5 */
+                        maxAttempts?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Queued */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            kind: "openai-batch" | "rows";
+                            /** @enum {string} */
+                            state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+                            spec: {
+                                /** @enum {string} */
+                                kind: "openai-batch";
+                                /** @enum {string} */
+                                endpoint: "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+                                inputFileId: string;
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "rows";
+                                rows: {
+                                    /** @enum {string} */
+                                    kind: "chat" | "completion" | "embedding";
+                                    model: string;
+                                    /** @default {} */
+                                    defaults: {
+                                        [key: string]: unknown;
+                                    };
+                                };
+                                inputFileId: string;
+                                /** @enum {string} */
+                                format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            };
+                            attempt: number;
+                            rows: {
+                                total: number | null;
+                                succeeded: number;
+                                failed: number;
+                            };
+                            rate: number | null;
+                            etaMs: number | null;
+                            outputFileId: string | null;
+                            errorFileId: string | null;
+                            reason: string | null;
+                            createdAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Body too large */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One job: its spec, state, rows done and failed, rate, ETA and output files */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Job */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            kind: "openai-batch" | "rows";
+                            /** @enum {string} */
+                            state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+                            spec: {
+                                /** @enum {string} */
+                                kind: "openai-batch";
+                                /** @enum {string} */
+                                endpoint: "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+                                inputFileId: string;
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "rows";
+                                rows: {
+                                    /** @enum {string} */
+                                    kind: "chat" | "completion" | "embedding";
+                                    model: string;
+                                    /** @default {} */
+                                    defaults: {
+                                        [key: string]: unknown;
+                                    };
+                                };
+                                inputFileId: string;
+                                /** @enum {string} */
+                                format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            };
+                            attempt: number;
+                            rows: {
+                                total: number | null;
+                                succeeded: number;
+                                failed: number;
+                            };
+                            rate: number | null;
+                            etaMs: number | null;
+                            outputFileId: string | null;
+                            errorFileId: string | null;
+                            reason: string | null;
+                            createdAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a job: it stops, and its output keeps the rows it finished; one already ending is 409 */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cancelling */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            kind: "openai-batch" | "rows";
+                            /** @enum {string} */
+                            state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+                            spec: {
+                                /** @enum {string} */
+                                kind: "openai-batch";
+                                /** @enum {string} */
+                                endpoint: "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+                                inputFileId: string;
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "rows";
+                                rows: {
+                                    /** @enum {string} */
+                                    kind: "chat" | "completion" | "embedding";
+                                    model: string;
+                                    /** @default {} */
+                                    defaults: {
+                                        [key: string]: unknown;
+                                    };
+                                };
+                                inputFileId: string;
+                                /** @enum {string} */
+                                format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            };
+                            attempt: number;
+                            rows: {
+                                total: number | null;
+                                succeeded: number;
+                                failed: number;
+                            };
+                            rate: number | null;
+                            etaMs: number | null;
+                            outputFileId: string | null;
+                            errorFileId: string | null;
+                            reason: string | null;
+                            createdAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {

@@ -1,4 +1,4 @@
-import type { RowRetry } from '../contracts/job.js';
+import type { RowRetry } from './job.js';
 
 /**
  * Statuses a row is sent again after: a timeout (408), too many requests (429) and the server errors that say

@@ -1,11 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { jobs } from '../../functions/store/schema/index.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import type { SimStats } from '../../sim/options.js';
+import { JobView } from '../../shared/batch/job.js';
+import { readParquetRows, writeParquetRows } from '../../shared/batch/parquet.js';
+import { buildCli, runCli } from '../helpers/cli.js';
 import { eq } from 'drizzle-orm';
 
 /**
@@ -171,6 +174,76 @@ describe('the OpenAI Batch API on the local backend', () => {
     expect(ended.cancelled_at).toBeGreaterThanOrEqual(ended.cancelling_at!);
     // Ended: a second cancel is refused in OpenAI's envelope.
     await expect(client.batches.cancel(batch.id)).rejects.toMatchObject({ status: 409 });
+  });
+
+  const waitJob = async (id: string) =>
+    await waitFor(
+      async () => {
+        const job = JobView.parse(await (await plane.admin(`/api/v1/jobs/${id}`)).json());
+        return ['completed', 'failed', 'cancelled', 'expired'].includes(job.state) ? job : null;
+      },
+      { timeoutMs: 90_000, intervalMs: 100, what: `job ${id} to end` },
+    );
+
+  it('runs a built-in chat job over JSONL rows: one output line per input row, in order, a bad row its error', async () => {
+    const rows = [
+      ...Array.from({ length: 30 }, (_, i) => JSON.stringify({ custom_id: `q-${i}`, messages: [{ role: 'user', content: `question ${i}` }], label: 'mine' })),
+      JSON.stringify({ custom_id: 'empty' }),
+      JSON.stringify({ messages: [{ role: 'user', content: 'no id' }], temperature: 0.5 }),
+    ];
+    const inputFileId = (await client.files.create({ file: await toFile(Buffer.from(rows.join('\n')), 'questions.jsonl'), purpose: 'user_data' })).id;
+    const submitted = await plane.admin('/api/v1/jobs', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ rows: { kind: 'chat', model: 'sim-chat', defaults: { max_tokens: 3 } }, inputFileId, format: 'jsonl' }),
+    });
+    expect(submitted.status, await submitted.clone().text()).toBe(201);
+    const job = await waitJob(JobView.parse(await submitted.json()).id);
+    expect(job).toMatchObject({ kind: 'rows', state: 'completed', rows: { total: 32, succeeded: 31, failed: 1 }, errorFileId: null });
+    const output = await contentLines(job.outputFileId!);
+    expect(output.map((l) => l.custom_id)).toEqual([...Array.from({ length: 30 }, (_, i) => `q-${i}`), 'empty', '31']);
+    expect(output[30]!.error.code).toBe('invalid_request');
+    expect(output[31]!.response.status_code).toBe(200);
+    // A bad default is refused once, at submission, not row by row.
+    const refused = await plane.admin('/api/v1/jobs', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ rows: { kind: 'chat', model: 'sim-chat', defaults: { temperature: 5 } }, inputFileId, format: 'jsonl' }),
+    });
+    expect(refused.status).toBe(400);
+  });
+
+  it('runs a completion job over Parquet rows with the CLI, its output Parquet in input order', async () => {
+    const rows = Array.from({ length: 300 }, (_, i) => ({ custom_id: `p-${i}`, prompt: `complete ${i}` }));
+    const parquet = writeParquetRows(
+      rows,
+      [
+        { name: 'custom_id', type: 'STRING' },
+        { name: 'prompt', type: 'STRING' },
+      ],
+      { rowGroupSize: 64 },
+    );
+    const inputFileId = (await client.files.create({ file: await toFile(Buffer.from(parquet), 'prompts.parquet'), purpose: 'user_data' })).id;
+    const dir = join(plane.dataDir, 'cli');
+    await mkdir(dir, { recursive: true });
+    const cli = await buildCli(dir);
+    const env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };
+    await writeFile(
+      join(dir, 'job.yaml'),
+      `rows:\n  kind: completion\n  model: sim-chat\n  defaults:\n    max_tokens: 2\ninputFileId: ${inputFileId}\nformat: parquet\n`,
+    );
+    const submitted = await runCli(cli, ['jobs', 'submit', '-f', join(dir, 'job.yaml'), '--wait', '--json'], env);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const job = JobView.parse(JSON.parse(submitted.stdout));
+    expect(job).toMatchObject({ state: 'completed', rows: { total: 300, succeeded: 300, failed: 0 } });
+    const listed = await runCli(cli, ['jobs', 'ls'], env);
+    expect(listed.stdout).toMatch(new RegExp(`${job.id}\\s+rows\\s+completed\\s+300 of 300 rows`));
+    const output = Buffer.from(await (await client.files.content(job.outputFileId!)).arrayBuffer());
+    expect((await client.files.retrieve(job.outputFileId!)).filename).toBe(`${job.id}_output.parquet`);
+    const back = await readParquetRows(output, { rowStart: 0, rowEnd: 300 });
+    expect(back.map((r) => r.custom_id)).toEqual(rows.map((r) => r.custom_id));
+    expect((JSON.parse(back[299]!.response as string) as { status_code: number }).status_code).toBe(200);
+    expect(back.every((r) => r.error === null)).toBe(true);
   });
 
   it('refuses bad batches with a 4xx in OpenAI’s envelope and creates nothing', async () => {

@@ -181,6 +181,7 @@ describe('every route refuses whoever may not call it', () => {
       await fetch(`${plane.url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${plane.adminToken}` }, body: batchInput })
     ).json()) as { id: string };
     BODIES['POST /v1/batches'] = { input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' };
+    BODIES['POST /api/v1/jobs'] = { rows: { kind: 'chat', model: A.deployment }, inputFileId: input.id, format: 'jsonl' };
     const batched = await fetch(`${plane.url}/v1/batches`, {
       method: 'POST',
       headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
@@ -216,7 +217,7 @@ describe('every route refuses whoever may not call it', () => {
       runs: { id: runId, rank: '0' },
       files: { file_id: fileId },
       batches: { batch_id: batchId },
-      jobs: { job_id: batchId },
+      jobs: { job_id: batchId, id: batchId },
     };
     markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId, fileId, batchId];
     doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as typeof doc;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { RowRetry } from '../../shared/contracts/job.js';
+import type { RowRetry } from '../../shared/batch/job.js';
 import { RETRYABLE_STATUSES, retryDelay } from '../../shared/batch/retry.js';
 
 const policy: RowRetry = { maxAttempts: 5, baseMs: 1000, maxMs: 30_000 };

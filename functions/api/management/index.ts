@@ -15,6 +15,7 @@ import { registerWorkspaces } from './workspaces.js';
 import { registerModels } from './models.js';
 import { registerAliases } from './aliases.js';
 import { registerRuns } from './runs.js';
+import { registerJobs } from './jobs.js';
 import { registerInferencePaths } from '../v1/openapi.js';
 
 /** A version's registration carries its manifest (up to 10,000 files): the one body larger than the others. */
@@ -47,6 +48,7 @@ export function managementApi(limits: { maxBodyBytes: number; manifestMaxBodyByt
   registerModels(app);
   registerAliases(app);
   registerRuns(app);
+  registerJobs(app);
   registerInferencePaths(app.openAPIRegistry);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {

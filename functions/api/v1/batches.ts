@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { BatchCreateRequest, BatchListQuery } from '../../../shared/contracts/openai-batch.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
-import { cancelJob, createBatch, getBatch, listBatches } from '../../services/jobs.js';
+import { cancelBatch, createBatch, getBatch, listBatches } from '../../services/batches.js';
 import { parseBody } from './body.js';
 import { parseOpenAI } from './errors.js';
 
@@ -32,7 +32,7 @@ export function batchesApi(): Hono<AppEnv> {
   );
 
   app.post('/:batch_id/cancel', async (c) =>
-    c.json(await cancelJob({ ctx: ctxOf(c), input: { workspaceId: c.get('actor').workspaceId, jobId: c.req.param('batch_id') } })),
+    c.json(await cancelBatch({ ctx: ctxOf(c), input: { workspaceId: c.get('actor').workspaceId, jobId: c.req.param('batch_id') } })),
   );
 
   return app;

@@ -1,5 +1,5 @@
 import { Hono, type Context } from 'hono';
-import { MAX_CHECKPOINT_BYTES, RunnerCheckpoint, RunnerDone } from '../../../shared/contracts/job.js';
+import { MAX_CHECKPOINT_BYTES, RunnerCheckpoint, RunnerDone } from '../../../shared/batch/job.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { acceptCheckpoint, acceptRunnerDone, runnerJob } from '../../services/job-checkpoints.js';
 import { parseBody } from './body.js';

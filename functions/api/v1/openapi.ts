@@ -4,7 +4,7 @@ import { ROLE_EXTENSION } from '../http/guarded.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ModelList, OpenAIErrorEnvelope } from '../../../shared/contracts/openai.js';
 import { FileDeleted, FileList, FileListQuery, FileObject, UploadPurpose } from '../../../shared/contracts/openai-files.js';
 import { BatchCreateRequest, BatchList, BatchListQuery, BatchObject } from '../../../shared/contracts/openai-batch.js';
-import { RunnerCheckpoint, RunnerCheckpointAnswer, RunnerDone, RunnerJob } from '../../../shared/contracts/job.js';
+import { RunnerCheckpoint, RunnerCheckpointAnswer, RunnerDone, RunnerJob } from '../../../shared/batch/job.js';
 
 /** What every `/v1` operation shares: its own server, the bearer token, and the role every token has (inference, the lowest). */
 const V1 = { servers: [{ url: '/' }], security: [{ bearer: [] }], [ROLE_EXTENSION]: 'inference' };

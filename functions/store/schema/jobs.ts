@@ -1,5 +1,5 @@
 import { index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
-import type { JobSpec } from '../../../shared/contracts/job.js';
+import type { JobSpec } from '../../../shared/batch/job.js';
 
 /**
  * A job: work run against the fleet's models by a runner process (docs/jobs.md). A batch of the OpenAI Batch API is

@@ -1,0 +1,84 @@
+import type { Command } from 'commander';
+import { JobSubmission, JobView } from '../../shared/batch/job.js';
+import { CliError, type ApiClient } from '../client.js';
+import { checked, connect, JSON_FLAG, listCommand, print, readDocument } from '../context.js';
+import { timeoutMs, waitUntil } from '../progress.js';
+
+const FINAL = new Set(['completed', 'failed', 'cancelled', 'expired']);
+
+/** Rows done of the total, with the rate and time left while it runs. */
+function progressText(j: JobView): string {
+  const done = j.rows.succeeded + j.rows.failed;
+  const of = j.rows.total === null ? '' : ` of ${j.rows.total}`;
+  const rate = j.rate === null ? '' : `, ${j.rate.toFixed(1)} rows/s`;
+  const eta = j.etaMs === null || FINAL.has(j.state) ? '' : `, ${Math.ceil(j.etaMs / 1000)} s left`;
+  return `${done}${of} rows (${j.rows.failed} failed)${rate}${eta}`;
+}
+
+function describe(j: JobView): string {
+  return [
+    `id:         ${j.id} (${j.kind})`,
+    `state:      ${j.state}${j.reason ? `: ${j.reason}` : ''}, attempt ${j.attempt + 1}`,
+    `rows:       ${progressText(j)}`,
+    `input:      ${j.spec.inputFileId}${j.spec.kind === 'rows' ? ` (${j.spec.format}, ${j.spec.rows.kind} on ${j.spec.rows.model})` : ` (${j.spec.endpoint})`}`,
+    `output:     ${j.outputFileId ?? '-'}${j.errorFileId ? `, errors ${j.errorFileId}` : ''}`,
+    `created:    ${j.createdAt}${j.startedAt ? `, started ${j.startedAt}` : ''}${j.finishedAt ? `, finished ${j.finishedAt}` : ''}`,
+  ].join('\n');
+}
+
+async function findJob(api: ApiClient, id: string): Promise<JobView> {
+  if (!/^job_/.test(id)) throw new CliError(`${id} is not a job id (job_...): see \`lunanexa jobs ls\``, 2);
+  return await api.answer(api.http.GET('/jobs/{id}', { params: { path: { id } } }), JobView);
+}
+
+export function registerJobs(program: Command): void {
+  const jobs = program.command('jobs').description('work against the fleet’s models: built-in row jobs and OpenAI batches, checkpointed row by row');
+  jobs
+    .command('submit')
+    .description('submit a built-in job from a YAML or JSON file (`-` reads stdin): {rows: {kind, model, defaults}, inputFileId, format} (operator)')
+    .requiredOption('-f, --file <file>', 'the job')
+    .option('--wait', 'wait until it ends, showing its progress')
+    .option('--timeout <seconds>', 'how long --wait waits', '3600')
+    .option(...JSON_FLAG)
+    .action(async (opts: { file: string; wait?: boolean; timeout: string; json?: boolean }) => {
+      const submission = checked(JobSubmission, await readDocument(opts.file), opts.file);
+      const api = await connect(program);
+      let job = await api.answer(api.http.POST('/jobs', { body: submission }), JobView);
+      if (opts.wait) {
+        await waitUntil(
+          `job ${job.id}`,
+          async () => {
+            job = await findJob(api, job.id);
+            return { done: FINAL.has(job.state), state: `${job.state}: ${progressText(job)}` };
+          },
+          { timeoutMs: timeoutMs(opts.timeout) },
+        );
+      }
+      print(opts.json, job, () => describe(job));
+    });
+  listCommand(program, jobs, {
+    description: "list the workspace's jobs, batches included, newest first, with their progress",
+    path: '/jobs',
+    item: JobView,
+    header: ['ID', 'KIND', 'STATE', 'PROGRESS', 'CREATED', 'OUTPUT'],
+    row: (j) => [j.id, j.kind, j.state, progressText(j), j.createdAt, j.outputFileId ?? '-'],
+  });
+  jobs
+    .command('show <job>')
+    .description('one job: state, rows done and failed, rate, time left, its output files')
+    .option(...JSON_FLAG)
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const job = await findJob(await connect(program), id);
+      print(opts.json, job, () => describe(job));
+    });
+  jobs
+    .command('cancel <job>')
+    .description('cancel a job: it stops, and its output keeps the rows it finished (operator)')
+    .option(...JSON_FLAG)
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const api = await connect(program);
+      await findJob(api, id);
+      const job = await api.answer(api.http.POST('/jobs/{id}/cancel', { params: { path: { id } } }), JobView);
+      print(opts.json, job, () => `${job.id}: ${job.state}, keeping the ${job.rows.succeeded + job.rows.failed} rows it finished`);
+    });
+}

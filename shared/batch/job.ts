@@ -1,0 +1,113 @@
+import { z } from 'zod';
+import { BatchEndpoint } from '../contracts/openai-batch.js';
+import { BatchJobRows, JOB_KIND_URLS } from './job-rows.js';
+
+/** How a job's rows are retried (`shared/batch/retry.ts`): attempts per row, and the back-off between them. */
+export const RowRetry = z.object({
+  maxAttempts: z.number().int().min(1).max(10).default(4),
+  baseMs: z.number().int().min(10).max(60_000).default(500),
+  maxMs: z.number().int().min(10).max(600_000).default(30_000),
+});
+export type RowRetry = z.infer<typeof RowRetry>;
+
+/** What every job has, whatever it does: where its runner runs, how many rows at once, how rows and runners retry. */
+const JobRunning = {
+  backend: z.enum(['local']).default('local'),
+  concurrency: z.number().int().min(1).max(256).default(16),
+  retry: RowRetry.default(RowRetry.parse({})),
+  maxAttempts: z.number().int().min(1).max(20).default(5),
+};
+
+/**
+ * What a job does (docs/jobs.md). `openai-batch`: the lines of a JSONL file of the Files API, each a request to
+ * `endpoint` (the OpenAI Batch API's batches are these). `rows`: a built-in chat, completion or embedding job over
+ * the rows of a JSONL or Parquet file (`BatchJobRows`: its kind, its model, defaults), its output in the same format.
+ * Its runner sends at most `concurrency` rows at once and retries a row by `retry`; a runner that ends before its
+ * rows are done starts again from the checkpoint, at most `maxAttempts` runners in all. `backend`: where its runner
+ * runs (docs/jobs.md, "Backends").
+ */
+export const JobSpec = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('openai-batch'), endpoint: BatchEndpoint, inputFileId: z.string().min(1).max(64), ...JobRunning }),
+  z.object({ kind: z.literal('rows'), rows: BatchJobRows, inputFileId: z.string().min(1).max(64), format: z.enum(['jsonl', 'parquet']), ...JobRunning }),
+]);
+export type JobSpec = z.infer<typeof JobSpec>;
+
+/** The endpoint a job's rows go to. */
+export const jobEndpoint = (spec: JobSpec): BatchEndpoint => (spec.kind === 'openai-batch' ? spec.endpoint : JOB_KIND_URLS[spec.rows.kind]);
+
+/** Row results a runner sends in one checkpoint, at most. */
+export const MAX_CHECKPOINT_ROWS = 1_000;
+/** An output line of one row, at most (its answer inside): a larger answer is the row's error instead. */
+export const MAX_RESULT_LINE_BYTES = 1024 * 1024;
+/** A checkpoint's body, at most: a runner sends its results in several when they are larger. */
+export const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
+
+/** What a job's runner is told when it starts or asks again: its job, its attempt, the rows already done. */
+export const RunnerJob = z.object({
+  id: z.string(),
+  attempt: z.number().int(),
+  spec: JobSpec,
+  done: z.array(z.tuple([z.number().int(), z.number().int()])),
+  /** Asked to stop: the runner sends what it finished and ends. */
+  cancel: z.boolean(),
+});
+export type RunnerJob = z.infer<typeof RunnerJob>;
+
+/** One row's result as the runner sends it: its output line (`shared/batch/output.ts`), and whether it succeeded. */
+export const RowResult = z.object({
+  row: z.number().int().min(0),
+  ok: z.boolean(),
+  line: z.string().min(2).max(MAX_RESULT_LINE_BYTES),
+});
+export type RowResult = z.infer<typeof RowResult>;
+
+export const RunnerCheckpoint = z.object({
+  attempt: z.number().int().min(0),
+  results: z.array(RowResult).min(1).max(MAX_CHECKPOINT_ROWS),
+});
+export type RunnerCheckpoint = z.infer<typeof RunnerCheckpoint>;
+
+export const RunnerCheckpointAnswer = z.object({
+  /** Rows newly done; a row already done (sent again after a restart) is dropped, never counted twice. */
+  accepted: z.number().int(),
+  duplicates: z.number().int(),
+  cancel: z.boolean(),
+});
+export type RunnerCheckpointAnswer = z.infer<typeof RunnerCheckpointAnswer>;
+
+/** The runner read its input to the end: how many rows it holds. */
+export const RunnerDone = z.object({ attempt: z.number().int().min(0), totalRows: z.number().int().min(0) });
+export type RunnerDone = z.infer<typeof RunnerDone>;
+
+/** A built-in job as the management API takes it (`POST /api/v1/jobs`): its rows, its input file and its format. */
+export const JobSubmission = z.object({
+  rows: BatchJobRows,
+  inputFileId: z.string().min(1).max(64),
+  format: z.enum(['jsonl', 'parquet']).default('jsonl'),
+  concurrency: JobRunning.concurrency,
+  retry: JobRunning.retry,
+  maxAttempts: JobRunning.maxAttempts,
+});
+export type JobSubmission = z.infer<typeof JobSubmission>;
+
+/** A job as the management API shows it: what it does, where it stands, its progress and its output. */
+export const JobView = z.object({
+  id: z.string(),
+  kind: z.enum(['openai-batch', 'rows']),
+  state: z.enum(['pending', 'running', 'finalizing', 'completed', 'failed', 'cancelling', 'cancelled', 'expired']),
+  spec: JobSpec,
+  attempt: z.number().int(),
+  /** Rows in the input (null until its runner read it whole), rows answered 2xx, the others. */
+  rows: z.object({ total: z.number().int().nullable(), succeeded: z.number().int(), failed: z.number().int() }),
+  /** Rows per second over the last minute, and the time left at that rate; null while unknown. */
+  rate: z.number().nullable(),
+  etaMs: z.number().int().nullable(),
+  outputFileId: z.string().nullable(),
+  errorFileId: z.string().nullable(),
+  reason: z.string().nullable(),
+  createdAt: z.string(),
+  startedAt: z.string().nullable(),
+  finishedAt: z.string().nullable(),
+  expiresAt: z.string().nullable(),
+});
+export type JobView = z.infer<typeof JobView>;
