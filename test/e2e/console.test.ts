@@ -2,6 +2,7 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import OpenAI, { toFile } from 'openai';
 import { ensureSimJobTemplate, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
@@ -319,6 +320,40 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     expect(after).toMatchObject({ state: 'failed', reason: 'cancelled' });
     expect(after.workers.map((w) => w.state)).toEqual(['failed', 'failed']);
     await operator.close();
+  });
+
+  it('shows a batch on the jobs page with its progress and its output files once it completed', async () => {
+    const client = new OpenAI({ baseURL: `${plane.url}/v1`, apiKey: plane.adminToken, maxRetries: 0 });
+    const lines = Array.from({ length: 12 }, (_, i) =>
+      JSON.stringify({
+        custom_id: `c-${i}`,
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: { model: 'sim-chat', messages: [{ role: 'user', content: `${i}` }], max_tokens: 2 },
+      }),
+    );
+    const input = await client.files.create({ file: await toFile(Buffer.from([...lines, '{oops'].join('\n')), 'console.jsonl'), purpose: 'batch' });
+    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const done = await waitFor(
+      async () => {
+        const b = await client.batches.retrieve(batch.id);
+        return b.status === 'completed' ? b : null;
+      },
+      { timeoutMs: 60_000, what: 'the batch to complete' },
+    );
+    const viewer = await browser.newContext({ viewport: LAPTOP });
+    const created = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'jobs viewer', role: 'viewer' } });
+    const page = await signIn(viewer, created.token);
+    await page.goto(url('/console/jobs'));
+    expect(await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Jobs' }).getAttribute('aria-current')).toBe('page');
+    const row = page.locator(`tr[data-job="${batch.id}"]`);
+    expect(await row.getAttribute('data-state')).toBe('completed');
+    const text = (await row.textContent()) ?? '';
+    expect(text).toContain('13 of 13 rows');
+    expect(text).toContain('1 failed');
+    expect(text).toContain(done.output_file_id!);
+    expect(text).toContain(done.error_file_id!);
+    await viewer.close();
   });
 
   it('reads on a phone: fleet, deployments and tokens', async () => {

@@ -474,9 +474,10 @@ describe('supervisor with real runtimes', () => {
   });
 
   it('fails a runtime not ready within startup.timeoutMs, and keeps its last log lines readable without a process', async () => {
-    supervisor.apply(1, [fixture('asg_a', { tag: 'hung', mode: 'mute', startup: { timeoutMs: 1_000 } })]);
-    const failed = await waitFor(() => (report('asg_a')?.state === 'failed' ? report('asg_a') : null), 'the start timeout', 10_000);
-    expect(failed.message).toBe('runtime did not become ready in time (start timeout 1000 ms)');
+    // Long enough for the runtime (a Node process) to print its first line on a loaded machine before it times out.
+    supervisor.apply(1, [fixture('asg_a', { tag: 'hung', mode: 'mute', startup: { timeoutMs: 3_000 } })]);
+    const failed = await waitFor(() => (report('asg_a')?.state === 'failed' ? report('asg_a') : null), 'the start timeout', 15_000);
+    expect(failed.message).toBe('runtime did not become ready in time (start timeout 3000 ms)');
     expect(failed.progress).toBeNull();
     expect(supervisor.status()).toBe('degraded');
     expect(await tagsRunning()).toEqual([]);

@@ -5,6 +5,8 @@ import { fleetFragment } from '../../functions/api/console/fleet.js';
 import { requestsFragment, tokensPerSecond, type RecentRequest } from '../../functions/api/console/requests.js';
 import { runDetailBody, runsFragment } from '../../functions/api/console/runs.js';
 import type { RunDetail, RunQueueStanding, RunView } from '../../shared/contracts/run-view.js';
+import { JobSpec, type JobView } from '../../shared/batch/job.js';
+import { jobsFragment } from '../../functions/api/console/jobs.js';
 import { RunSpec } from '../../shared/contracts/run.js';
 import type { ConsoleSession } from '../../functions/api/console/session.js';
 import { duration, quantile } from '../../functions/api/console/format.js';
@@ -257,5 +259,44 @@ describe('console rendering', () => {
     expect(operator).toContain('name="_csrf" value="csrf-token"');
     expect(runDetailBody(runDetail(), session('viewer')).toString()).not.toContain('<form');
     expect(runDetailBody(runDetail({ state: 'failed', position: null }), session('admin')).toString()).not.toContain('<form');
+  });
+});
+
+describe('the jobs page', () => {
+  const job = (overrides: Partial<JobView> = {}): JobView => ({
+    id: 'job_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    kind: 'rows',
+    state: 'running',
+    spec: JobSpec.parse({ kind: 'rows', rows: { kind: 'chat', model: 'sim-chat' }, inputFileId: 'file_1', format: 'parquet' }),
+    attempt: 0,
+    rows: { total: 1000, succeeded: 400, failed: 12 },
+    rate: 25.5,
+    etaMs: 23_000,
+    outputFileId: null,
+    errorFileId: null,
+    reason: HOSTILE,
+    createdAt: '2026-12-03T10:00:00.000Z',
+    startedAt: '2026-12-03T10:00:01.000Z',
+    finishedAt: null,
+    expiresAt: null,
+    ...overrides,
+  });
+
+  it('shows what each job does, its progress with rate and time left while it runs, and escapes its reason', () => {
+    const out = jobsFragment({ items: [job()], more: true }).toString();
+    expect(out).toContain('chat on <span class="mono">sim-chat</span> (parquet)');
+    expect(out).toContain('412 of 1,000 rows');
+    expect(out).toContain('12 failed');
+    expect(out).toContain('25.5 rows/s, 23 s left');
+    expect(out).not.toContain('<img');
+    expect(out).toContain('href="/console/jobs?after=job_01ARZ3NDEKTSV4RRFFQ69G5FAV"');
+  });
+
+  it('drops the rate of a job that ended and says so when there is none', () => {
+    const ended = jobsFragment({ items: [job({ state: 'completed', rate: 3, etaMs: 0, reason: null, outputFileId: 'file_out' })], more: false }).toString();
+    expect(ended).not.toContain('rows/s');
+    expect(ended).toContain('file_out');
+    expect(ended).not.toContain('Older jobs');
+    expect(jobsFragment({ items: [], more: false }).toString()).toContain('No job yet');
   });
 });

@@ -6,6 +6,7 @@ import { registerSignIn } from './sign-in.js';
 import { registerFleet } from './fleet.js';
 import { registerDeployments } from './deployments.js';
 import { registerRuns } from './runs.js';
+import { registerJobs } from './jobs.js';
 import { registerRequests } from './requests.js';
 import { registerTokens } from './tokens.js';
 import { registerUsage } from './usage.js';
@@ -30,6 +31,7 @@ export function consoleApp(): Hono<ConsoleEnv> {
   registerFleet(app);
   registerDeployments(app);
   registerRuns(app);
+  registerJobs(app);
   registerRequests(app);
   registerTokens(app);
   registerUsage(app);

@@ -9,6 +9,7 @@ const PAGES = [
   { key: 'fleet', href: '/', label: 'Fleet', role: 'viewer' },
   { key: 'deployments', href: '/console/deployments', label: 'Deployments', role: 'viewer' },
   { key: 'runs', href: '/console/runs', label: 'Runs', role: 'viewer' },
+  { key: 'jobs', href: '/console/jobs', label: 'Jobs', role: 'viewer' },
   { key: 'requests', href: '/console/requests', label: 'Requests', role: 'viewer' },
   { key: 'tokens', href: '/console/tokens', label: 'Tokens', role: 'admin' },
   { key: 'usage', href: '/console/usage', label: 'Usage', role: 'viewer' },
