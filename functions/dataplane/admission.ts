@@ -14,6 +14,9 @@ export type AdmissionRefusal = 'deployment' | 'token';
  */
 export type Lane = 'interactive' | 'batch';
 
+/** How long after the last interactive request a replica keeps slots from batch rows for the next one. */
+export const INTERACTIVE_QUIET_MS = 5_000;
+
 /** The most invocations of a deployment one token holds at once: `share` of its capacity, at least 1. */
 export function tokenShareOf(capacity: number, share: number): number {
   return Math.max(1, Math.floor(capacity * share));
@@ -31,6 +34,12 @@ export class Admission {
   private readonly perToken = new Map<string, Map<string, number>>();
   private readonly active = new Map<string, number>();
   private readonly queues = new Map<string, Array<{ grant: () => void; lane: Lane }>>();
+  /** Batch rows running on each replica, among `active`. */
+  private readonly activeBatch = new Map<string, number>();
+  /** When an interactive request last came for each replica (ms since the epoch). */
+  private readonly interactiveAt = new Map<string, number>();
+  /** Each replica's concurrency, as its last `acquire` said. */
+  private readonly limits = new Map<string, number>();
 
   /**
    * Counts an invocation of `tokenId` against the deployment's capacity and the token's share of it (`tokenLimit`);
@@ -68,17 +77,21 @@ export class Admission {
   }
 
   /**
-   * Waits for a slot on the replica; resolves with the time spent queued, in ms. An interactive request waits
-   * behind interactive ones only: it takes its place ahead of every batch row waiting.
+   * Waits for a slot on the replica; resolves with the time spent queued, in ms. An interactive request waits behind
+   * interactive ones only: it takes its place ahead of every batch row waiting. A batch row takes a slot only when no
+   * interactive request waits, and, while interactive requests came to the replica lately, not its last ones
+   * (`batchSlots`): those are kept for the next interactive request, which then does not wait behind batch rows.
    */
   async acquire(assignmentId: string, concurrency: number, deadline: number, signal: AbortSignal, lane: Lane = 'interactive'): Promise<number> {
     const started = performance.now();
-    const running = this.active.get(assignmentId) ?? 0;
-    if (running < concurrency && !this.queues.get(assignmentId)?.length) {
-      this.active.set(assignmentId, running + 1);
+    if (lane === 'interactive') this.interactiveAt.set(assignmentId, Date.now());
+    this.limits.set(assignmentId, concurrency);
+    let queue = this.queues.get(assignmentId);
+    const waiting = lane === 'interactive' ? (queue?.some((e) => e.lane === 'interactive') ?? false) : (queue?.length ?? 0) > 0;
+    if (!waiting && this.fits(assignmentId, lane)) {
+      this.take(assignmentId, lane);
       return 0;
     }
-    let queue = this.queues.get(assignmentId);
     if (!queue) this.queues.set(assignmentId, (queue = []));
     await new Promise<void>((resolve, reject) => {
       const entry = {
@@ -108,15 +121,54 @@ export class Admission {
     return performance.now() - started;
   }
 
-  /** Frees a slot, handing it straight to the next waiter if there is one. */
-  release(assignmentId: string): void {
-    const next = this.queues.get(assignmentId)?.shift();
-    if (next) {
-      next.grant();
-      return;
-    }
+  /** Frees a slot of `lane`, then hands free slots to the waiters that may take them, interactive ones first. */
+  release(assignmentId: string, lane: Lane = 'interactive'): void {
     const running = (this.active.get(assignmentId) ?? 1) - 1;
     if (running <= 0) this.active.delete(assignmentId);
     else this.active.set(assignmentId, running);
+    if (lane === 'batch') {
+      const batch = (this.activeBatch.get(assignmentId) ?? 1) - 1;
+      if (batch <= 0) this.activeBatch.delete(assignmentId);
+      else this.activeBatch.set(assignmentId, batch);
+    }
+    const queue = this.queues.get(assignmentId);
+    while (queue && queue.length > 0) {
+      const next = queue.findIndex((e) => this.fits(assignmentId, e.lane));
+      // Interactive waiters come first in the queue: a batch row is granted only when none of them waits.
+      if (next < 0 || (queue[next]!.lane === 'batch' && queue.some((e) => e.lane === 'interactive'))) break;
+      const [entry] = queue.splice(next, 1);
+      this.take(assignmentId, entry!.lane);
+      entry!.grant();
+    }
+    if (queue?.length === 0) this.queues.delete(assignmentId);
+    // A replica idle and quiet is forgotten: replicas come and go with rollouts.
+    const quiet = Date.now() - (this.interactiveAt.get(assignmentId) ?? 0) > INTERACTIVE_QUIET_MS;
+    if (quiet && !this.active.has(assignmentId) && !this.queues.has(assignmentId)) {
+      this.interactiveAt.delete(assignmentId);
+      this.limits.delete(assignmentId);
+    }
+  }
+
+  /**
+   * The slots batch rows may hold on a replica of `concurrency` now: all of them while no interactive request came
+   * for `INTERACTIVE_QUIET_MS`, else half of them (at least one, and at least one kept for interactive traffic).
+   * Measured with `npm run bench:batch`: keeping a third left interactive requests waiting behind batch rows often
+   * enough to raise their TTFT p99 by half.
+   */
+  private batchSlots(assignmentId: string, concurrency: number): number {
+    const lastInteractive = this.interactiveAt.get(assignmentId);
+    if (lastInteractive === undefined || Date.now() - lastInteractive > INTERACTIVE_QUIET_MS) return concurrency;
+    return Math.max(1, Math.min(concurrency - 1, Math.floor(concurrency / 2)));
+  }
+
+  private fits(assignmentId: string, lane: Lane): boolean {
+    const concurrency = this.limits.get(assignmentId) ?? 1;
+    if ((this.active.get(assignmentId) ?? 0) >= concurrency) return false;
+    return lane === 'interactive' || (this.activeBatch.get(assignmentId) ?? 0) < this.batchSlots(assignmentId, concurrency);
+  }
+
+  private take(assignmentId: string, lane: Lane): void {
+    this.active.set(assignmentId, (this.active.get(assignmentId) ?? 0) + 1);
+    if (lane === 'batch') this.activeBatch.set(assignmentId, (this.activeBatch.get(assignmentId) ?? 0) + 1);
   }
 }

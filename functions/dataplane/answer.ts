@@ -67,7 +67,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
     if (released) return;
     released = true;
     started.queue.close();
-    dataPlane.admission.release(replica.assignmentId);
+    dataPlane.admission.release(replica.assignmentId, request.lane);
     dataPlane.holder.release(invocationId);
   };
   const observeEnd = (tokens: number) => {

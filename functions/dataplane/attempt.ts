@@ -78,7 +78,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const dispatchedAt = performance.now();
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
     queue.close();
-    dataPlane.admission.release(replica.assignmentId);
+    dataPlane.admission.release(replica.assignmentId, request.lane);
     // Best effort: the node may be gone, and the invocation dies with its deadline there anyway.
     dataPlane.holder.cancel(invocationId, replica.machineId, reason);
     dataPlane.holder.release(invocationId);

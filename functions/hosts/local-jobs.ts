@@ -5,7 +5,8 @@ import { serviceCtx } from '../dataplane/ports.js';
 import type { RunnerEnd } from '../core/jobs/states.js';
 import { claimLocalJob, endRunnerAttempt, lostJobs, renewJobLease } from '../services/job-runners.js';
 import { finalizeJob } from '../services/job-finalize.js';
-import { expireJobs, unclaimedFinalizing } from '../services/jobs.js';
+import { expireJobs, signalJobsWaiting, unclaimedFinalizing } from '../services/jobs.js';
+import { JOBS_CHANNEL } from '../kernel/ports/bus.js';
 import { errorFields } from '../kernel/telemetry/error-fields.js';
 
 /** The runner's program in a checkout (docs/jobs.md, "The runner"). */
@@ -38,6 +39,8 @@ export function startLocalJobs(ports: Ports, options: { planeUrl: () => string }
   const ended = async (jobId: string, attempt: number, end: RunnerEnd) => {
     const outcome = await endRunnerAttempt({ ctx, input: { jobId, attempt, end } });
     if (outcome === 'finalize') await finalize(jobId);
+    // Its next attempt starts now, here or on another instance, not at the next tick.
+    if (outcome === 'restart') await signalJobsWaiting(ctx);
   };
 
   const start = (jobId: string, attempt: number, token: string) => {
@@ -83,22 +86,36 @@ export function startLocalJobs(ports: Ports, options: { planeUrl: () => string }
     }
   };
 
-  const beat = () => {
-    ticking ??= tick()
+  // A nudge during a tick runs one more tick after it: the job that caused it may have come after the tick's claim.
+  let again = false;
+  const beat = (): Promise<void> => {
+    if (ticking) {
+      again = true;
+      return ticking;
+    }
+    ticking = tick()
       .catch((error: unknown) => {
         ports.metrics.backgroundErrors.inc({ task: 'local-jobs' });
         logger.warn({ err: errorFields(error) }, 'local jobs tick failed');
       })
-      .finally(() => (ticking = null));
+      .finally(() => {
+        ticking = null;
+        if (again && !stopped) {
+          again = false;
+          void beat();
+        }
+      });
     return ticking;
   };
   const timer = setInterval(beat, config.jobsTickMs);
+  const unsubscribe = ports.bus.subscribe(JOBS_CHANNEL, () => void beat());
   void beat();
 
   return {
     async stop() {
       stopped = true;
       clearInterval(timer);
+      unsubscribe();
       await ticking;
       // Stopped runners start again elsewhere from their checkpoint once their lease lapses.
       for (const run of running.values()) run.child.kill('SIGTERM');

@@ -3,9 +3,9 @@ import { jobs } from '../store/schema/index.js';
 import type { BatchCreateRequest, BatchList, BatchObject } from '../../shared/contracts/openai-batch.js';
 import { jobEndpoint, JobSpec } from '../../shared/batch/job.js';
 import { batchStatus, type JobState } from '../core/jobs/states.js';
-import { withTransaction, type ServiceCtx } from './service-context.js';
+import { withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import type { JobRow } from './job-runners.js';
-import { cancelJobRow, findJob, inputFile, insertJob } from './jobs.js';
+import { cancelJobRow, findJob, inputFile, insertJob, signalJobsWaiting } from './jobs.js';
 
 /** OpenAI's completion window, the only one it offers: a batch not done within it expires with what it finished. */
 const COMPLETION_WINDOW_MS = 24 * 3_600_000;
@@ -44,13 +44,21 @@ function batchObject(job: JobRow): BatchObject {
  * expire 24 hours from now. Its lines are checked by its runner as it reads them: a malformed line fails that row
  * (in the error file), never the batch.
  */
-export async function createBatch({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; request: BatchCreateRequest } }): Promise<BatchObject> {
+export async function createBatch({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; request: BatchCreateRequest };
+}): Promise<BatchObject> {
   const { request } = input;
-  return await withTransaction(ctx, async (tx) => {
+  const batch = await withTransaction(ctx, async (tx) => {
     const fileId = await inputFile(tx, { workspaceId: input.workspaceId, fileId: request.input_file_id, purposes: ['batch'], what: 'a batch' });
     const spec = JobSpec.parse({ kind: 'openai-batch', endpoint: request.endpoint, inputFileId: fileId });
     return batchObject(await insertJob(tx, { workspaceId: input.workspaceId, spec, metadata: request.metadata, expiresInMs: COMPLETION_WINDOW_MS }));
   });
+  await signalJobsWaiting(ctx);
+  return batch;
 }
 
 export async function getBatch({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<BatchObject> {

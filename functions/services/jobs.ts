@@ -7,7 +7,8 @@ import { ApiError } from '../kernel/errors.js';
 import { cutPage, type PageRequest, type RowPage } from '../core/paging.js';
 import { batchStatus, jobMove, type JobState } from '../core/jobs/states.js';
 import { dbNow } from '../store/rows.js';
-import { audit, withTransaction, type ServiceCtx } from './service-context.js';
+import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
+import { JOBS_CHANNEL } from '../kernel/ports/bus.js';
 import type { JobRow } from './job-runners.js';
 import { instanceAlive } from './instances.js';
 
@@ -111,13 +112,26 @@ function jobView(job: JobRow, now: Date): JobView {
  * Submits a built-in job (`POST /api/v1/jobs`): chat, completion or embedding rows of a live JSONL or Parquet file of
  * the workspace (purpose `batch` or `user_data`), sent to its model with its defaults. It has no completion window.
  */
-export async function submitJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; submission: JobSubmission } }): Promise<JobView> {
+export async function submitJob({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; submission: JobSubmission };
+}): Promise<JobView> {
   const { submission } = input;
-  return await withTransaction(ctx, async (tx) => {
+  const view = await withTransaction(ctx, async (tx) => {
     const fileId = await inputFile(tx, { workspaceId: input.workspaceId, fileId: submission.inputFileId, purposes: ['batch', 'user_data'], what: 'a job' });
     const spec = JobSpec.parse({ ...submission, kind: 'rows', inputFileId: fileId });
     return jobView(await insertJob(tx, { workspaceId: input.workspaceId, spec }), await dbNow(tx.db));
   });
+  await signalJobsWaiting(ctx);
+  return view;
+}
+
+/** Tells every instance's backends that a job waits for a runner: they look now rather than at their next tick. */
+export async function signalJobsWaiting(ctx: Pick<ServicePorts, 'bus'>): Promise<void> {
+  await ctx.bus.publish(JOBS_CHANNEL, { type: 'jobs-waiting' });
 }
 
 export async function getJob({ ctx, input }: { ctx: ServiceCtx; input: { workspaceId: string; jobId: string } }): Promise<JobView> {

@@ -19,9 +19,13 @@ type WorkloadSignal = { type: 'cancel-workload' };
  * was changes nothing about what an instance must do.
  */
 type TokenSignal = { type: 'tokens-revoked' };
+/** On `JOBS_CHANNEL`: a job waits for a runner (created, or to start again), so backends look now, not at their tick. */
+type JobSignal = { type: 'jobs-waiting' };
+
+export const JOBS_CHANNEL = 'jobs';
 export const TOKENS_CHANNEL = 'tokens';
 
-export type BusMessage = MachineSignal | LogLines | WorkloadSignal | TokenSignal;
+export type BusMessage = MachineSignal | LogLines | WorkloadSignal | TokenSignal | JobSignal;
 
 /**
  * The relay bus port (docs/design.md section 3): in-process in one instance, Postgres LISTEN/NOTIFY across instances.
