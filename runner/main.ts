@@ -37,7 +37,7 @@ const PARQUET_SLICE = 1_000;
  */
 const FLUSH_ROWS = Math.min(200, MAX_CHECKPOINT_ROWS);
 const FLUSH_BYTES = MAX_CHECKPOINT_BYTES / 2 - MAX_RESULT_LINE_BYTES;
-const FLUSH_MS = 100;
+const FLUSH_MS = 500;
 
 class Runner {
   private readonly pending: RowResult[] = [];

@@ -15,7 +15,7 @@ export type AdmissionRefusal = 'deployment' | 'token';
 export type Lane = 'interactive' | 'batch';
 
 /** How long after the last interactive request a replica keeps slots from batch rows for the next one. */
-export const INTERACTIVE_QUIET_MS = 5_000;
+const INTERACTIVE_QUIET_MS = 5_000;
 
 /** The most invocations of a deployment one token holds at once: `share` of its capacity, at least 1. */
 export function tokenShareOf(capacity: number, share: number): number {
