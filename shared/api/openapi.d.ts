@@ -10048,7 +10048,7 @@ export interface paths {
                                      * @default local
                                      * @enum {string}
                                      */
-                                    backend: "local";
+                                    backend: "local" | "slurm" | "agent";
                                     /** @default 16 */
                                     concurrency: number;
                                     /**
@@ -10087,7 +10087,7 @@ export interface paths {
                                      * @default local
                                      * @enum {string}
                                      */
-                                    backend: "local";
+                                    backend: "local" | "slurm" | "agent";
                                     /** @default 16 */
                                     concurrency: number;
                                     /**
@@ -10250,7 +10250,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**
@@ -10289,7 +10289,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**
@@ -10457,7 +10457,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**
@@ -10496,7 +10496,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**
@@ -10652,7 +10652,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**
@@ -10691,7 +10691,7 @@ export interface paths {
                                  * @default local
                                  * @enum {string}
                                  */
-                                backend: "local";
+                                backend: "local" | "slurm" | "agent";
                                 /** @default 16 */
                                 concurrency: number;
                                 /**

@@ -10,9 +10,17 @@ export const RowRetry = z.object({
 });
 export type RowRetry = z.infer<typeof RowRetry>;
 
+/**
+ * Where a job's runner runs (docs/jobs.md, "Backends"): `local`, a process beside the control plane; `slurm`, a
+ * batch job of the site's Slurm; `agent`, a worker on one of the fleet's nodes, through a job template its local
+ * policy allows.
+ */
+export const JobBackend = z.enum(['local', 'slurm', 'agent']);
+export type JobBackend = z.infer<typeof JobBackend>;
+
 /** What every job has, whatever it does: where its runner runs, how many rows at once, how rows and runners retry. */
 const JobRunning = {
-  backend: z.enum(['local']).default('local'),
+  backend: JobBackend.default('local'),
   concurrency: z.number().int().min(1).max(256).default(16),
   retry: RowRetry.default(RowRetry.parse({})),
   maxAttempts: z.number().int().min(1).max(20).default(5),

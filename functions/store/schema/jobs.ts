@@ -37,6 +37,14 @@ export const jobs = pgTable(
     /** The control-plane instance whose local backend runs it now, and until when it holds it. */
     leaseInstanceId: text('lease_instance_id'),
     leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    /**
+     * What its backend calls the current attempt's runner (docs/jobs.md, "Backends"): a Slurm job id, the run whose
+     * worker runs it on a node; null for the `local` backend (its runners live in the instance's memory) and between
+     * attempts.
+     */
+    handle: text('handle'),
+    /** The swarm it was submitted to (its endpoint and model); null for a job of no swarm. */
+    swarmId: text('swarm_id'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),
     finalizingAt: timestamp('finalizing_at', { withTimezone: true }),
@@ -44,7 +52,7 @@ export const jobs = pgTable(
     finishedAt: timestamp('finished_at', { withTimezone: true }),
     expiresAt: timestamp('expires_at', { withTimezone: true }),
   },
-  (t) => [index('jobs_workspace').on(t.workspaceId, t.id), index('jobs_live').on(t.state)],
+  (t) => [index('jobs_workspace').on(t.workspaceId, t.id), index('jobs_live').on(t.state), index('jobs_swarm').on(t.swarmId)],
 );
 
 /**
