@@ -24,6 +24,7 @@ import type { Uplink } from './link/uplink.js';
 import { Supervisor } from './supervisor/supervisor.js';
 import { AGENT_VERSION } from './version.js';
 import { WorkerSupervisor } from './workers/supervisor.js';
+import { runnerJobEnv } from './workers/job-env.js';
 
 export interface RunningAgent {
   /** Resolves with why the agent stopped. */
@@ -110,6 +111,7 @@ export async function runAgent(opts: {
     onChange: () => reporter.soon(),
     log,
     keptLogs: opts.keptWorkerLogs,
+    jobEnv: (assignment) => runnerJobEnv(client, baseUrl, assignment),
   });
   // Before the link exists: the first desired state must find the workers an earlier agent left.
   await workers.recover();

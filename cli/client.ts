@@ -26,6 +26,8 @@ interface CallResult {
 }
 
 export interface ApiClient {
+  /** The control plane's URL, as the CLI was given it: what a path it answers (a swarm's `/v1`) is relative to. */
+  readonly url: string;
   /**
    * The typed management client (shared/api/client.ts): path, parameters, body and answer as the API's OpenAPI
    * document has them. A refusal (any status but 2xx) or a control plane out of reach throws a CliError (exit 1).
@@ -92,6 +94,7 @@ export function apiClient(url: string, token: string): ApiClient {
     return parsed.data;
   };
   return {
+    url,
     http,
     answer,
     async stream(call) {

@@ -13,6 +13,7 @@ import { registerAliases } from './commands/aliases.js';
 import { registerPolicy } from './commands/policy.js';
 import { registerRuns } from './commands/runs.js';
 import { registerJobs } from './commands/jobs.js';
+import { registerSwarms } from './commands/swarms.js';
 
 /**
  * `lunanexa`, the operator's CLI over the management API (docs/cli.md). Tables for people, `--json` for scripts,
@@ -29,6 +30,7 @@ registerMachines(program);
 registerDeployments(program);
 registerRuns(program);
 registerJobs(program);
+registerSwarms(program);
 registerLogs(program);
 registerEnrollTokens(program);
 registerTokens(program);

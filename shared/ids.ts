@@ -25,6 +25,7 @@ const ID_PREFIXES = {
   cluster: 'cls',
   consoleSession: 'ses',
   file: 'file',
+  swarm: 'swm',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -52,9 +52,11 @@ export async function prepareWorker(
 export async function spawnWorker(
   assignment: WorkerAssignment,
   prepared: PreparedWorker,
-  stateDir: string,
+  /** `jobEnv`: a job runner's variables (`WorkerSupervisorOptions.jobEnv`), beside the template's. */
+  opts: { stateDir: string; jobEnv: Record<string, string> },
   onExit: (code: number | null, signal: NodeJS.Signals | null) => void,
 ): Promise<WorkerRecord> {
+  const { stateDir } = opts;
   await mkdir(workersDir(stateDir), { recursive: true, mode: 0o700 });
   const log = openSync(workerLogPath(stateDir, assignment.workerId), 'a', 0o600);
   try {
@@ -63,7 +65,7 @@ export async function spawnWorker(
       detached: true,
       stdio: ['ignore', log, log],
       cwd: '/',
-      env: workerEnv(command.env, { home: prepared.user.home, gpuIndices: prepared.gpuIndices }),
+      env: workerEnv({ ...command.env, ...opts.jobEnv }, { home: prepared.user.home, gpuIndices: prepared.gpuIndices }),
       ...(prepared.user.ids ?? {}),
     });
     await new Promise<void>((resolve, reject) => {

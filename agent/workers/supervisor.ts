@@ -40,6 +40,11 @@ export interface WorkerSupervisorOptions {
   checkIntervalMs?: number;
   /** How many finished workers' logs are kept after they leave the desired state (the most recent ones). */
   keptLogs?: number;
+  /**
+   * The variables of a worker that is a job's runner (`WorkerAssignment.job`), asked of the control plane when it
+   * starts (its token among them, never in the desired state); a refusal fails the worker.
+   */
+  jobEnv: (assignment: WorkerAssignment & { job: { id: string } }) => Promise<Record<string, string>>;
 }
 
 const errorMessage = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -227,7 +232,8 @@ export class WorkerSupervisor {
     /** An end seen before its record was saved waits for it, so that no record outlives its process. */
     const early: Array<ReturnType<typeof exitReport>> = [];
     let recorded = false;
-    const record = await spawnWorker(assignment, w.prepared!, this.opts.stateDir, (code, signal) => {
+    const jobEnv = assignment.job ? await this.opts.jobEnv({ ...assignment, job: assignment.job }) : {};
+    const record = await spawnWorker(assignment, w.prepared!, { stateDir: this.opts.stateDir, jobEnv }, (code, signal) => {
       const report = exitReport(code, signal);
       if (!recorded) early.push(report);
       // Not when it was stopped (its record is gone already) or replaced.

@@ -32,16 +32,22 @@ async function findJob(api: ApiClient, id: string): Promise<JobView> {
 }
 
 export function registerJobs(program: Command): void {
-  const jobs = program.command('jobs').description('work against the fleet’s models: built-in row jobs and OpenAI batches, checkpointed row by row');
+  const jobs = program
+    .command('jobs')
+    .alias('job')
+    .description('work against the fleet’s models: built-in row jobs and OpenAI batches, checkpointed row by row');
   jobs
     .command('submit')
-    .description('submit a built-in job from a YAML or JSON file (`-` reads stdin): {rows: {kind, model, defaults}, inputFileId, format} (operator)')
+    .description('submit a built-in job from a YAML or JSON file (`-` reads stdin): {rows: {kind, model, defaults}, inputFileId, format, swarm?} (operator)')
     .requiredOption('-f, --file <file>', 'the job')
+    .option('--swarm <name>', "submit it to a swarm: its model, backend and limits default to the swarm's")
     .option('--wait', 'wait until it ends, showing its progress')
     .option('--timeout <seconds>', 'how long --wait waits', '3600')
     .option(...JSON_FLAG)
-    .action(async (opts: { file: string; wait?: boolean; timeout: string; json?: boolean }) => {
-      const submission = checked(JobSubmission, await readDocument(opts.file), opts.file);
+    .action(async (opts: { file: string; swarm?: string; wait?: boolean; timeout: string; json?: boolean }) => {
+      const document = await readDocument(opts.file);
+      const withSwarm = opts.swarm === undefined || typeof document !== 'object' || document === null ? document : { ...document, swarm: opts.swarm };
+      const submission = checked(JobSubmission, withSwarm, opts.file);
       const api = await connect(program);
       let job = await api.answer(api.http.POST('/jobs', { body: submission }), JobView);
       if (opts.wait) {

@@ -97,6 +97,19 @@ export const NodeEnv = z.object({
   LUNANEXA_RELAY_CLIENT_STALL_MS: z.coerce.number().int().positive().optional(),
   LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS: z.coerce.number().int().positive().optional(),
   LUNANEXA_JOBS_LOCAL_RUNNERS: z.coerce.number().int().min(0).optional(),
+  /**
+   * The `slurm` backend of jobs (docs/jobs.md, "Slurm"), on when any of these is set; the log directory is then
+   * required. `_ARGS` (more sbatch options) and `_COMMAND` (the runner's program) are split at whitespace.
+   */
+  LUNANEXA_JOBS_SLURM_LOG_DIR: z.string().optional(),
+  LUNANEXA_JOBS_SLURM_RUNNERS: z.coerce.number().int().optional(),
+  LUNANEXA_JOBS_SLURM_PARTITION: z.string().optional(),
+  LUNANEXA_JOBS_SLURM_ACCOUNT: z.string().optional(),
+  LUNANEXA_JOBS_SLURM_CPUS: z.coerce.number().int().optional(),
+  LUNANEXA_JOBS_SLURM_MEMORY_MIB: z.coerce.number().int().optional(),
+  LUNANEXA_JOBS_SLURM_ARGS: z.string().optional(),
+  LUNANEXA_JOBS_SLURM_CONF: z.string().optional(),
+  LUNANEXA_JOBS_SLURM_COMMAND: z.string().optional(),
 });
 export type NodeEnv = z.infer<typeof NodeEnv>;
 
@@ -121,6 +134,7 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     relayClientStallMs: env.LUNANEXA_RELAY_CLIENT_STALL_MS,
     runFairShareWindowMs: env.LUNANEXA_RUN_FAIR_SHARE_WINDOW_MS,
     jobsLocalRunners: env.LUNANEXA_JOBS_LOCAL_RUNNERS,
+    jobsSlurm: jobsSlurmFromEnv(env),
     secretKey: env.LUNANEXA_SECRET_KEY,
     artifactsDir: env.LUNANEXA_ARTIFACTS_DIR,
     artifactsS3: artifactsS3FromEnv(env),
@@ -149,4 +163,21 @@ function artifactsS3FromEnv(env: NodeEnv) {
     secretAccessKey: env.LUNANEXA_ARTIFACTS_S3_SECRET_ACCESS_KEY,
   };
   return Object.values(s3).some((value) => value !== undefined) ? s3 : undefined;
+}
+
+/** The Slurm backend the LUNANEXA_JOBS_SLURM_* variables ask for; any of them set without a log directory is refused, not ignored. */
+function jobsSlurmFromEnv(env: NodeEnv) {
+  const words = (value: string | undefined) => value?.split(/\s+/).filter((word) => word !== '');
+  const slurm = {
+    logDir: env.LUNANEXA_JOBS_SLURM_LOG_DIR,
+    runners: env.LUNANEXA_JOBS_SLURM_RUNNERS,
+    partition: env.LUNANEXA_JOBS_SLURM_PARTITION,
+    account: env.LUNANEXA_JOBS_SLURM_ACCOUNT,
+    cpus: env.LUNANEXA_JOBS_SLURM_CPUS,
+    memoryMiB: env.LUNANEXA_JOBS_SLURM_MEMORY_MIB,
+    extraArgs: words(env.LUNANEXA_JOBS_SLURM_ARGS),
+    conf: env.LUNANEXA_JOBS_SLURM_CONF,
+    command: words(env.LUNANEXA_JOBS_SLURM_COMMAND),
+  };
+  return Object.values(slurm).some((value) => value !== undefined) ? slurm : null;
 }

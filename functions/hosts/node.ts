@@ -15,7 +15,10 @@ import { createIdentityLoader } from '../services/identity.js';
 import { createApiToken, ensureWorkspace, mintFirstAdminToken } from '../services/api-tokens.js';
 import { ROOT_WORKSPACE } from '../services/workspaces.js';
 import { controllerTick, reconcileAfterWrites } from '../controller/driver.js';
-import { startLocalJobs } from './local-jobs.js';
+import { startJobHost } from './jobs/host.js';
+import { localBackend } from './jobs/local.js';
+import { agentBackend } from './jobs/agent.js';
+import { slurmBackend } from './jobs/slurm.js';
 import { createServiceCaches } from '../services/caches.js';
 import { openPgStore } from '../store/pg.js';
 import { auditOwnedByPlane } from '../store/roles.js';
@@ -214,7 +217,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
   };
   await tick();
   const interval = setInterval(tick, config.reconcileIntervalMs);
-  const localJobs = startLocalJobs(ports, { planeUrl: () => listening });
+  const slurm = slurmBackend(config.jobsSlurm);
+  const backends = [localBackend({ capacity: config.jobsLocalRunners, logger }), agentBackend(systemCtx, config.jobsAgent), ...(slurm ? [slurm] : [])];
+  const jobHost = startJobHost(ports, { planeUrl: () => listening, backends });
 
   return {
     url: listening,
@@ -227,7 +232,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Runn
     systemCtx,
     async close() {
       clearInterval(interval);
-      await localJobs.stop();
+      await jobHost.stop();
       clearInterval(leaseTimer);
       ports.dataPlane.routing.stop();
       await ticking;

@@ -26,6 +26,58 @@ export const ArtifactsS3Config = z
   .refine((s3) => (s3.accessKeyId === undefined) === (s3.secretAccessKey === undefined), 'set both the access key id and the secret access key, or neither');
 export type ArtifactsS3Config = z.infer<typeof ArtifactsS3Config>;
 
+/** A Slurm option's value: no whitespace, no control character (each is one argument of `sbatch`). */
+const SLURM_WORD = /^[^\s\x00-\x1f\x7f]+$/;
+
+/**
+ * The `slurm` backend of jobs (docs/jobs.md, "Slurm"): each runner is a batch job of the site's Slurm, submitted
+ * with its client commands from the control plane's host. Unset: no Slurm.
+ */
+export const JobsSlurmConfig = z.object({
+  /** Runners one instance holds in Slurm at once (queued or running): Slurm queues them, so this bounds one's share. */
+  runners: z.number().int().min(1).max(10_000).default(8),
+  /** Unset: the cluster's default partition and the user's default account. */
+  partition: z.string().max(256).regex(SLURM_WORD, 'a Slurm partition name').optional(),
+  account: z.string().max(256).regex(SLURM_WORD, 'a Slurm account name').optional(),
+  /** Per runner: the runner is one Node process sending rows over HTTP; a Parquet job holds its input file whole. */
+  cpus: z.number().int().min(1).max(1_024).default(1),
+  memoryMiB: z
+    .number()
+    .int()
+    .min(64)
+    .max(16 * 1024 * 1024)
+    .default(2_048),
+  /** More `sbatch` options, each one argument (`--time=04:00:00`, `--qos=batch`): the site's own rules. */
+  extraArgs: z.array(z.string().max(1_024).regex(SLURM_WORD, 'one sbatch argument, without whitespace')).max(64).default([]),
+  /**
+   * Where each runner's output goes (`lunanexa-<job>-<attempt>-<slurm id>.log`) and where it runs: a directory the
+   * compute nodes can write, at the same path (a shared file system).
+   */
+  logDir: z
+    .string()
+    .min(1)
+    .max(1_024)
+    .regex(/^\/[^\x00-\x1f\x7f%]*$/, "an absolute path, without '%' (Slurm's file name patterns)"),
+  /** The slurm.conf the client commands read (their SLURM_CONF); unset: theirs by default (/etc/slurm/slurm.conf). */
+  conf: z.string().min(1).max(1_024).optional(),
+  /**
+   * The runner's program and its arguments, as the compute node runs it; unset: this control plane's Node and its
+   * bin/lunanexa-runner.mjs, which must then be at the same paths on the nodes.
+   */
+  command: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(4_096)
+        .regex(/^[^\x00]*$/),
+    )
+    .min(1)
+    .max(64)
+    .optional(),
+});
+export type JobsSlurmConfig = z.infer<typeof JobsSlurmConfig>;
+
 /**
  * Timing and limits of the control plane. Defaults are docs/design.md section 4; tests shorten the intervals.
  * Every duration is in milliseconds.
@@ -205,10 +257,25 @@ export const ControlPlaneConfig = z
     runFairShareWindowMs: z.number().int().positive().default(86_400_000),
     /** Job runners the `local` backend runs at once on one instance (docs/jobs.md, "Backends"). */
     jobsLocalRunners: z.number().int().min(0).max(256).default(4),
+    /**
+     * The `agent` backend (docs/jobs.md, "Backends"): each runner a one-worker run of `template` (a registered job
+     * template the nodes' local policy allows) reserving `cores` and `memoryMiB`; at most `runners` held by one
+     * instance at once.
+     */
+    jobsAgent: z
+      .object({
+        runners: z.number().int().min(0).max(4096).default(16),
+        template: z.string().min(1).max(64).default('lunanexa-runner'),
+        cores: z.number().int().min(0).max(1024).default(1),
+        memoryMiB: z.number().int().min(0).default(512),
+      })
+      .default({ runners: 16, template: 'lunanexa-runner', cores: 1, memoryMiB: 512 }),
     /** How long an instance holds a job whose runner it runs without renewing: past it, the runner counts as lost. */
     jobsLeaseMs: z.number().int().positive().default(30_000),
     /** How often the `local` backend looks for jobs to start, expire, recover and finalize. */
     jobsTickMs: z.number().int().positive().default(1_000),
+    /** The `slurm` backend (LUNANEXA_JOBS_SLURM_*, docs/jobs.md "Slurm"): null, none. */
+    jobsSlurm: JobsSlurmConfig.nullable().default(null),
     /** Largest answer that is not streamed (it is held whole, then sent): past it, 502 `answer_too_large`. */
     plainAnswerMaxBytes: z
       .number()

@@ -469,3 +469,25 @@ export async function describeDeployments({
     more: rows.length > shown.length,
   };
 }
+
+/**
+ * The live deployments of a workspace named in `names`, each with its model and derived status, from one read of the
+ * fleet whatever their number; a name with no live deployment is not in the map. What swarms derive theirs from.
+ */
+export async function deploymentStatusesByName({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'config'>;
+  input: { workspaceId: string; names: readonly string[] };
+}): Promise<Map<string, { model: string; status: DeploymentStatus }>> {
+  if (input.names.length === 0) return new Map();
+  const rows = await ctx.db
+    .select()
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), isNull(deployments.deletedAt)));
+  const wanted = new Set(input.names);
+  const shown = rows.filter((d) => wanted.has(d.name));
+  const statuses = await loadStatuses(ctx, input.workspaceId, shown, rows);
+  return new Map(shown.map((d, i) => [d.name, { model: d.model, status: statuses[i]! }]));
+}

@@ -11,6 +11,7 @@ import { audit, withTransaction, type ServiceCtx, type ServicePorts } from './se
 import { JOBS_CHANNEL } from '../kernel/ports/bus.js';
 import type { JobRow } from './job-runners.js';
 import { instanceAlive } from './instances.js';
+import { findSwarm, swarmModel } from './swarm-records.js';
 
 /** A live input file of the workspace of one of `purposes`: its id; 404, or 400 for its purpose. Locked for share. */
 export async function inputFile(tx: ServiceCtx, input: { workspaceId: string; fileId: string; purposes: readonly string[]; what: string }): Promise<string> {
@@ -111,19 +112,37 @@ function jobView(job: JobRow, now: Date): JobView {
 /**
  * Submits a built-in job (`POST /api/v1/jobs`): chat, completion or embedding rows of a live JSONL or Parquet file of
  * the workspace (purpose `batch` or `user_data`), sent to its model with its defaults. It has no completion window.
+ * A job submitted to a swarm (404 when the workspace has none of that name) is counted as the swarm's (`swarm_id`),
+ * and its model, backend, concurrency and attempts default to the swarm's.
  */
 export async function submitJob({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus' | 'config'>;
   input: { workspaceId: string; submission: JobSubmission };
 }): Promise<JobView> {
   const { submission } = input;
   const view = await withTransaction(ctx, async (tx) => {
+    const swarm = submission.swarm === undefined ? null : await findSwarm(tx, { workspaceId: input.workspaceId, name: submission.swarm, lock: 'share' });
     const fileId = await inputFile(tx, { workspaceId: input.workspaceId, fileId: submission.inputFileId, purposes: ['batch', 'user_data'], what: 'a job' });
-    const spec = JobSpec.parse({ ...submission, kind: 'rows', inputFileId: fileId });
-    return jobView(await insertJob(tx, { workspaceId: input.workspaceId, spec }), await dbNow(tx.db));
+    const spec = JobSpec.parse({
+      kind: 'rows',
+      rows: { ...submission.rows, model: submission.rows.model ?? (swarm ? swarmModel(swarm) : undefined) },
+      inputFileId: fileId,
+      format: submission.format,
+      retry: submission.retry,
+      backend: submission.backend ?? swarm?.config.jobs.backend,
+      concurrency: submission.concurrency ?? swarm?.config.jobs.concurrency,
+      maxAttempts: submission.maxAttempts ?? swarm?.config.jobs.maxAttempts,
+    });
+    // No instance would ever start it: refused now rather than pending for good.
+    if (spec.backend === 'slurm' && ctx.config.jobsSlurm === null) {
+      throw new ApiError('bad_request', 'the slurm backend is not configured on this control plane (docs/jobs.md, "Slurm")');
+    }
+    const row = await insertJob(tx, { workspaceId: input.workspaceId, spec });
+    if (swarm) await tx.db.update(jobs).set({ swarmId: swarm.id }).where(eq(jobs.id, row.id));
+    return jobView(row, await dbNow(tx.db));
   });
   await signalJobsWaiting(ctx);
   return view;

@@ -68,7 +68,8 @@ export async function submitRun({
   input,
 }: {
   ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
-  input: { workspaceId: string; name: string; spec: RunSpec };
+  /** `jobId`: the job whose runner the run is (the `agent` backend, docs/jobs.md). */
+  input: { workspaceId: string; name: string; spec: RunSpec; jobId?: string };
 }): Promise<{ id: string }> {
   const written = await withTransaction(ctx, async (tx) => {
     await requireResolvableRuntime(tx.db, { workspaceId: input.workspaceId, runtime: runRuntime(input.spec) });
@@ -78,9 +79,15 @@ export async function submitRun({
       .where(and(eq(runs.workspaceId, input.workspaceId), eq(runs.name, input.name), isNull(runs.finishedAt)));
     if (taken) throw new ApiError('conflict', `run ${input.name} is still live (${taken.id}): cancel it or pick another name`);
     const id = newId('run');
-    await tx.db
-      .insert(runs)
-      .values({ id, workspaceId: input.workspaceId, name: input.name, spec: input.spec, priority: input.spec.priority, reason: 'queued' });
+    await tx.db.insert(runs).values({
+      id,
+      workspaceId: input.workspaceId,
+      name: input.name,
+      spec: input.spec,
+      priority: input.spec.priority,
+      reason: 'queued',
+      jobId: input.jobId ?? null,
+    });
     let rank = 0;
     const workers = runDemand(input.spec).flatMap((group) =>
       Array.from({ length: group.workers }, () => {

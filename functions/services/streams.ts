@@ -1,7 +1,7 @@
 import { Assignment, WorkerAssignment } from '../../shared/contracts/desired.js';
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import { SignJWT } from 'jose';
-import { assignments, machines, runWorkers, streamLeases } from '../store/schema/index.js';
+import { assignments, machines, runs, runWorkers, streamLeases } from '../store/schema/index.js';
 import { ApiError } from '../kernel/errors.js';
 import { queryRows } from '../store/rows.js';
 import { revealSecretEnv } from './secret-env.js';
@@ -108,11 +108,12 @@ function asSigned(spec: Assignment): Assignment {
 /** The run workers a machine holds (placed, not released), as its desired state carries them, by run and rank. */
 async function machineWorkers(db: Db, machineId: string): Promise<WorkerAssignment[]> {
   const rows = await db
-    .select()
+    .select({ worker: runWorkers, jobId: runs.jobId })
     .from(runWorkers)
+    .innerJoin(runs, eq(runs.id, runWorkers.runId))
     .where(and(eq(runWorkers.machineId, machineId), isNull(runWorkers.releasedAt)))
     .orderBy(asc(runWorkers.runId), asc(runWorkers.rank));
-  return rows.flatMap((w) =>
+  return rows.flatMap(({ worker: w, jobId }) =>
     w.command === null
       ? []
       : [
@@ -124,6 +125,7 @@ async function machineWorkers(db: Db, machineId: string): Promise<WorkerAssignme
             command: w.command,
             resources: w.resources,
             phase: w.phase,
+            ...(jobId ? { job: { id: jobId } } : {}),
           }),
         ],
   );

@@ -10193,7 +10193,7 @@ export interface paths {
                         rows: {
                             /** @enum {string} */
                             kind: "chat" | "completion" | "embedding";
-                            model: string;
+                            model?: string;
                             /** @default {} */
                             defaults?: {
                                 [key: string]: unknown;
@@ -10205,7 +10205,9 @@ export interface paths {
                          * @enum {string}
                          */
                         format?: "jsonl" | "parquet";
-                        /** @default 16 */
+                        swarm?: string;
+                        /** @enum {string} */
+                        backend?: "local" | "slurm" | "agent";
                         concurrency?: number;
                         /**
                          * @default {
@@ -10222,7 +10224,6 @@ export interface paths {
                             /** @default 30000 */
                             maxMs?: number;
                         };
-                        /** @default 5 */
                         maxAttempts?: number;
                     };
                 };
@@ -10812,6 +10813,1041 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/swarms/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One swarm: its config, its deployment's status (replicas ready of desired), its endpoint and model, its jobs by state */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Swarm */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            config: {
+                                name: string;
+                                deployment: {
+                                    model: string;
+                                    runtime: {
+                                        /** @enum {string} */
+                                        kind: "template";
+                                        template: string;
+                                        /** @default {} */
+                                        params: {
+                                            [key: string]: string | number | boolean;
+                                        };
+                                        /** @default {} */
+                                        env: {
+                                            [key: string]: {
+                                                value: string;
+                                            } | {
+                                                secret: string;
+                                            };
+                                        };
+                                    } | {
+                                        /** @enum {string} */
+                                        kind: "simulated";
+                                        model: string;
+                                        /** @default 20 */
+                                        ttftMs: number;
+                                        /** @default 200 */
+                                        tokensPerSecond: number;
+                                        /** @default 200 */
+                                        loadMs: number;
+                                        /** @default 1024 */
+                                        memoryMiB: number;
+                                        /** @default 0 */
+                                        failureRate: number;
+                                    };
+                                    /** @default null */
+                                    artifact: {
+                                        uri: string;
+                                        sha256: string;
+                                    } | null;
+                                    /**
+                                     * @default {
+                                     *       "mode": "on-failure",
+                                     *       "maxRestarts": 5,
+                                     *       "backoffMs": 1000
+                                     *     }
+                                     */
+                                    restartPolicy: {
+                                        /**
+                                         * @default on-failure
+                                         * @enum {string}
+                                         */
+                                        mode: "always" | "on-failure" | "never";
+                                        /** @default 5 */
+                                        maxRestarts: number;
+                                        /** @default 1000 */
+                                        backoffMs: number;
+                                    };
+                                    replicas: number;
+                                    /** @default {} */
+                                    selector: {
+                                        [key: string]: string;
+                                    };
+                                    /** @default null */
+                                    source: {
+                                        /** @enum {string} */
+                                        kind: "alias";
+                                        alias: string;
+                                    } | {
+                                        /** @enum {string} */
+                                        kind: "version";
+                                        model: string;
+                                        version: string;
+                                    } | null;
+                                    /** @default null */
+                                    canary: {
+                                        version: string;
+                                        weight: number;
+                                        /** @default 1 */
+                                        replicas: number;
+                                        /** @default {} */
+                                        selector: {
+                                            [key: string]: string;
+                                        };
+                                    } | null;
+                                    /** @default 0 */
+                                    gpus: number;
+                                    /** @default 1 */
+                                    replicasPerMachine: number;
+                                    /** @default 0 */
+                                    gpuMemoryMiB: number;
+                                    /** @default 0 */
+                                    memoryMiB: number;
+                                    /** @default null */
+                                    dataClass: string | null;
+                                    /** @default null */
+                                    scaleToZero: {
+                                        idleSeconds: number;
+                                    } | null;
+                                    /** @default 16 */
+                                    maxConcurrency: number;
+                                    /** @default 256 */
+                                    queueCapacity: number;
+                                    /**
+                                     * @default {
+                                     *       "timeoutMs": 1800000,
+                                     *       "probeIntervalMs": 1000,
+                                     *       "failureThreshold": 3
+                                     *     }
+                                     */
+                                    startup: {
+                                        /** @default 1800000 */
+                                        timeoutMs: number;
+                                        /** @default 1000 */
+                                        probeIntervalMs: number;
+                                        /** @default 3 */
+                                        failureThreshold: number;
+                                    };
+                                    /**
+                                     * @default {
+                                     *       "maxSurge": 1,
+                                     *       "maxUnavailable": 0
+                                     *     }
+                                     */
+                                    rollout: {
+                                        /** @default 1 */
+                                        maxSurge: number;
+                                        /** @default 0 */
+                                        maxUnavailable: number;
+                                    };
+                                    name?: string;
+                                };
+                                /** @default {} */
+                                jobs: {
+                                    /** @enum {string} */
+                                    backend?: "local" | "slurm" | "agent";
+                                    concurrency?: number;
+                                    maxAttempts?: number;
+                                };
+                            };
+                            deployment: string;
+                            model: string;
+                            endpoint: string;
+                            /** @enum {string} */
+                            status: "creating" | "ready" | "degraded" | "asleep" | "stopped" | "missing";
+                            replicas: {
+                                desired: number;
+                                ready: number;
+                                starting: number;
+                                failed: number;
+                            };
+                            reasons: string[];
+                            jobs: {
+                                total: number;
+                                pending: number;
+                                running: number;
+                                finalizing: number;
+                                completed: number;
+                                failed: number;
+                                cancelling: number;
+                                cancelled: number;
+                                expired: number;
+                            };
+                            createdAt: string;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        /** Bring a swarm up: create it, or reconcile it and its deployment with this config (the deployment is applied as PUT /deployments/{name} applies one, in the same transaction as the record) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        name?: string;
+                        deployment: {
+                            model: string;
+                            runtime: {
+                                /** @enum {string} */
+                                kind: "template";
+                                template: string;
+                                /** @default {} */
+                                params?: {
+                                    [key: string]: string | number | boolean;
+                                };
+                                /** @default {} */
+                                env?: {
+                                    [key: string]: {
+                                        value: string;
+                                    } | {
+                                        secret: string;
+                                    };
+                                };
+                            } | {
+                                /** @enum {string} */
+                                kind: "simulated";
+                                model: string;
+                                /** @default 20 */
+                                ttftMs?: number;
+                                /** @default 200 */
+                                tokensPerSecond?: number;
+                                /** @default 200 */
+                                loadMs?: number;
+                                /** @default 1024 */
+                                memoryMiB?: number;
+                                /** @default 0 */
+                                failureRate?: number;
+                            };
+                            /** @default null */
+                            artifact?: {
+                                uri: string;
+                                sha256: string;
+                            } | null;
+                            /**
+                             * @default {
+                             *       "mode": "on-failure",
+                             *       "maxRestarts": 5,
+                             *       "backoffMs": 1000
+                             *     }
+                             */
+                            restartPolicy?: {
+                                /**
+                                 * @default on-failure
+                                 * @enum {string}
+                                 */
+                                mode?: "always" | "on-failure" | "never";
+                                /** @default 5 */
+                                maxRestarts?: number;
+                                /** @default 1000 */
+                                backoffMs?: number;
+                            };
+                            replicas: number;
+                            /** @default {} */
+                            selector?: {
+                                [key: string]: string;
+                            };
+                            /** @default null */
+                            source?: {
+                                /** @enum {string} */
+                                kind: "alias";
+                                alias: string;
+                            } | {
+                                /** @enum {string} */
+                                kind: "version";
+                                model: string;
+                                version: string;
+                            } | null;
+                            /** @default null */
+                            canary?: {
+                                version: string;
+                                weight: number;
+                                /** @default 1 */
+                                replicas?: number;
+                                /** @default {} */
+                                selector?: {
+                                    [key: string]: string;
+                                };
+                            } | null;
+                            /** @default 0 */
+                            gpus?: number;
+                            /** @default 1 */
+                            replicasPerMachine?: number;
+                            /** @default 0 */
+                            gpuMemoryMiB?: number;
+                            /** @default 0 */
+                            memoryMiB?: number;
+                            /** @default null */
+                            dataClass?: string | null;
+                            /** @default null */
+                            scaleToZero?: {
+                                idleSeconds: number;
+                            } | null;
+                            /** @default 16 */
+                            maxConcurrency?: number;
+                            /** @default 256 */
+                            queueCapacity?: number;
+                            /**
+                             * @default {
+                             *       "timeoutMs": 1800000,
+                             *       "probeIntervalMs": 1000,
+                             *       "failureThreshold": 3
+                             *     }
+                             */
+                            startup?: {
+                                /** @default 1800000 */
+                                timeoutMs?: number;
+                                /** @default 1000 */
+                                probeIntervalMs?: number;
+                                /** @default 3 */
+                                failureThreshold?: number;
+                            };
+                            /**
+                             * @default {
+                             *       "maxSurge": 1,
+                             *       "maxUnavailable": 0
+                             *     }
+                             */
+                            rollout?: {
+                                /** @default 1 */
+                                maxSurge?: number;
+                                /** @default 0 */
+                                maxUnavailable?: number;
+                            };
+                            name?: string;
+                        };
+                        /** @default {} */
+                        jobs?: {
+                            /** @enum {string} */
+                            backend?: "local" | "slurm" | "agent";
+                            concurrency?: number;
+                            maxAttempts?: number;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Up */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            config: {
+                                name: string;
+                                deployment: {
+                                    model: string;
+                                    runtime: {
+                                        /** @enum {string} */
+                                        kind: "template";
+                                        template: string;
+                                        /** @default {} */
+                                        params: {
+                                            [key: string]: string | number | boolean;
+                                        };
+                                        /** @default {} */
+                                        env: {
+                                            [key: string]: {
+                                                value: string;
+                                            } | {
+                                                secret: string;
+                                            };
+                                        };
+                                    } | {
+                                        /** @enum {string} */
+                                        kind: "simulated";
+                                        model: string;
+                                        /** @default 20 */
+                                        ttftMs: number;
+                                        /** @default 200 */
+                                        tokensPerSecond: number;
+                                        /** @default 200 */
+                                        loadMs: number;
+                                        /** @default 1024 */
+                                        memoryMiB: number;
+                                        /** @default 0 */
+                                        failureRate: number;
+                                    };
+                                    /** @default null */
+                                    artifact: {
+                                        uri: string;
+                                        sha256: string;
+                                    } | null;
+                                    /**
+                                     * @default {
+                                     *       "mode": "on-failure",
+                                     *       "maxRestarts": 5,
+                                     *       "backoffMs": 1000
+                                     *     }
+                                     */
+                                    restartPolicy: {
+                                        /**
+                                         * @default on-failure
+                                         * @enum {string}
+                                         */
+                                        mode: "always" | "on-failure" | "never";
+                                        /** @default 5 */
+                                        maxRestarts: number;
+                                        /** @default 1000 */
+                                        backoffMs: number;
+                                    };
+                                    replicas: number;
+                                    /** @default {} */
+                                    selector: {
+                                        [key: string]: string;
+                                    };
+                                    /** @default null */
+                                    source: {
+                                        /** @enum {string} */
+                                        kind: "alias";
+                                        alias: string;
+                                    } | {
+                                        /** @enum {string} */
+                                        kind: "version";
+                                        model: string;
+                                        version: string;
+                                    } | null;
+                                    /** @default null */
+                                    canary: {
+                                        version: string;
+                                        weight: number;
+                                        /** @default 1 */
+                                        replicas: number;
+                                        /** @default {} */
+                                        selector: {
+                                            [key: string]: string;
+                                        };
+                                    } | null;
+                                    /** @default 0 */
+                                    gpus: number;
+                                    /** @default 1 */
+                                    replicasPerMachine: number;
+                                    /** @default 0 */
+                                    gpuMemoryMiB: number;
+                                    /** @default 0 */
+                                    memoryMiB: number;
+                                    /** @default null */
+                                    dataClass: string | null;
+                                    /** @default null */
+                                    scaleToZero: {
+                                        idleSeconds: number;
+                                    } | null;
+                                    /** @default 16 */
+                                    maxConcurrency: number;
+                                    /** @default 256 */
+                                    queueCapacity: number;
+                                    /**
+                                     * @default {
+                                     *       "timeoutMs": 1800000,
+                                     *       "probeIntervalMs": 1000,
+                                     *       "failureThreshold": 3
+                                     *     }
+                                     */
+                                    startup: {
+                                        /** @default 1800000 */
+                                        timeoutMs: number;
+                                        /** @default 1000 */
+                                        probeIntervalMs: number;
+                                        /** @default 3 */
+                                        failureThreshold: number;
+                                    };
+                                    /**
+                                     * @default {
+                                     *       "maxSurge": 1,
+                                     *       "maxUnavailable": 0
+                                     *     }
+                                     */
+                                    rollout: {
+                                        /** @default 1 */
+                                        maxSurge: number;
+                                        /** @default 0 */
+                                        maxUnavailable: number;
+                                    };
+                                    name?: string;
+                                };
+                                /** @default {} */
+                                jobs: {
+                                    /** @enum {string} */
+                                    backend?: "local" | "slurm" | "agent";
+                                    concurrency?: number;
+                                    maxAttempts?: number;
+                                };
+                            };
+                            deployment: string;
+                            model: string;
+                            endpoint: string;
+                            /** @enum {string} */
+                            status: "creating" | "ready" | "degraded" | "asleep" | "stopped" | "missing";
+                            replicas: {
+                                desired: number;
+                                ready: number;
+                                starting: number;
+                                failed: number;
+                            };
+                            reasons: string[];
+                            jobs: {
+                                total: number;
+                                pending: number;
+                                running: number;
+                                finalizing: number;
+                                completed: number;
+                                failed: number;
+                                cancelling: number;
+                                cancelled: number;
+                                expired: number;
+                            };
+                            createdAt: string;
+                            updatedAt: string;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Body too large */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Bring a swarm down: cancel its unfinished jobs, retire its deployment, remove its record */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Down */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            name: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                            cancelledJobs: string[];
+                            deploymentDeleted: boolean;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/swarms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the workspace's swarms, a page at a time by name, each with its status and its jobs' counts */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Items per page */
+                    limit?: number;
+                    /** @description The previous page's `nextCursor`; omit it for the first page */
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Swarms */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                id: string;
+                                name: string;
+                                config: {
+                                    name: string;
+                                    deployment: {
+                                        model: string;
+                                        runtime: {
+                                            /** @enum {string} */
+                                            kind: "template";
+                                            template: string;
+                                            /** @default {} */
+                                            params: {
+                                                [key: string]: string | number | boolean;
+                                            };
+                                            /** @default {} */
+                                            env: {
+                                                [key: string]: {
+                                                    value: string;
+                                                } | {
+                                                    secret: string;
+                                                };
+                                            };
+                                        } | {
+                                            /** @enum {string} */
+                                            kind: "simulated";
+                                            model: string;
+                                            /** @default 20 */
+                                            ttftMs: number;
+                                            /** @default 200 */
+                                            tokensPerSecond: number;
+                                            /** @default 200 */
+                                            loadMs: number;
+                                            /** @default 1024 */
+                                            memoryMiB: number;
+                                            /** @default 0 */
+                                            failureRate: number;
+                                        };
+                                        /** @default null */
+                                        artifact: {
+                                            uri: string;
+                                            sha256: string;
+                                        } | null;
+                                        /**
+                                         * @default {
+                                         *       "mode": "on-failure",
+                                         *       "maxRestarts": 5,
+                                         *       "backoffMs": 1000
+                                         *     }
+                                         */
+                                        restartPolicy: {
+                                            /**
+                                             * @default on-failure
+                                             * @enum {string}
+                                             */
+                                            mode: "always" | "on-failure" | "never";
+                                            /** @default 5 */
+                                            maxRestarts: number;
+                                            /** @default 1000 */
+                                            backoffMs: number;
+                                        };
+                                        replicas: number;
+                                        /** @default {} */
+                                        selector: {
+                                            [key: string]: string;
+                                        };
+                                        /** @default null */
+                                        source: {
+                                            /** @enum {string} */
+                                            kind: "alias";
+                                            alias: string;
+                                        } | {
+                                            /** @enum {string} */
+                                            kind: "version";
+                                            model: string;
+                                            version: string;
+                                        } | null;
+                                        /** @default null */
+                                        canary: {
+                                            version: string;
+                                            weight: number;
+                                            /** @default 1 */
+                                            replicas: number;
+                                            /** @default {} */
+                                            selector: {
+                                                [key: string]: string;
+                                            };
+                                        } | null;
+                                        /** @default 0 */
+                                        gpus: number;
+                                        /** @default 1 */
+                                        replicasPerMachine: number;
+                                        /** @default 0 */
+                                        gpuMemoryMiB: number;
+                                        /** @default 0 */
+                                        memoryMiB: number;
+                                        /** @default null */
+                                        dataClass: string | null;
+                                        /** @default null */
+                                        scaleToZero: {
+                                            idleSeconds: number;
+                                        } | null;
+                                        /** @default 16 */
+                                        maxConcurrency: number;
+                                        /** @default 256 */
+                                        queueCapacity: number;
+                                        /**
+                                         * @default {
+                                         *       "timeoutMs": 1800000,
+                                         *       "probeIntervalMs": 1000,
+                                         *       "failureThreshold": 3
+                                         *     }
+                                         */
+                                        startup: {
+                                            /** @default 1800000 */
+                                            timeoutMs: number;
+                                            /** @default 1000 */
+                                            probeIntervalMs: number;
+                                            /** @default 3 */
+                                            failureThreshold: number;
+                                        };
+                                        /**
+                                         * @default {
+                                         *       "maxSurge": 1,
+                                         *       "maxUnavailable": 0
+                                         *     }
+                                         */
+                                        rollout: {
+                                            /** @default 1 */
+                                            maxSurge: number;
+                                            /** @default 0 */
+                                            maxUnavailable: number;
+                                        };
+                                        name?: string;
+                                    };
+                                    /** @default {} */
+                                    jobs: {
+                                        /** @enum {string} */
+                                        backend?: "local" | "slurm" | "agent";
+                                        concurrency?: number;
+                                        maxAttempts?: number;
+                                    };
+                                };
+                                deployment: string;
+                                model: string;
+                                endpoint: string;
+                                /** @enum {string} */
+                                status: "creating" | "ready" | "degraded" | "asleep" | "stopped" | "missing";
+                                replicas: {
+                                    desired: number;
+                                    ready: number;
+                                    starting: number;
+                                    failed: number;
+                                };
+                                reasons: string[];
+                                jobs: {
+                                    total: number;
+                                    pending: number;
+                                    running: number;
+                                    finalizing: number;
+                                    completed: number;
+                                    failed: number;
+                                    cancelling: number;
+                                    cancelled: number;
+                                    expired: number;
+                                };
+                                createdAt: string;
+                                updatedAt: string;
+                            }[];
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;

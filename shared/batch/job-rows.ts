@@ -44,27 +44,36 @@ const JOB_PARAMETERS: Record<BatchJobKind, readonly string[]> = {
 /** The smallest input of each kind: the defaults are checked in a body that holds it. */
 const PROBE_INPUTS = { chat: [{ role: 'user', content: '' }], completion: '', embedding: '' } as const;
 
+const RowsFields = {
+  kind: BatchJobKind,
+  model: ChatCompletionRequest.shape.model,
+  defaults: z.record(z.string(), z.unknown()).default({}),
+};
+
+/** Refuses a default its kind does not take, or one its endpoint's schema refuses (probed with `model`, else a stand-in). */
+function checkDefaults(spec: { kind: BatchJobKind; model?: string; defaults: Record<string, unknown> }, ctx: z.RefinementCtx): void {
+  const allowed = JOB_PARAMETERS[spec.kind];
+  for (const key of Object.keys(spec.defaults)) {
+    if (!allowed.includes(key)) ctx.addIssue({ code: 'custom', message: `a ${spec.kind} job takes no default ${quote(key)}`, path: ['defaults', key] });
+  }
+  const probe = { ...spec.defaults, model: spec.model ?? 'model', [INPUT_FIELDS[spec.kind]]: PROBE_INPUTS[spec.kind] };
+  const parsed = BATCH_BODIES[JOB_KIND_URLS[spec.kind]].safeParse(probe);
+  for (const issue of parsed.error?.issues ?? []) ctx.addIssue({ code: 'custom', message: issue.message, path: ['defaults', ...issue.path] });
+}
+
 /**
  * A built-in job's rows: the kind, the model every row is sent to, and parameters every row gets unless it sets its
  * own. Defaults are checked at submission by the endpoint's own schema, so that a bad default (a temperature of 5)
  * is refused once rather than failing every row.
  */
-export const BatchJobRows = z
-  .object({
-    kind: BatchJobKind,
-    model: ChatCompletionRequest.shape.model,
-    defaults: z.record(z.string(), z.unknown()).default({}),
-  })
-  .superRefine((spec, ctx) => {
-    const allowed = JOB_PARAMETERS[spec.kind];
-    for (const key of Object.keys(spec.defaults)) {
-      if (!allowed.includes(key)) ctx.addIssue({ code: 'custom', message: `a ${spec.kind} job takes no default ${quote(key)}`, path: ['defaults', key] });
-    }
-    const probe = { ...spec.defaults, model: spec.model, [INPUT_FIELDS[spec.kind]]: PROBE_INPUTS[spec.kind] };
-    const parsed = BATCH_BODIES[JOB_KIND_URLS[spec.kind]].safeParse(probe);
-    for (const issue of parsed.error?.issues ?? []) ctx.addIssue({ code: 'custom', message: issue.message, path: ['defaults', ...issue.path] });
-  });
+export const BatchJobRows = z.object(RowsFields).superRefine(checkDefaults);
 export type BatchJobRows = z.infer<typeof BatchJobRows>;
+
+/**
+ * `BatchJobRows` as a submission takes them (`JobSubmission`): the model may be left out of a job submitted to a
+ * swarm, whose model it then is (docs/jobs.md, "Swarms").
+ */
+export const BatchJobRowsInput = z.object({ ...RowsFields, model: RowsFields.model.optional() }).superRefine(checkDefaults);
 
 /** One row as the request it becomes, or why it becomes none; either way with its `custom_id`. */
 export type RowRequest =

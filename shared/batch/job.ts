@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { BatchEndpoint } from '../contracts/openai-batch.js';
-import { BatchJobRows, JOB_KIND_URLS } from './job-rows.js';
+import { BatchJobRows, BatchJobRowsInput, JOB_KIND_URLS } from './job-rows.js';
+import { JobBackend } from '../contracts/job-backend.js';
+import { SwarmName } from '../contracts/swarm.js';
 
 /** How a job's rows are retried (`shared/batch/retry.ts`): attempts per row, and the back-off between them. */
 export const RowRetry = z.object({
@@ -10,13 +12,8 @@ export const RowRetry = z.object({
 });
 export type RowRetry = z.infer<typeof RowRetry>;
 
-/**
- * Where a job's runner runs (docs/jobs.md, "Backends"): `local`, a process beside the control plane; `slurm`, a
- * batch job of the site's Slurm; `agent`, a worker on one of the fleet's nodes, through a job template its local
- * policy allows.
- */
-export const JobBackend = z.enum(['local', 'slurm', 'agent']);
-export type JobBackend = z.infer<typeof JobBackend>;
+/** Where a job's runner runs (shared/contracts/job-backend.ts). */
+export { JobBackend };
 
 /** What every job has, whatever it does: where its runner runs, how many rows at once, how rows and runners retry. */
 const JobRunning = {
@@ -87,15 +84,26 @@ export type RunnerCheckpointAnswer = z.infer<typeof RunnerCheckpointAnswer>;
 export const RunnerDone = z.object({ attempt: z.number().int().min(0), totalRows: z.number().int().min(0) });
 export type RunnerDone = z.infer<typeof RunnerDone>;
 
-/** A built-in job as the management API takes it (`POST /api/v1/jobs`): its rows, its input file and its format. */
-export const JobSubmission = z.object({
-  rows: BatchJobRows,
-  inputFileId: z.string().min(1).max(64),
-  format: z.enum(['jsonl', 'parquet']).default('jsonl'),
-  concurrency: JobRunning.concurrency,
-  retry: JobRunning.retry,
-  maxAttempts: JobRunning.maxAttempts,
-});
+/**
+ * A built-in job as the management API takes it (`POST /api/v1/jobs`): its rows, its input file and its format.
+ * `swarm`: the swarm it is submitted to (docs/jobs.md, "Swarms"); its rows' model, its backend, concurrency and
+ * attempts default to the swarm's. Without a swarm the model is required, and the rest defaults as `JobSpec`'s.
+ */
+export const JobSubmission = z
+  .object({
+    rows: BatchJobRowsInput,
+    inputFileId: z.string().min(1).max(64),
+    format: z.enum(['jsonl', 'parquet']).default('jsonl'),
+    swarm: SwarmName.optional(),
+    backend: JobBackend.optional(),
+    concurrency: JobRunning.concurrency.unwrap().optional(),
+    retry: JobRunning.retry,
+    maxAttempts: JobRunning.maxAttempts.unwrap().optional(),
+  })
+  .refine((submission) => submission.rows.model !== undefined || submission.swarm !== undefined, {
+    message: 'a job names its model, unless it is submitted to a swarm',
+    path: ['rows', 'model'],
+  });
 export type JobSubmission = z.infer<typeof JobSubmission>;
 
 /** A job as the management API shows it: what it does, where it stands, its progress and its output. */

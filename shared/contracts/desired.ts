@@ -133,6 +133,12 @@ export const WorkerAssignment = z.object({
    * `ready-to-start` without starting the process (a gang waits for all its workers); `start`: start it.
    */
   phase: z.enum(['prepare', 'start']),
+  /**
+   * The job whose runner this worker is (docs/jobs.md, the `agent` backend): when it starts, the agent asks for the
+   * runner's token for this worker's attempt and gives the process the job's variables (LUNANEXA_URL, LUNANEXA_JOB_ID,
+   * LUNANEXA_JOB_TOKEN, ENDPOINT, MODEL, OPENAI_BASE_URL, OPENAI_API_KEY). The token never travels in the desired state.
+   */
+  job: z.object({ id: z.string().min(1).max(64) }).optional(),
 });
 export type WorkerAssignment = z.infer<typeof WorkerAssignment>;
 

@@ -31,3 +31,20 @@ export const PROCESS_NOT_FOUND = 'process not found';
 
 /** How many workers one machine runs at most (the desired state and the heartbeat are bounded by it). */
 export const MAX_MACHINE_WORKERS = 256;
+
+/**
+ * What the agent asks for when it starts a worker that is a job's runner (`WorkerAssignment.job`): the runner's
+ * token for that worker's attempt (`POST /agent/v1/jobs/{id}/runner-token`).
+ */
+export const RunnerTokenRequest = z.object({
+  workerId: z.string().min(1).max(64),
+  attempt: z.number().int().nonnegative().max(1_000_000),
+});
+export type RunnerTokenRequest = z.infer<typeof RunnerTokenRequest>;
+
+/** The runner's token (role `inference`: `/v1` and its own job's runner routes), and its job's model (MODEL). */
+export const RunnerTokenGrant = z.object({
+  token: z.string().min(1).max(512),
+  model: z.string().max(256),
+});
+export type RunnerTokenGrant = z.infer<typeof RunnerTokenGrant>;

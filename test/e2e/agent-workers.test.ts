@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureSimJobTemplate, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureJobTemplates, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import type { RunDetail } from '../../shared/contracts/run-view.js';
 import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
@@ -36,7 +36,7 @@ describe('agent runs a run worker beside its runtimes (docs/runs.md)', () => {
   beforeAll(async () => {
     before = await simJobs();
     plane = await startTestPlane({ config: STEADY_LIVENESS });
-    await ensureSimJobTemplate(plane);
+    await ensureJobTemplates(plane);
     root = await mkdtemp(join(tmpdir(), 'lnx-workers-'));
     [node, peer] = await Promise.all([startSimNode(plane, NODE, root), startSimNode(plane, PEER, root)]);
     nodeId = (await readyMachines(plane, [NODE, PEER]))[0]!.id;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { ensureSimJobTemplate, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureJobTemplates, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { createApiToken } from '../../functions/services/api-tokens.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import type { RunDetail } from '../../shared/contracts/run-view.js';
@@ -267,7 +267,7 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
   });
 
   it('shows a run live on the runs page with its reason, its workers and events, and lets an operator cancel it', async () => {
-    await ensureSimJobTemplate(plane);
+    await ensureJobTemplates(plane);
     const operatorToken = await createApiToken({ ctx: plane.systemCtx, input: { workspaceId: plane.workspaceId, name: 'console operator', role: 'operator' } });
     const operator = await browser.newContext({ viewport: LAPTOP });
     const list = await signIn(operator, operatorToken.token);

@@ -3,7 +3,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { asc, inArray } from 'drizzle-orm';
-import { ensureSimJobTemplate, startSimNode, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureJobTemplates, startSimNode, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { runHolds, runs } from '../../functions/store/schema/index.js';
 import { managementClient } from '../../shared/api/client.js';
 import { WorkspaceCreated, WorkspaceView } from '../../shared/contracts/tokens.js';
@@ -34,7 +34,7 @@ describe('two workspaces sharing the fleet through the run queue', () => {
   beforeAll(async () => {
     before = await simJobs();
     plane = await startTestPlane({ config: STEADY_LIVENESS });
-    await ensureSimJobTemplate(plane);
+    await ensureJobTemplates(plane);
     dir = await mkdtemp(join(tmpdir(), 'lnx-sharing-'));
     nodes = await Promise.all(NODES.map((name) => startSimNode(plane, name, join(dir, 'nodes'))));
     await readyMachines(plane, NODES);
@@ -42,7 +42,7 @@ describe('two workspaces sharing the fleet through the run queue', () => {
     const created = WorkspaceCreated.parse(data);
     teamB = { id: created.workspace.id, api: managementClient(plane.url, created.adminToken.token) };
     // Its own copy of the template: templates are a workspace's; the node's policy allows the same executable.
-    await ensureSimJobTemplate({ systemCtx: plane.systemCtx, workspaceId: teamB.id });
+    await ensureJobTemplates({ systemCtx: plane.systemCtx, workspaceId: teamB.id });
     // A quota team-b's runs of up to 4 GPUs fit: the fleet's four.
     expect((await teamB.api.PUT('/workspaces/current/policy', { body: { quota: { gpus: 4 } } })).response.status).toBe(200);
   }, 180_000);

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { workerLogPath } from '../../agent/workers/records.js';
-import { ensureSimJobTemplate, startSimNode, type SimNode } from '../../functions/hosts/dev/fleet.js';
+import { ensureJobTemplates, startSimNode, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { buildCli, runCli } from '../helpers/cli.js';
 import { STEADY_LIVENESS, startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 import { newSimJobs, readyMachines, runsApi, simJob, stopRunFleet } from '../helpers/runs.js';
@@ -31,7 +31,7 @@ describe('runs on simulated nodes, end to end (docs/runs.md)', () => {
   beforeAll(async () => {
     before = await simJobs();
     plane = await startTestPlane({ config: STEADY_LIVENESS });
-    await ensureSimJobTemplate(plane);
+    await ensureJobTemplates(plane);
     dir = await mkdtemp(join(tmpdir(), 'lnx-runs-'));
     [cli, nodes] = await Promise.all([buildCli(dir), Promise.all(NODES.map((name) => startSimNode(plane, name, join(dir, 'nodes'))))]);
     env = { LUNANEXA_URL: plane.url, LUNANEXA_TOKEN: plane.adminToken, HOME: dir, LUNANEXA_CONFIG: join(dir, 'login.json') };

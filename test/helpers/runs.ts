@@ -8,7 +8,7 @@ import { waitFor, type TestPlane } from './plane.js';
 import { simJobs } from './sim-jobs.js';
 import { stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
 
-/** What a sim job does (the `sim-job` template of `ensureSimJobTemplate`): sleep, then exit with a code. */
+/** What a sim job does (the `sim-job` template of `ensureJobTemplates`): sleep, then exit with a code. */
 export const simJob = (sleepMs: number, exitCode = 0) => ({ template: 'sim-job', params: { sleep_ms: sleepMs, exit_code: exitCode } });
 
 /** Runs over the management API of the plane `planeOf()` gives when called, as an operator submits and follows them. */

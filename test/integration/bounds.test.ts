@@ -139,6 +139,17 @@ const API_FIXTURES: Record<string, Json> = {
     maxConcurrency: 4,
     queueCapacity: 8,
   },
+  'PUT /swarms/{name}': {
+    name: 'bounds-dep',
+    deployment: {
+      name: 'bounds-swarm-dep',
+      model: 'bounds-swarm-model',
+      runtime: { kind: 'simulated', model: 'bounds-swarm-model', ttftMs: 20, tokensPerSecond: 200, loadMs: 100, memoryMiB: 64, failureRate: 0 },
+      replicas: 0,
+      selector: { pool: 'bounds' },
+    },
+    jobs: { backend: 'local', concurrency: 4, maxAttempts: 2 },
+  },
   // Registered once before the walk (as version `x` of model `bounds-dep`, the path values below), so that a
   // variant that is still valid (a 2 GiB file is a legitimate size) reaches the store and is refused as a taken
   // label, 409, rather than stored.

@@ -39,6 +39,7 @@ const A = {
   version: 'v1',
   alias: 'alpha-alias',
   run: 'alpha-run',
+  swarm: 'alpha-swarm',
 };
 
 /** SHA-256 of no bytes: A's model version is one empty file, placed in the artifact store. */
@@ -63,6 +64,14 @@ const BODIES: Record<string, unknown> = {
     selector: { pool: 'none' },
     gpus: 0,
     memoryMiB: 64,
+  },
+  'PUT /api/v1/swarms/{name}': {
+    deployment: {
+      model: 'route-auth-swarm-model',
+      runtime: { kind: 'simulated', model: 'route-auth-swarm-model', ttftMs: 20, tokensPerSecond: 200, loadMs: 100, memoryMiB: 64, failureRate: 0 },
+      replicas: 0,
+      selector: { pool: 'none' },
+    },
   },
   'PUT /api/v1/runtime-templates/{name}': {
     executable: '/opt/llama.cpp/bin/llama-server',
@@ -134,6 +143,9 @@ describe('every route refuses whoever may not call it', () => {
       const response = await plane.admin(path, { method: 'PUT', body: JSON.stringify(body) });
       expect(response.status, await response.text()).toBe(200);
     }
+    const swarmUp = await plane.admin(`/api/v1/swarms/${A.swarm}`, { method: 'PUT', body: JSON.stringify(BODIES['PUT /api/v1/swarms/{name}']) });
+    expect(swarmUp.status, await swarmUp.clone().text()).toBe(200);
+    const { id: swarmId } = (await swarmUp.json()) as { id: string };
     const member = await addMember({ ctx, input: { workspaceId: ws, name: A.member, role: 'viewer' } });
     // A's model, with an approved version an alias points at, taken through the lifecycle as an operator would.
     await mkdir(join(plane.dataDir, 'artifacts', ws, A.model, A.version), { recursive: true });
@@ -218,8 +230,9 @@ describe('every route refuses whoever may not call it', () => {
       files: { file_id: fileId },
       batches: { batch_id: batchId },
       jobs: { job_id: batchId, id: batchId },
+      swarms: { name: A.swarm },
     };
-    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId, fileId, batchId];
+    markers = [ws, machine.machineId, deploymentId, workloadId, spare.id, member.id, modelVersion.id, enrollment.id, runId, fileId, batchId, swarmId];
     doc = (await (await fetch(`${plane.url}/api/v1/openapi.json`)).json()) as typeof doc;
   }, 60_000);
   afterAll(async () => {

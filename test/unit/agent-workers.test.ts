@@ -96,6 +96,9 @@ describe("finished workers' logs", () => {
       onChange: () => {},
       log: () => {},
       keptLogs: 2,
+      jobEnv: async () => {
+        throw new Error('this test runs no job runner');
+      },
     });
     await supervisor.recover();
     expect(supervisor.has('wrk_1')).toBe(false);

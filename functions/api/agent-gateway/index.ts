@@ -9,6 +9,7 @@ import { registerLogs } from './logs.js';
 import { registerFrames } from './frames.js';
 import { registerTime } from './time.js';
 import { registerPong } from './pong.js';
+import { registerRunnerToken } from './runner-token.js';
 
 /** The southbound surface `/agent/v1`: everything a node agent calls over its own outbound connection. */
 export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono<AppEnv> {
@@ -25,5 +26,6 @@ export function agentGateway(maxBodyBytes: number, framesMaxBytes: number): Hono
   registerCredentials(app);
   registerLogs(app);
   registerPong(app);
+  registerRunnerToken(app);
   return app;
 }

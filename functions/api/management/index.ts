@@ -16,6 +16,7 @@ import { registerModels } from './models.js';
 import { registerAliases } from './aliases.js';
 import { registerRuns } from './runs.js';
 import { registerJobs } from './jobs.js';
+import { registerSwarms } from './swarms.js';
 import { registerInferencePaths } from '../v1/openapi.js';
 
 /** A version's registration carries its manifest (up to 10,000 files): the one body larger than the others. */
@@ -49,6 +50,7 @@ export function managementApi(limits: { maxBodyBytes: number; manifestMaxBodyByt
   registerAliases(app);
   registerRuns(app);
   registerJobs(app);
+  registerSwarms(app);
   registerInferencePaths(app.openAPIRegistry);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'An API token (lnx_...)' });
   app.doc31('/openapi.json', {

@@ -11,6 +11,8 @@ import { applyDeployment, type DeploymentInput } from '../../services/deployment
 import { getRuntimeTemplate, putRuntimeTemplate } from '../../services/runtime-templates.js';
 import { ApiError } from '../../kernel/errors.js';
 import type { RunningControlPlane } from '../node.js';
+import { RUNNER_BIN } from '../jobs/local.js';
+import type { RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
 
 /** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
 const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.url));
@@ -21,45 +23,64 @@ const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.
  */
 export const SIM_JOB_EXECUTABLE = fileURLToPath(new URL('../../../sim/sim-job.mjs', import.meta.url));
 
-/** The template simulated nodes allow for run workers: the sim job, pinned by its digest as on disk now. */
-export async function simJobTemplate(): Promise<{ template: 'sim-job'; executable: string; executableSha256: string }> {
-  const executableSha256 = createHash('sha256')
-    .update(await readFile(SIM_JOB_EXECUTABLE))
-    .digest('hex');
-  return { template: 'sim-job', executable: SIM_JOB_EXECUTABLE, executableSha256 };
+/** A job template simulated nodes allow, pinned by its executable's digest as on disk now. */
+interface PinnedTemplate {
+  template: string;
+  executable: string;
+  executableSha256: string;
 }
 
+const pinned = async (template: string, executable: string): Promise<PinnedTemplate> => ({
+  template,
+  executable,
+  executableSha256: createHash('sha256')
+    .update(await readFile(executable))
+    .digest('hex'),
+});
+
 /**
- * The template a run names to run the sim job, with its two knobs as params (`sleep_ms`, `exit_code`), registered
- * in `plane`'s workspace unless it is there: `npm start`'s fleet runs runs out of the box. One already there keeps
- * what an admin made of it, but is pinned again to the script as it is on disk now (`writeSimPolicy` pins the
- * nodes to it at each start: a template pinned to an older digest would be refused by every node).
+ * The job templates simulated nodes allow: the sim job for runs, with its two knobs as params (`sleep_ms`,
+ * `exit_code`), and the job runner of the `agent` backend (docs/jobs.md), which takes no argument: what it does comes
+ * from its job, over HTTP. Neither can be made to run other code by what the control plane sends.
  */
-export async function ensureSimJobTemplate(plane: Pick<RunningControlPlane, 'systemCtx' | 'workspaceId'>): Promise<void> {
-  const { template: name, executable, executableSha256 } = await simJobTemplate();
-  const ctx = plane.systemCtx;
-  const existing = await getRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name } }).catch((error: unknown) => {
-    if (error instanceof ApiError && error.code === 'not_found') return null;
-    throw error;
-  });
-  if (existing) {
-    const { name: _n, createdAt: _c, updatedAt: _u, ...kept } = existing;
-    await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec: { ...kept, executable, executableSha256 } } });
-    return;
-  }
-  const spec = {
+const JOB_TEMPLATES: Array<{ name: string; executable: string } & Pick<RuntimeTemplateSpec, 'description' | 'args' | 'params'>> = [
+  {
+    name: 'sim-job',
+    executable: SIM_JOB_EXECUTABLE,
     description: 'the simulator job: prints its rank variables, sleeps sleep_ms and exits with exit_code',
-    executable,
-    executableSha256,
     args: ['--sleep-ms', '{sleep_ms}', '--exit-code', '{exit_code}'],
     params: {
       sleep_ms: { type: 'integer' as const, min: 0, max: 86_400_000, default: 1_000 },
       exit_code: { type: 'integer' as const, min: 0, max: 255, default: 0 },
     },
-    env: [],
-    healthPath: '/health',
-  };
-  await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec } });
+  },
+  { name: 'lunanexa-runner', executable: RUNNER_BIN, description: "a job's runner (the agent backend of jobs)", args: [], params: {} },
+];
+
+/** The templates simulated nodes allow for run workers and job runners, pinned as on disk now. */
+export async function simJobTemplates(): Promise<PinnedTemplate[]> {
+  return await Promise.all(JOB_TEMPLATES.map((t) => pinned(t.name, t.executable)));
+}
+
+/**
+ * Registers the job templates (`JOB_TEMPLATES`) in `plane`'s workspace unless they are there: `npm start`'s fleet
+ * runs runs and agent-backend jobs out of the box. One already there keeps what an admin made of it, but is pinned
+ * again to its executable as it is on disk now (`writeSimPolicy` pins the nodes to it at each start: a template
+ * pinned to an older digest would be refused by every node).
+ */
+export async function ensureJobTemplates(plane: Pick<RunningControlPlane, 'systemCtx' | 'workspaceId'>): Promise<void> {
+  const ctx = plane.systemCtx;
+  for (const { name, executable, description, args, params } of JOB_TEMPLATES) {
+    const { executableSha256 } = await pinned(name, executable);
+    const existing = await getRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name } }).catch((error: unknown) => {
+      if (error instanceof ApiError && error.code === 'not_found') return null;
+      throw error;
+    });
+    const spec = existing
+      ? (({ name: _n, createdAt: _c, updatedAt: _u, ...kept }) => ({ ...kept, executable, executableSha256 }))(existing)
+      : { description, executable, executableSha256, args, params, env: [], healthPath: '/health' };
+    await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec } });
+  }
 }
 
 /**
@@ -167,8 +188,9 @@ async function simRuntimeUids(stateDir: string): Promise<{ uids: UidRange; group
 export async function writeSimPolicy(stateDir: string): Promise<string> {
   const path = join(stateDir, 'policy.json');
   const root = process.getuid?.() === 0;
-  const job = await simJobTemplate();
-  const templates = { [job.template]: { executable: job.executable, executableSha256: job.executableSha256 } };
+  const templates = Object.fromEntries(
+    (await simJobTemplates()).map((job) => [job.template, { executable: job.executable, executableSha256: job.executableSha256 }]),
+  );
   const policy = {
     simulated: true,
     templates,

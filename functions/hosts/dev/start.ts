@@ -2,7 +2,7 @@ import { join, resolve } from 'node:path';
 import { NodeEnv, configFromEnv } from '../node-env.js';
 import { peerFromEnv, startControlPlane } from '../node.js';
 import { listMachines } from '../../services/machines.js';
-import { ensureSimJobTemplate, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
+import { ensureJobTemplates, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
 import { watchUntilReady } from './ready-watch.js';
 
 /**
@@ -32,7 +32,7 @@ const plane = await startControlPlane({
 const count = env.LUNANEXA_SIM_NODES;
 if (count > 0) {
   await seedDemoDeployment(plane, count);
-  await ensureSimJobTemplate(plane);
+  await ensureJobTemplates(plane);
 }
 const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
 

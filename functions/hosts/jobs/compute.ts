@@ -57,15 +57,13 @@ export async function waitByProbe(
     if (seen.state === 'ended') return seen.end;
     if (seen.state === 'gone') return { kind: 'lost' };
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, pollMs);
-      signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, pollMs);
+      signal.addEventListener('abort', done, { once: true });
     });
   }
 }

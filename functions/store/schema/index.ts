@@ -31,3 +31,4 @@ export * from './run-events.js';
 export * from './run-holds.js';
 export * from './jobs.js';
 export * from './files.js';
+export * from './swarms.js';

@@ -34,6 +34,11 @@ export const runs = pgTable(
     submittedAt: timestamp('submitted_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),
     finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /**
+     * The job whose runner this run is (the `agent` backend, docs/jobs.md): its worker is given the job's variables
+     * and asks for the runner's token when it starts. Null for a run submitted as such.
+     */
+    jobId: text('job_id'),
   },
   (t) => [
     uniqueIndex('runs_live_name').on(t.workspaceId, t.name).where(sql`${t.finishedAt} is null`),
