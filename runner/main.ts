@@ -1,12 +1,20 @@
 import { z } from 'zod';
-import { MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_ROWS, MAX_RESULT_LINE_BYTES, RunnerCheckpointAnswer, RunnerJob, type RowResult } from '../shared/batch/job.js';
+import {
+  MAX_CHECKPOINT_BYTES,
+  MAX_CHECKPOINT_ROWS,
+  MAX_RESULT_LINE_BYTES,
+  RunnerCheckpointAnswer,
+  RunnerJob,
+  type JobSpec,
+  type RowResult,
+} from '../shared/batch/job.js';
 import { JsonlSplitter } from '../shared/batch/jsonl.js';
 import { batchRequestId, errorLine, isErrorLine, responseLine, type BatchOutputLine } from '../shared/batch/output.js';
 import { parseRequestLine } from '../shared/batch/request-line.js';
 import { rowRequest } from '../shared/batch/job-rows.js';
 import { parquetRowCount, readParquetRows } from '../shared/batch/parquet.js';
 import type { RowError } from '../shared/batch/row-error.js';
-import { has } from '../shared/batch/checkpoint.js';
+import { count, has } from '../shared/batch/checkpoint.js';
 import { retryDelay, type RowFailure } from '../shared/batch/retry.js';
 
 /**
@@ -21,6 +29,9 @@ const Env = z.object({
   LUNANEXA_JOB_ID: z.string().min(1),
   LUNANEXA_JOB_TOKEN: z.string().min(1),
 });
+
+/** What a runner works through: a batch's request lines or a built-in job's rows. */
+type RowsSpec = Exclude<JobSpec, { kind: 'command' }>;
 
 /** A row of the input as the request it becomes, or why none (with its `custom_id` when it has one). */
 type InputRow = { index: number } & (
@@ -48,10 +59,12 @@ class Runner {
   /** Why a checkpoint was refused: the runner stops reading and ends with it. */
   private failed: unknown = null;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Rows this attempt sent to their endpoint (its log says so; never what they held). */
+  private sent = 0;
 
   constructor(
     private readonly env: z.infer<typeof Env>,
-    private readonly job: RunnerJob,
+    private readonly job: RunnerJob & { spec: RowsSpec },
   ) {}
 
   private get base() {
@@ -79,7 +92,9 @@ class Runner {
     await Promise.all(this.inFlight);
     await this.flush();
     if (this.failed !== null) throw this.failed;
-    if (!this.cancelled) await this.post('done', { attempt: this.job.attempt, totalRows: rows });
+    if (this.cancelled) return say(`cancelled after ${this.sent} rows sent by this attempt`);
+    await this.post('done', { attempt: this.job.attempt, totalRows: rows });
+    say(`done: ${rows} rows in the input, ${this.sent} sent by this attempt`);
   }
 
   /** What a line of the input asks: an OpenAI batch's request line, or a built-in job's row. */
@@ -141,6 +156,7 @@ class Runner {
     const id = batchRequestId(this.job.id, row.index);
     if (!row.ok) return this.result(row.index, errorLine({ id, customId: row.customId, error: row.error }));
     const { customId, url, body } = row;
+    this.sent += 1;
     for (let attempt = 1; ; attempt += 1) {
       let failure: RowFailure;
       try {
@@ -223,6 +239,8 @@ function parseJson(text: string): unknown {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+const say = (line: string) => void process.stderr.write(`runner: ${line}\n`);
+
 async function main(): Promise<void> {
   const env = Env.parse(process.env);
   const answer = await fetch(`${env.LUNANEXA_URL.replace(/\/$/, '')}/v1/jobs/${env.LUNANEXA_JOB_ID}/runner`, {
@@ -230,8 +248,13 @@ async function main(): Promise<void> {
   });
   if (!answer.ok) throw new Error(`reading the job: HTTP ${answer.status} ${await answer.text()}`);
   const job = RunnerJob.parse(await answer.json());
-  if (job.cancel) return;
-  await new Runner(env, job).run();
+  const { spec } = job;
+  // A command job's process is its own template's: the runner is never started for one.
+  if (spec.kind === 'command') throw new Error(`job ${job.id} is a command, not rows for a runner`);
+  // What it does, never what its rows say: its log is read by operators (`lunanexa jobs logs`).
+  say(`job ${job.id}, attempt ${job.attempt}: ${count(job.done)} rows done before it, ${job.spec.concurrency} at once`);
+  if (job.cancel) return say('the job is cancelled: nothing to do');
+  await new Runner(env, { ...job, spec }).run();
 }
 
 main().then(

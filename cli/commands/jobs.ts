@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
-import { JobSubmission, JobView } from '../../shared/batch/job.js';
+import { CommandSubmission, JobSubmission, JobView } from '../../shared/batch/job.js';
 import { CliError, type ApiClient } from '../client.js';
 import { checked, connect, JSON_FLAG, listCommand, print, readDocument } from '../context.js';
 import { timeoutMs, waitUntil } from '../progress.js';
+import { printTail, tailLines, tailOptions, type TailOptions } from './logs.js';
+import { WorkerLogs } from '../../shared/contracts/run-view.js';
 
 const FINAL = new Set(['completed', 'failed', 'cancelled', 'expired']);
 
@@ -15,12 +17,17 @@ function progressText(j: JobView): string {
   return `${done}${of} rows (${j.rows.failed} failed)${rate}${eta}`;
 }
 
+function inputText(spec: JobView['spec']): string {
+  if (spec.kind === 'command') return `command ${spec.command.template} ${JSON.stringify(spec.command.params)}, model ${spec.command.model || '-'}`;
+  return `${spec.inputFileId}${spec.kind === 'rows' ? ` (${spec.format}, ${spec.rows.kind} on ${spec.rows.model})` : ` (${spec.endpoint})`}`;
+}
+
 function describe(j: JobView): string {
   return [
     `id:         ${j.id} (${j.kind})`,
     `state:      ${j.state}${j.reason ? `: ${j.reason}` : ''}, attempt ${j.attempt + 1}`,
     `rows:       ${progressText(j)}`,
-    `input:      ${j.spec.inputFileId}${j.spec.kind === 'rows' ? ` (${j.spec.format}, ${j.spec.rows.kind} on ${j.spec.rows.model})` : ` (${j.spec.endpoint})`}`,
+    `input:      ${inputText(j.spec)}`,
     `output:     ${j.outputFileId ?? '-'}${j.errorFileId ? `, errors ${j.errorFileId}` : ''}`,
     `created:    ${j.createdAt}${j.startedAt ? `, started ${j.startedAt}` : ''}${j.finishedAt ? `, finished ${j.finishedAt}` : ''}`,
   ].join('\n');
@@ -38,7 +45,9 @@ export function registerJobs(program: Command): void {
     .description('work against the fleet’s models: built-in row jobs and OpenAI batches, checkpointed row by row');
   jobs
     .command('submit')
-    .description('submit a built-in job from a YAML or JSON file (`-` reads stdin): {rows: {kind, model, defaults}, inputFileId, format, swarm?} (operator)')
+    .description(
+      'submit a job from a YAML or JSON file (`-` reads stdin): rows {rows: {kind, model, defaults}, inputFileId, format, swarm?}, or a command {command: {template, params, model?, resources?}, swarm?} (operator)',
+    )
     .requiredOption('-f, --file <file>', 'the job')
     .option('--swarm <name>', "submit it to a swarm: its model, backend and limits default to the swarm's")
     .option('--wait', 'wait until it ends, showing its progress')
@@ -47,9 +56,12 @@ export function registerJobs(program: Command): void {
     .action(async (opts: { file: string; swarm?: string; wait?: boolean; timeout: string; json?: boolean }) => {
       const document = await readDocument(opts.file);
       const withSwarm = opts.swarm === undefined || typeof document !== 'object' || document === null ? document : { ...document, swarm: opts.swarm };
-      const submission = checked(JobSubmission, withSwarm, opts.file);
       const api = await connect(program);
-      let job = await api.answer(api.http.POST('/jobs', { body: submission }), JobView);
+      // A document with a `command` is a command job (docs/jobs.md, "Commands"); else rows.
+      const command = typeof withSwarm === 'object' && withSwarm !== null && 'command' in withSwarm;
+      let job = command
+        ? await api.answer(api.http.POST('/jobs/commands', { body: checked(CommandSubmission, withSwarm, opts.file) }), JobView)
+        : await api.answer(api.http.POST('/jobs', { body: checked(JobSubmission, withSwarm, opts.file) }), JobView);
       if (opts.wait) {
         await waitUntil(
           `job ${job.id}`,
@@ -87,4 +99,13 @@ export function registerJobs(program: Command): void {
       const job = await api.answer(api.http.POST('/jobs/{id}/cancel', { params: { path: { id } } }), JobView);
       print(opts.json, job, () => `${job.id}: ${job.state}, keeping the ${job.rows.succeeded + job.rows.failed} rows it finished`);
     });
+  tailOptions(jobs.command('logs <job>').description("its runner's log tail, fetched from the node that runs it (the agent backend; operator)")).action(
+    async (id: string, opts: TailOptions) => {
+      const lines = tailLines(opts);
+      const api = await connect(program);
+      await findJob(api, id);
+      const params = { path: { id }, query: { lines } };
+      await printTail(opts, async () => (await api.answer(api.http.GET('/jobs/{id}/logs', { params }), WorkerLogs)).lines);
+    },
+  );
 }

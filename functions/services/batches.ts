@@ -1,7 +1,7 @@
 import { and, desc, eq, lt, sql } from 'drizzle-orm';
 import { jobs } from '../store/schema/index.js';
 import type { BatchCreateRequest, BatchList, BatchObject } from '../../shared/contracts/openai-batch.js';
-import { jobEndpoint, JobSpec } from '../../shared/batch/job.js';
+import { JobSpec } from '../../shared/batch/job.js';
 import { batchStatus, type JobState } from '../core/jobs/states.js';
 import { withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import type { JobRow } from './job-runners.js';
@@ -15,10 +15,12 @@ const epochS = (at: Date | null) => (at ? Math.floor(at.getTime() / 1000) : null
 /** A job as the OpenAI Batch API shows a batch. */
 function batchObject(job: JobRow): BatchObject {
   const state = job.state as JobState;
+  // findJob's kind filter: the Batch API reads batches only.
+  if (job.spec.kind !== 'openai-batch') throw new Error(`job ${job.id} is no batch`);
   return {
     id: job.id,
     object: 'batch',
-    endpoint: jobEndpoint(job.spec),
+    endpoint: job.spec.endpoint,
     errors: null,
     input_file_id: job.spec.inputFileId,
     completion_window: '24h',

@@ -98,7 +98,8 @@ export async function recordFile({
   input,
 }: {
   ctx: FilesCtx;
-  input: { staged: StagedFile; filename: string; purpose: FilePurpose };
+  /** `expiresInS`: it expires so long after now (then it is deleted: `sweepExpiredFiles`); unset, never. */
+  input: { staged: StagedFile; filename: string; purpose: FilePurpose; expiresInS?: number | null };
 }): Promise<FileObject> {
   const { staged } = input;
   try {
@@ -107,7 +108,16 @@ export async function recordFile({
     return await withTransaction(ctx, async (tx) => {
       const [row] = await tx.db
         .insert(files)
-        .values({ id: staged.id, workspaceId: staged.workspaceId, filename, purpose, bytes: staged.bytes, sha256: staged.sha256, objectKey: staged.key })
+        .values({
+          id: staged.id,
+          workspaceId: staged.workspaceId,
+          filename,
+          purpose,
+          bytes: staged.bytes,
+          sha256: staged.sha256,
+          objectKey: staged.key,
+          expiresAt: input.expiresInS ? sql`now() + make_interval(secs => ${input.expiresInS})` : null,
+        })
         .returning();
       await audit(tx, {
         workspaceId: staged.workspaceId,
@@ -133,13 +143,13 @@ export async function createFile({
   input,
 }: {
   ctx: FilesCtx & Pick<ServicePorts, 'config'>;
-  input: { workspaceId: string; filename: string; purpose: FilePurpose; body: ReadableStream<Uint8Array> };
+  input: { workspaceId: string; filename: string; purpose: FilePurpose; body: ReadableStream<Uint8Array>; expiresInS?: number | null };
 }): Promise<FileObject> {
   // Refused before a byte is stored when the name or purpose would be refused anyway.
   parseOr400(FileName, input.filename);
   parseOr400(FilePurpose, input.purpose);
   const staged = await stageFileObject({ ctx, input });
-  return await recordFile({ ctx, input: { staged, filename: input.filename, purpose: input.purpose } });
+  return await recordFile({ ctx, input: { staged, filename: input.filename, purpose: input.purpose, expiresInS: input.expiresInS ?? null } });
 }
 
 /** One page of a workspace's live files, by id: the order they were created in (ids are time-ordered). */
@@ -194,4 +204,46 @@ export async function deleteFile({ ctx, input }: { ctx: FilesCtx; input: { works
     await audit(tx, { workspaceId: row.workspaceId, action: 'file.delete', target: row.id, details: { purpose: row.purpose, bytes: row.bytes } });
     return { id: row.id, object: 'file', deleted: true };
   });
+}
+
+/**
+ * Deletes the live files whose expiry passed (`expires_after` at upload, or the retention of a job's data class:
+ * docs/jobs.md, "Retention"), at most `limit` per call, oldest expiry first, each as `deleteFile` does (its object
+ * deleted, its row marked), audited as `file.expire`. Returns how many it deleted.
+ */
+export async function sweepExpiredFiles({ ctx, input }: { ctx: FilesCtx; input: { limit: number } }): Promise<number> {
+  const store = fileStore(ctx);
+  const due = await ctx.db
+    .select({ id: files.id })
+    .from(files)
+    .where(and(isNull(files.deletedAt), lt(files.expiresAt, sql`now()`)))
+    .orderBy(asc(files.expiresAt))
+    .limit(input.limit);
+  let deleted = 0;
+  for (const { id } of due) {
+    deleted += await withTransaction(ctx, async (tx) => {
+      const [row] = await tx.db
+        .select()
+        .from(files)
+        .where(and(eq(files.id, id), isNull(files.deletedAt), lt(files.expiresAt, sql`now()`)))
+        .for('update', { skipLocked: true });
+      if (!row) return 0;
+      await tx.db.update(files).set({ deletedAt: sql`now()` }).where(eq(files.id, row.id));
+      await store.deleteObject(row.objectKey);
+      await audit(tx, { workspaceId: row.workspaceId, action: 'file.expire', target: row.id, details: { purpose: row.purpose, bytes: row.bytes } });
+      return 1;
+    });
+  }
+  return deleted;
+}
+
+/**
+ * Keeps a file no longer than `days` from now: its expiry moves earlier when it is later or unset, never later. A
+ * job's input takes its data class's retention so (docs/jobs.md, "Retention").
+ */
+export async function expireFileWithin(tx: ServiceCtx, input: { fileId: string; days: number }): Promise<void> {
+  await tx.db
+    .update(files)
+    .set({ expiresAt: sql`least(coalesce(${files.expiresAt}, 'infinity'::timestamptz), now() + make_interval(days => ${input.days}))` })
+    .where(eq(files.id, input.fileId));
 }

@@ -20,6 +20,9 @@ const FINALIZE_LEASE_MS = 10 * 60_000;
 
 type FinalizeCtx = FilesCtx & Pick<ServicePorts, 'config'>;
 
+/** How long a job's output files are kept: its data class's retention, taken when it was submitted; null, until deleted. */
+const keptFor = (job: JobRow): number | null => (job.filesDays === null ? null : job.filesDays * 86_400);
+
 /** The results of one part, in its (row) order. */
 async function* partResults(store: ObjectStore, key: string): AsyncGenerator<RowResult> {
   const opened = await store.openObject(key);
@@ -86,7 +89,7 @@ async function outputFile(ctx: FinalizeCtx, job: JobRow, keys: readonly string[]
   }
   const file = await createFile({
     ctx,
-    input: { workspaceId: job.workspaceId, filename: `${job.id}_${name}.jsonl`, purpose: 'batch_output', body: linesStream(lines()) },
+    input: { workspaceId: job.workspaceId, filename: `${job.id}_${name}.jsonl`, purpose: 'batch_output', body: linesStream(lines()), expiresInS: keptFor(job) },
   });
   return file.id;
 }
@@ -99,7 +102,10 @@ async function parquetOutputFile(ctx: FinalizeCtx, job: JobRow, keys: readonly s
   const rows = [];
   for await (const result of mergeByRow(keys.map((k) => partResults(ctx.objects!, k)))) rows.push(outputParquetRow(JSON.parse(result.line) as BatchOutputLine));
   const body = new Blob([new Uint8Array(writeParquetRows(rows, OUTPUT_PARQUET_COLUMNS))]).stream();
-  const file = await createFile({ ctx, input: { workspaceId: job.workspaceId, filename: `${job.id}_output.parquet`, purpose: 'batch_output', body } });
+  const file = await createFile({
+    ctx,
+    input: { workspaceId: job.workspaceId, filename: `${job.id}_output.parquet`, purpose: 'batch_output', body, expiresInS: keptFor(job) },
+  });
   return file.id;
 }
 
@@ -129,14 +135,14 @@ export async function finalizeJob({ ctx, input }: { ctx: FinalizeCtx; input: { j
     (await jobPartsOf(ctx, job.id)).map((p) => p.objectKey),
   );
   // Each only when it has a line: the Files API holds no empty file, and OpenAI leaves such an id unset too. A
-  // built-in job's output holds every row, a result or an error, in its input's format.
+  // built-in job's output holds every row, a result or an error, in its input's format; a command writes none here.
   const { spec } = job;
   let outputFileId: string | null = null;
   let errorFileId: string | null = null;
   if (spec.kind === 'rows') {
     if (job.doneRows + job.failedRows > 0)
       outputFileId = spec.format === 'parquet' ? await parquetOutputFile(ctx, job, keys) : await outputFile(ctx, job, keys, 'output', () => true);
-  } else {
+  } else if (spec.kind === 'openai-batch') {
     if (job.doneRows > 0) outputFileId = await outputFile(ctx, job, keys, 'output', (r) => r.ok);
     if (job.failedRows > 0) errorFileId = await outputFile(ctx, job, keys, 'error', (r) => !r.ok);
   }

@@ -1,6 +1,6 @@
 import { and, asc, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { apiTokens, jobs, runs, runWorkers } from '../store/schema/index.js';
-import type { JobBackend } from '../../shared/batch/job.js';
+import { jobModel, type JobBackend } from '../../shared/batch/job.js';
 import { ApiError } from '../kernel/errors.js';
 import { afterRunner, type JobState, type RunnerEnd } from '../core/jobs/states.js';
 import { createApiToken, signalTokensRevoked } from './api-tokens.js';
@@ -137,7 +137,7 @@ export async function grantRunnerToken({
         .where(and(eq(apiTokens.id, job.runnerTokenId!), isNull(apiTokens.revokedAt)));
     const minted = await mintRunnerToken(tx, job);
     await tx.db.update(jobs).set({ runnerTokenId: minted.id }).where(eq(jobs.id, job.id));
-    return { token: minted.token, model: job.spec.kind === 'rows' ? job.spec.rows.model : '', revoked };
+    return { token: minted.token, model: jobModel(job.spec), revoked };
   });
   if (granted.revoked) await signalTokensRevoked(ctx);
   return { token: granted.token, model: granted.model };
@@ -190,7 +190,8 @@ export async function endRunnerAttempt({
         .update(apiTokens)
         .set({ revokedAt: sql`now()` })
         .where(and(eq(apiTokens.id, job.runnerTokenId), isNull(apiTokens.revokedAt)));
-    const finished = job.totalRows !== null && job.doneRows + job.failedRows >= job.totalRows;
+    // A command is done when its process exits 0; a runner, once every row of its input is.
+    const finished = job.spec.kind === 'command' || (job.totalRows !== null && job.doneRows + job.failedRows >= job.totalRows);
     const end: RunnerEnd = finished && input.end.kind === 'exited' && input.end.code === 0 ? { kind: 'done' } : input.end;
     const decision = afterRunner({ state: job.state as JobState, attempt: job.attempt, maxAttempts: job.spec.maxAttempts, end });
     const released = { runnerTokenId: null, handle: null, leaseInstanceId: null, leaseExpiresAt: null };

@@ -1,6 +1,9 @@
 import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
-import { files, jobs } from '../store/schema/index.js';
-import { jobEndpoint, JobSpec, type JobSubmission, type JobView } from '../../shared/batch/job.js';
+import { deployments, files, jobs } from '../store/schema/index.js';
+import { jobEndpoint, jobModel, JobSpec, type CommandSubmission, type JobSubmission, type JobView } from '../../shared/batch/job.js';
+import { expireFileWithin } from './files.js';
+import { loadWorkspacePolicy } from './workspace-policy.js';
+import { requireResolvableRuntime } from './runtime-registry.js';
 import { batchProgress } from '../../shared/batch/progress.js';
 import { isId, newId } from '../../shared/ids.js';
 import { ApiError } from '../kernel/errors.js';
@@ -29,11 +32,31 @@ export async function inputFile(tx: ServiceCtx, input: { workspaceId: string; fi
   return file.id;
 }
 
+/**
+ * The days a job's files are kept: the `filesDays` of the data class of the live deployment named `model` (a
+ * deployment's name, as `/v1` routes it), by the workspace's policy; null when it names none, has no class, or its
+ * class keeps files until deleted.
+ */
+async function dataClassFilesDays(tx: ServiceCtx, input: { workspaceId: string; model: string }): Promise<number | null> {
+  if (input.model === '') return null;
+  const [deployment] = await tx.db
+    .select({ dataClass: deployments.dataClass })
+    .from(deployments)
+    .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.model), isNull(deployments.deletedAt)));
+  if (!deployment?.dataClass) return null;
+  const rule = (await loadWorkspacePolicy(tx.db, input.workspaceId)).dataClasses[deployment.dataClass];
+  return rule?.filesDays ?? null;
+}
+
 /** Writes a new job of the workspace, audited as `job.create`; it expires `expiresInMs` from now, or never. */
 export async function insertJob(
   tx: ServiceCtx,
   input: { workspaceId: string; spec: JobSpec; metadata?: Record<string, string> | null; expiresInMs?: number },
 ): Promise<JobRow> {
+  // Its files' retention, from the data class of the deployment its model names (docs/jobs.md, "Retention"); its
+  // input keeps no longer than that from now.
+  const filesDays = await dataClassFilesDays(tx, { workspaceId: input.workspaceId, model: jobModel(input.spec) });
+  if (filesDays !== null && input.spec.kind !== 'command') await expireFileWithin(tx, { fileId: input.spec.inputFileId, days: filesDays });
   const [row] = await tx.db
     .insert(jobs)
     .values({
@@ -41,10 +64,14 @@ export async function insertJob(
       workspaceId: input.workspaceId,
       spec: input.spec,
       metadata: input.metadata ?? null,
+      filesDays,
       expiresAt: input.expiresInMs === undefined ? null : sql`now() + make_interval(secs => ${input.expiresInMs / 1000})`,
     })
     .returning();
-  const details = { kind: input.spec.kind, endpoint: jobEndpoint(input.spec), inputFileId: input.spec.inputFileId };
+  const details =
+    input.spec.kind === 'command'
+      ? { kind: input.spec.kind, template: input.spec.command.template }
+      : { kind: input.spec.kind, endpoint: jobEndpoint(input.spec), inputFileId: input.spec.inputFileId };
   await audit(tx, { workspaceId: input.workspaceId, action: 'job.create', target: row!.id, details });
   return row!;
 }
@@ -140,6 +167,37 @@ export async function submitJob({
     if (spec.backend === 'slurm' && ctx.config.jobsSlurm === null) {
       throw new ApiError('bad_request', 'the slurm backend is not configured on this control plane (docs/jobs.md, "Slurm")');
     }
+    const row = await insertJob(tx, { workspaceId: input.workspaceId, spec });
+    if (swarm) await tx.db.update(jobs).set({ swarmId: swarm.id }).where(eq(jobs.id, row.id));
+    return jobView(row, await dbNow(tx.db));
+  });
+  await signalJobsWaiting(ctx);
+  return view;
+}
+
+/**
+ * Submits a command job (`POST /api/v1/jobs/commands`): the user's own process, of a registered job template with its
+ * parameters (400 when they do not resolve), run on the `agent` backend, where the node's local policy decides
+ * whether it runs it. Its model (MODEL) defaults to its swarm's.
+ */
+export async function submitCommandJob({
+  ctx,
+  input,
+}: {
+  ctx: ServiceCtx & Pick<ServicePorts, 'bus'>;
+  input: { workspaceId: string; submission: CommandSubmission };
+}): Promise<JobView> {
+  const { submission } = input;
+  const view = await withTransaction(ctx, async (tx) => {
+    const swarm = submission.swarm === undefined ? null : await findSwarm(tx, { workspaceId: input.workspaceId, name: submission.swarm, lock: 'share' });
+    const { template, params } = submission.command;
+    await requireResolvableRuntime(tx.db, { workspaceId: input.workspaceId, runtime: { kind: 'template', template, params, env: {} } });
+    const spec = JobSpec.parse({
+      kind: 'command',
+      command: { ...submission.command, model: submission.command.model ?? (swarm ? swarmModel(swarm) : '') },
+      backend: 'agent',
+      maxAttempts: submission.maxAttempts ?? swarm?.config.jobs.maxAttempts,
+    });
     const row = await insertJob(tx, { workspaceId: input.workspaceId, spec });
     if (swarm) await tx.db.update(jobs).set({ swarmId: swarm.id }).where(eq(jobs.id, row.id));
     return jobView(row, await dbNow(tx.db));

@@ -5501,6 +5501,8 @@ export interface paths {
                                      * @enum {string}
                                      */
                                     retention: "none";
+                                    /** @default null */
+                                    filesDays: number | null;
                                 };
                             };
                             /** @default {} */
@@ -5579,6 +5581,8 @@ export interface paths {
                                  * @enum {string}
                                  */
                                 retention?: "none";
+                                /** @default null */
+                                filesDays?: number | null;
                             };
                         };
                         /** @default {} */
@@ -5620,6 +5624,8 @@ export interface paths {
                                      * @enum {string}
                                      */
                                     retention: "none";
+                                    /** @default null */
+                                    filesDays: number | null;
                                 };
                             };
                             /** @default {} */
@@ -10003,6 +10009,418 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/commands": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Submit a command job: a registered job template's process, run on one of the fleet's nodes (agent backend) where its local policy allows it, given ENDPOINT, MODEL and a token */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        command: {
+                            template: string;
+                            /** @default {} */
+                            params?: {
+                                [key: string]: string | number | boolean;
+                            };
+                            model?: string;
+                            /**
+                             * @default {
+                             *       "gpus": 0,
+                             *       "cores": 1,
+                             *       "memoryMiB": 512
+                             *     }
+                             */
+                            resources?: {
+                                /** @default 0 */
+                                gpus?: number;
+                                /** @default 1 */
+                                cores?: number;
+                                /** @default 512 */
+                                memoryMiB?: number;
+                            };
+                        };
+                        swarm?: string;
+                        maxAttempts?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Queued */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            kind: "openai-batch" | "rows" | "command";
+                            /** @enum {string} */
+                            state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+                            spec: {
+                                /** @enum {string} */
+                                kind: "openai-batch";
+                                /** @enum {string} */
+                                endpoint: "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+                                inputFileId: string;
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "rows";
+                                rows: {
+                                    /** @enum {string} */
+                                    kind: "chat" | "completion" | "embedding";
+                                    model: string;
+                                    /** @default {} */
+                                    defaults: {
+                                        [key: string]: unknown;
+                                    };
+                                };
+                                inputFileId: string;
+                                /** @enum {string} */
+                                format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "command";
+                                command: {
+                                    template: string;
+                                    /** @default {} */
+                                    params: {
+                                        [key: string]: string | number | boolean;
+                                    };
+                                    /** @default  */
+                                    model: string;
+                                    /**
+                                     * @default {
+                                     *       "gpus": 0,
+                                     *       "cores": 1,
+                                     *       "memoryMiB": 512
+                                     *     }
+                                     */
+                                    resources: {
+                                        /** @default 0 */
+                                        gpus: number;
+                                        /** @default 1 */
+                                        cores: number;
+                                        /** @default 512 */
+                                        memoryMiB: number;
+                                    };
+                                };
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            };
+                            attempt: number;
+                            rows: {
+                                total: number | null;
+                                succeeded: number;
+                                failed: number;
+                            };
+                            rate: number | null;
+                            etaMs: number | null;
+                            outputFileId: string | null;
+                            errorFileId: string | null;
+                            reason: string | null;
+                            createdAt: string;
+                            startedAt: string | null;
+                            finishedAt: string | null;
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Body too large */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Tail of a job's runner's log: on the agent backend, its latest attempt's worker log, fetched from its node over the node's own stream; 409 for a backend whose runners log elsewhere */
+        get: {
+            parameters: {
+                query?: {
+                    lines?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Log lines */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            workerId: string;
+                            machineId: string;
+                            lines: string[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Conflict */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/jobs": {
         parameters: {
             query?: never;
@@ -10035,7 +10453,7 @@ export interface paths {
                             data: {
                                 id: string;
                                 /** @enum {string} */
-                                kind: "openai-batch" | "rows";
+                                kind: "openai-batch" | "rows" | "command";
                                 /** @enum {string} */
                                 state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
                                 spec: {
@@ -10083,6 +10501,57 @@ export interface paths {
                                     inputFileId: string;
                                     /** @enum {string} */
                                     format: "jsonl" | "parquet";
+                                    /**
+                                     * @default local
+                                     * @enum {string}
+                                     */
+                                    backend: "local" | "slurm" | "agent";
+                                    /** @default 16 */
+                                    concurrency: number;
+                                    /**
+                                     * @default {
+                                     *       "maxAttempts": 4,
+                                     *       "baseMs": 500,
+                                     *       "maxMs": 30000
+                                     *     }
+                                     */
+                                    retry: {
+                                        /** @default 4 */
+                                        maxAttempts: number;
+                                        /** @default 500 */
+                                        baseMs: number;
+                                        /** @default 30000 */
+                                        maxMs: number;
+                                    };
+                                    /** @default 5 */
+                                    maxAttempts: number;
+                                } | {
+                                    /** @enum {string} */
+                                    kind: "command";
+                                    command: {
+                                        template: string;
+                                        /** @default {} */
+                                        params: {
+                                            [key: string]: string | number | boolean;
+                                        };
+                                        /** @default  */
+                                        model: string;
+                                        /**
+                                         * @default {
+                                         *       "gpus": 0,
+                                         *       "cores": 1,
+                                         *       "memoryMiB": 512
+                                         *     }
+                                         */
+                                        resources: {
+                                            /** @default 0 */
+                                            gpus: number;
+                                            /** @default 1 */
+                                            cores: number;
+                                            /** @default 512 */
+                                            memoryMiB: number;
+                                        };
+                                    };
                                     /**
                                      * @default local
                                      * @enum {string}
@@ -10238,7 +10707,7 @@ export interface paths {
                         "application/json": {
                             id: string;
                             /** @enum {string} */
-                            kind: "openai-batch" | "rows";
+                            kind: "openai-batch" | "rows" | "command";
                             /** @enum {string} */
                             state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
                             spec: {
@@ -10286,6 +10755,57 @@ export interface paths {
                                 inputFileId: string;
                                 /** @enum {string} */
                                 format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "command";
+                                command: {
+                                    template: string;
+                                    /** @default {} */
+                                    params: {
+                                        [key: string]: string | number | boolean;
+                                    };
+                                    /** @default  */
+                                    model: string;
+                                    /**
+                                     * @default {
+                                     *       "gpus": 0,
+                                     *       "cores": 1,
+                                     *       "memoryMiB": 512
+                                     *     }
+                                     */
+                                    resources: {
+                                        /** @default 0 */
+                                        gpus: number;
+                                        /** @default 1 */
+                                        cores: number;
+                                        /** @default 512 */
+                                        memoryMiB: number;
+                                    };
+                                };
                                 /**
                                  * @default local
                                  * @enum {string}
@@ -10445,7 +10965,7 @@ export interface paths {
                         "application/json": {
                             id: string;
                             /** @enum {string} */
-                            kind: "openai-batch" | "rows";
+                            kind: "openai-batch" | "rows" | "command";
                             /** @enum {string} */
                             state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
                             spec: {
@@ -10493,6 +11013,57 @@ export interface paths {
                                 inputFileId: string;
                                 /** @enum {string} */
                                 format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "command";
+                                command: {
+                                    template: string;
+                                    /** @default {} */
+                                    params: {
+                                        [key: string]: string | number | boolean;
+                                    };
+                                    /** @default  */
+                                    model: string;
+                                    /**
+                                     * @default {
+                                     *       "gpus": 0,
+                                     *       "cores": 1,
+                                     *       "memoryMiB": 512
+                                     *     }
+                                     */
+                                    resources: {
+                                        /** @default 0 */
+                                        gpus: number;
+                                        /** @default 1 */
+                                        cores: number;
+                                        /** @default 512 */
+                                        memoryMiB: number;
+                                    };
+                                };
                                 /**
                                  * @default local
                                  * @enum {string}
@@ -10640,7 +11211,7 @@ export interface paths {
                         "application/json": {
                             id: string;
                             /** @enum {string} */
-                            kind: "openai-batch" | "rows";
+                            kind: "openai-batch" | "rows" | "command";
                             /** @enum {string} */
                             state: "pending" | "running" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
                             spec: {
@@ -10688,6 +11259,57 @@ export interface paths {
                                 inputFileId: string;
                                 /** @enum {string} */
                                 format: "jsonl" | "parquet";
+                                /**
+                                 * @default local
+                                 * @enum {string}
+                                 */
+                                backend: "local" | "slurm" | "agent";
+                                /** @default 16 */
+                                concurrency: number;
+                                /**
+                                 * @default {
+                                 *       "maxAttempts": 4,
+                                 *       "baseMs": 500,
+                                 *       "maxMs": 30000
+                                 *     }
+                                 */
+                                retry: {
+                                    /** @default 4 */
+                                    maxAttempts: number;
+                                    /** @default 500 */
+                                    baseMs: number;
+                                    /** @default 30000 */
+                                    maxMs: number;
+                                };
+                                /** @default 5 */
+                                maxAttempts: number;
+                            } | {
+                                /** @enum {string} */
+                                kind: "command";
+                                command: {
+                                    template: string;
+                                    /** @default {} */
+                                    params: {
+                                        [key: string]: string | number | boolean;
+                                    };
+                                    /** @default  */
+                                    model: string;
+                                    /**
+                                     * @default {
+                                     *       "gpus": 0,
+                                     *       "cores": 1,
+                                     *       "memoryMiB": 512
+                                     *     }
+                                     */
+                                    resources: {
+                                        /** @default 0 */
+                                        gpus: number;
+                                        /** @default 1 */
+                                        cores: number;
+                                        /** @default 512 */
+                                        memoryMiB: number;
+                                    };
+                                };
                                 /**
                                  * @default local
                                  * @enum {string}

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { BatchEndpoint } from '../contracts/openai-batch.js';
 import { BatchJobRows, BatchJobRowsInput, JOB_KIND_URLS } from './job-rows.js';
 import { JobBackend } from '../contracts/job-backend.js';
+import { ParamValue } from '../contracts/run.js';
+import { ParamName, TemplateName } from '../contracts/runtime-template.js';
 import { SwarmName } from '../contracts/swarm.js';
 
 /** How a job's rows are retried (`shared/batch/retry.ts`): attempts per row, and the back-off between them. */
@@ -24,21 +26,54 @@ const JobRunning = {
 };
 
 /**
+ * A job that is the user's own process (docs/jobs.md, "Commands"): a registered job template with its parameters,
+ * run on the `agent` backend only (the node's local policy decides whether it runs it), what it reserves, and the
+ * model it is told of (MODEL). It is given ENDPOINT, MODEL and a token and calls the endpoint as any client; it
+ * completes when it exits 0.
+ */
+const JobCommand = z.object({
+  template: TemplateName,
+  params: z
+    .record(ParamName, ParamValue)
+    .refine((params) => Object.keys(params).length <= 64, 'at most 64 params')
+    .default({}),
+  model: z.string().max(256).default(''),
+  resources: z
+    .object({
+      gpus: z.number().int().min(0).max(64).default(0),
+      cores: z.number().int().min(0).max(1024).default(1),
+      memoryMiB: z
+        .number()
+        .int()
+        .min(0)
+        .max(2 ** 31 - 1)
+        .default(512),
+    })
+    .default({ gpus: 0, cores: 1, memoryMiB: 512 }),
+});
+
+/**
  * What a job does (docs/jobs.md). `openai-batch`: the lines of a JSONL file of the Files API, each a request to
  * `endpoint` (the OpenAI Batch API's batches are these). `rows`: a built-in chat, completion or embedding job over
  * the rows of a JSONL or Parquet file (`BatchJobRows`: its kind, its model, defaults), its output in the same format.
  * Its runner sends at most `concurrency` rows at once and retries a row by `retry`; a runner that ends before its
- * rows are done starts again from the checkpoint, at most `maxAttempts` runners in all. `backend`: where its runner
- * runs (docs/jobs.md, "Backends").
+ * rows are done starts again from the checkpoint, at most `maxAttempts` runners in all. `command`: the user's own
+ * process (`JobCommand`), started again while it fails, `maxAttempts` in all. `backend`: where its runner runs
+ * (docs/jobs.md, "Backends").
  */
 export const JobSpec = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('openai-batch'), endpoint: BatchEndpoint, inputFileId: z.string().min(1).max(64), ...JobRunning }),
   z.object({ kind: z.literal('rows'), rows: BatchJobRows, inputFileId: z.string().min(1).max(64), format: z.enum(['jsonl', 'parquet']), ...JobRunning }),
+  z.object({ kind: z.literal('command'), command: JobCommand, ...JobRunning }),
 ]);
 export type JobSpec = z.infer<typeof JobSpec>;
 
-/** The endpoint a job's rows go to. */
-export const jobEndpoint = (spec: JobSpec): BatchEndpoint => (spec.kind === 'openai-batch' ? spec.endpoint : JOB_KIND_URLS[spec.rows.kind]);
+/** The endpoint a job's rows go to; null for a command, which calls what it will. */
+export const jobEndpoint = (spec: JobSpec): BatchEndpoint | null =>
+  spec.kind === 'openai-batch' ? spec.endpoint : spec.kind === 'rows' ? JOB_KIND_URLS[spec.rows.kind] : null;
+
+/** The model a job's process is given (MODEL): its rows', its command's; empty for a batch, whose lines name theirs. */
+export const jobModel = (spec: JobSpec): string => (spec.kind === 'rows' ? spec.rows.model : spec.kind === 'command' ? spec.command.model : '');
 
 /** Row results a runner sends in one checkpoint, at most. */
 export const MAX_CHECKPOINT_ROWS = 1_000;
@@ -106,10 +141,21 @@ export const JobSubmission = z
   });
 export type JobSubmission = z.infer<typeof JobSubmission>;
 
+/**
+ * A command job as the management API takes it (`POST /api/v1/jobs/commands`): its template, parameters and what it
+ * reserves; its model (MODEL) defaults to its swarm's. It runs on the `agent` backend.
+ */
+export const CommandSubmission = z.object({
+  command: JobCommand.extend({ model: z.string().max(256).optional() }),
+  swarm: SwarmName.optional(),
+  maxAttempts: JobRunning.maxAttempts.unwrap().optional(),
+});
+export type CommandSubmission = z.infer<typeof CommandSubmission>;
+
 /** A job as the management API shows it: what it does, where it stands, its progress and its output. */
 export const JobView = z.object({
   id: z.string(),
-  kind: z.enum(['openai-batch', 'rows']),
+  kind: z.enum(['openai-batch', 'rows', 'command']),
   state: z.enum(['pending', 'running', 'finalizing', 'completed', 'failed', 'cancelling', 'cancelled', 'expired']),
   spec: JobSpec,
   attempt: z.number().int(),

@@ -20,6 +20,11 @@ const DataClassRule = z.object({
     .nullable()
     .default(null),
   retention: z.literal('none').default('none'),
+  /**
+   * How many days the files of a job on a deployment of this class are kept, its input and its outputs alike
+   * (docs/jobs.md, "Retention"): each then expires and is deleted. Null: until deleted.
+   */
+  filesDays: z.number().int().min(1).max(3_660).nullable().default(null),
 });
 
 /** Where a model under one licence may run (a research-only licence on the research machines, say). */

@@ -80,7 +80,8 @@ const RunGroup = z.object({
   resources: WorkerResources.optional(),
 });
 
-const ParamValue = z.union([z.string().max(1024), z.number().min(-1e15).max(1e15), z.boolean()]);
+/** A template parameter's value, as a run or a command job gives it. */
+export const ParamValue = z.union([z.string().max(1024), z.number().min(-1e15).max(1e15), z.boolean()]);
 
 const RunFields = z.object({
   /** A registered runtime template: the run's workers are its processes, with these parameters. */

@@ -1,19 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { desc, eq } from 'drizzle-orm';
+import { and, desc, eq, inArray } from 'drizzle-orm';
 import { Swarm } from '@lunanexa/sdk';
 import { ensureJobTemplates, startSimNode, stopSimNodes, type SimNode } from '../../functions/hosts/dev/fleet.js';
-import { jobs, machines, runs, runWorkers } from '../../functions/store/schema/index.js';
+import { apiTokens, jobs, machines, runs, runWorkers, workloads } from '../../functions/store/schema/index.js';
 import { readParquetRows, writeParquetRows } from '../../shared/batch/parquet.js';
-import type { SimStats } from '../../sim/options.js';
+import { JobView } from '../../shared/batch/job.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
 
 /**
  * The jobs issue's end-to-end case (docs/jobs.md): on a fleet of simulated nodes, the SDK brings a swarm up, a
  * 10,000-row Parquet chat job runs beside it on the `agent` backend (its runner a worker on one of the nodes), the
  * agent of that node is killed halfway (SIGKILL), and the job resumes on another node from its checkpoint: the
- * runtimes' own request counters show that finished rows were not sent again. One output row per input row, in
+ * requests answered for its runners (the plane's records of them) show that finished rows were not sent again. One output row per input row, in
  * order; the swarm comes down when the scope ends, and when the scope throws.
  */
 describe('a swarm and a Parquet job on the agent backend, its node killed halfway', () => {
@@ -21,18 +21,29 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
   let nodes: SimNode[] = [];
   let dir: string;
 
-  /** Requests the simulated runtimes answered, from their own counters (a killed node's runtimes go on answering). */
-  const runtimeRequests = async (): Promise<number> => {
-    let total = 0;
-    for (const node of nodes) {
-      const runtimes = join(node.stateDir, 'runtimes');
-      for (const name of (await readdir(runtimes).catch(() => [])).filter((n) => n.endsWith('.json'))) {
-        const record = JSON.parse(await readFile(join(runtimes, name), 'utf8')) as { port: number; token: string };
-        const answer = await fetch(`http://127.0.0.1:${record.port}/sim/stats`, { headers: { authorization: `Bearer ${record.token}` } }).catch(() => null);
-        if (answer?.ok) total += ((await answer.json()) as SimStats).requests;
-      }
-    }
-    return total;
+  /**
+   * Requests of a job's processes (every attempt's token) that a runtime answered, as the plane recorded them (its
+   * workloads, written in batches: callers wait for them). A runtime's own counter would lose what a loaded machine
+   * restarting it had counted.
+   */
+  const answered = async (jobId: string): Promise<number> => {
+    const tokens = (await plane.systemCtx.db.select({ id: apiTokens.id, name: apiTokens.name }).from(apiTokens)).filter((t) =>
+      t.name.startsWith(`runner of ${jobId},`),
+    );
+    if (tokens.length === 0) return 0;
+    const rows = await plane.systemCtx.db
+      .select({ id: workloads.id })
+      .from(workloads)
+      .where(
+        and(
+          inArray(
+            workloads.tokenId,
+            tokens.map((t) => t.id),
+          ),
+          eq(workloads.state, 'succeeded'),
+        ),
+      );
+    return rows.length;
   };
 
   /** The machine of the worker that runs (or ran) the job's latest runner, once placed. */
@@ -96,7 +107,6 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
     let sent = 0;
     {
       await using swarm = await Swarm.up(swarmConfig('evals'), options);
-      const before = await runtimeRequests();
       const job = await swarm.submitJob({ rows: { kind: 'chat', defaults: { max_tokens: 1 } } }, { input, output });
       const first = await waitFor(
         async () => {
@@ -118,11 +128,19 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
       const resumedOn = await runnerMachine(job.id);
       expect(resumedOn).not.toBeNull();
       expect(resumedOn).not.toBe(killed);
-      sent = (await runtimeRequests()) - before;
+      await waitFor(async () => (await answered(job.id)) >= total, { timeoutMs: 30_000, intervalMs: 200, what: 'the workloads of every row recorded' });
+      sent = await answered(job.id);
+      // Its runner's log stays on its node and is fetched over the node's link: what it did, never its rows.
+      const logs = await plane.admin(`/api/v1/jobs/${job.id}/logs`);
+      expect(logs.status, await logs.clone().text()).toBe(200);
+      const lines = ((await logs.json()) as { lines: string[] }).lines.join('\n');
+      expect(lines).toContain(`job ${job.id}, attempt ${done.attempt}:`);
+      expect(lines).toContain(`done: ${total} rows in the input`);
+      expect(lines).not.toContain('content');
     }
     // Sent again only what the lost runner had not had acknowledged: its rows in flight and its unsent results
     // (at most one checkpoint's worth, 200 rows, and the concurrency), never the rows it finished.
-    console.log(`10,000-row Parquet job, the runner's node killed at half: the runtimes answered ${sent} requests (${sent - total} sent again)`);
+    console.log(`10,000-row Parquet job, the runner's node killed at half: ${sent} requests answered (${sent - total} sent again)`);
     expect(sent).toBeGreaterThanOrEqual(total);
     expect(sent - total).toBeLessThanOrEqual(200 + 32);
 
@@ -134,6 +152,44 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
     expect((await plane.admin('/api/v1/swarms/evals')).status).toBe(404);
     expect((await plane.admin('/api/v1/deployments/evals')).status).toBe(404);
   }, 420_000);
+
+  it("runs a user's command beside the swarm: its process calls the swarm's endpoint with the variables it is given", async () => {
+    const options = { url: plane.url, token: plane.adminToken, pollMs: 200, timeoutMs: 120_000 };
+    await using swarm = await Swarm.up(swarmConfig('evals-cmd'), options);
+    const submit = async (body: unknown) =>
+      await plane.admin('/api/v1/jobs/commands', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const ended = async (id: string) =>
+      await waitFor(
+        async () => {
+          const job = JobView.parse(await (await plane.admin(`/api/v1/jobs/${id}`)).json());
+          return ['completed', 'failed'].includes(job.state) ? job : null;
+        },
+        { timeoutMs: 120_000, intervalMs: 200, what: `command job ${id} to end` },
+      );
+    const ok = await submit({ command: { template: 'sim-client', params: { requests: 5 } }, swarm: swarm.name });
+    expect(ok.status, await ok.clone().text()).toBe(201);
+    const done = await ended(JobView.parse(await ok.json()).id);
+    expect(done).toMatchObject({ kind: 'command', state: 'completed', spec: { backend: 'agent', command: { template: 'sim-client', model: 'evals-cmd' } } });
+    await waitFor(async () => (await answered(done.id)) >= 5, { timeoutMs: 30_000, intervalMs: 200, what: 'its five requests recorded' });
+    expect(await answered(done.id)).toBe(5);
+    const logs = (await (await plane.admin(`/api/v1/jobs/${done.id}/logs`)).json()) as { lines: string[] };
+    expect(logs.lines).toContain('sim-client: 5 of 5 answered by evals-cmd');
+
+    // A process that exits non-zero is started again while attempts last, then the job fails saying why.
+    const bad = await submit({ command: { template: 'sim-client', params: { requests: 1 }, model: 'no-such-model' }, maxAttempts: 2 });
+    const failed = await ended(JobView.parse(await bad.json()).id);
+    expect(failed).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(failed.reason).toContain('exited with code 1, attempt 2 of 2');
+
+    // A template that is not registered, or bad params, is refused at submission; nothing is written.
+    const count = async () => (await plane.systemCtx.db.select({ id: jobs.id }).from(jobs)).length;
+    const jobsBefore = await count();
+    expect((await submit({ command: { template: 'no-such-template' } })).status).toBe(400);
+    expect((await submit({ command: { template: 'sim-client', params: { requests: 0 } } })).status).toBe(400);
+    expect((await submit({ command: { template: 'sim-client' }, swarm: 'no-such-swarm' })).status).toBe(404);
+    expect((await submit({ command: {} })).status).toBe(400);
+    expect(await count()).toBe(jobsBefore);
+  }, 240_000);
 
   it('brings the swarm down when the code in its scope throws', async () => {
     const options = { url: plane.url, token: plane.adminToken, pollMs: 200, timeoutMs: 120_000 };

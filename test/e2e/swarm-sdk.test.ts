@@ -116,8 +116,8 @@ describe('swarms through the SDK and the CLI', () => {
     expect(listed.code, listed.stderr).toBe(0);
     expect(listed.stdout).toMatch(/sdk-kept\s+ready\s+1\/1\s+sdk-kept\s+sdk-kept\s+0\s/);
 
-    const inputFileId = (await (await back.submitJob({ rows: { kind: 'chat', defaults: { max_tokens: 2 } } }, { input: join(dir, 'questions.jsonl') })).wait())
-      .spec.inputFileId;
+    const { spec } = await (await back.submitJob({ rows: { kind: 'chat', defaults: { max_tokens: 2 } } }, { input: join(dir, 'questions.jsonl') })).wait();
+    const inputFileId = spec.kind === 'rows' ? spec.inputFileId : '';
     await writeFile(join(dir, 'job.yaml'), `rows:\n  kind: chat\n  defaults:\n    max_tokens: 2\ninputFileId: ${inputFileId}\n`);
     const submitted = await runCli(cli, ['job', 'submit', '--swarm', 'sdk-kept', '-f', join(dir, 'job.yaml'), '--wait', '--json'], env);
     expect(submitted.code, submitted.stderr).toBe(0);

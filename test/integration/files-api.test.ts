@@ -219,9 +219,19 @@ describe('the Files API on the local artifact store', () => {
         { status: 400, code: 'invalid_value', param: 'file' },
       ],
       [
-        'expires_after',
-        () => post(form({ purpose: 'batch', 'expires_after[anchor]': 'created_at', 'expires_after[seconds]': '3600', file })),
-        { status: 400, code: 'unsupported_parameter', param: 'expires_after' },
+        'expires_after under an hour',
+        () => post(form({ purpose: 'batch', 'expires_after[anchor]': 'created_at', 'expires_after[seconds]': '60', file })),
+        { status: 400, code: 'invalid_value', param: 'expires_after[seconds]' },
+      ],
+      [
+        'expires_after of another anchor',
+        () => post(form({ purpose: 'batch', 'expires_after[anchor]': 'last_active_at', 'expires_after[seconds]': '3600', file })),
+        { status: 400, code: 'invalid_value', param: 'expires_after[anchor]' },
+      ],
+      [
+        'expires_after without its anchor',
+        () => post(form({ purpose: 'batch', 'expires_after[seconds]': '3600', file })),
+        { status: 400, code: 'invalid_value', param: 'expires_after' },
       ],
       ['a JSON body', () => post(JSON.stringify({ purpose: 'batch' }), { 'content-type': 'application/json' }), { status: 400, code: 'invalid_content_type' }],
       [

@@ -100,6 +100,7 @@ const BODIES: Record<string, unknown> = {
   'POST /api/v1/deployments/{name}/canary/gate': { name: 'route-auth', requests: 1 },
   'PUT /api/v1/workspaces/current/policy': { quota: { gpus: 1 } },
   'POST /api/v1/runs': { name: 'route-auth-run', spec: { template: A.template, workers: 1 } },
+  'POST /api/v1/jobs/commands': { command: { template: A.template } },
   'POST /v1/chat/completions': { model: A.deployment, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 },
   'POST /v1/completions': { model: A.deployment, prompt: 'hi', max_tokens: 1 },
   'POST /v1/embeddings': { model: A.deployment, input: 'hi' },

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { JobSpec } from '../../shared/batch/job.js';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -79,6 +80,7 @@ describe.skipIf(unavailable !== null && !process.env.CI)(`the slurm backend agai
       attempt: 0,
       workspaceId: 'ws_test',
       env: { LUNANEXA_URL: 'http://127.0.0.1:9/', LUNANEXA_JOB_ID: jobId, LUNANEXA_JOB_TOKEN: token, FIXTURE_DIR: dir },
+      spec: JobSpec.parse({ kind: 'rows', rows: { kind: 'chat', model: 'm' }, inputFileId: 'file_x', format: 'jsonl', backend: 'slurm' }),
     };
   };
   /** What the fixture said once Slurm started it. */

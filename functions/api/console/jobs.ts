@@ -29,9 +29,9 @@ function progressCell(j: JobView): Html {
 
 function what(j: JobView): Html {
   const spec = j.spec;
-  return spec.kind === 'rows'
-    ? html`${spec.rows.kind} on <span class="mono">${spec.rows.model}</span> (${spec.format})`
-    : html`batch to <span class="mono">${spec.endpoint}</span>`;
+  if (spec.kind === 'rows') return html`${spec.rows.kind} on <span class="mono">${spec.rows.model}</span> (${spec.format})`;
+  if (spec.kind === 'command') return html`command <span class="mono">${spec.command.template}</span> on a node`;
+  return html`batch to <span class="mono">${spec.endpoint}</span>`;
 }
 
 function jobRow(j: JobView): Html {

@@ -1,8 +1,10 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { JobSubmission, JobView } from '../../../shared/batch/job.js';
+import { CommandSubmission, JobSubmission, JobView } from '../../../shared/batch/job.js';
 import { pageOf } from '../../../shared/contracts/page.js';
 import { isId } from '../../../shared/ids.js';
-import { cancelJob, getJob, listJobs, submitJob } from '../../services/jobs.js';
+import { cancelJob, getJob, listJobs, submitCommandJob, submitJob } from '../../services/jobs.js';
+import { jobLogs } from '../../services/job-logs.js';
+import { WorkerLogs } from '../../../shared/contracts/run-view.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses } from './schemas.js';
 import { guarded } from '../http/guarded.js';
@@ -15,6 +17,15 @@ const submit = guarded('operator', {
   path: '/jobs',
   summary: 'Submit a built-in job: chat, completion or embedding rows of a JSONL or Parquet file, sent to a model, checkpointed as they finish',
   request: { body: { content: { 'application/json': { schema: JobSubmission } }, required: true } },
+  responses: { 201: { description: 'Queued', content: { 'application/json': { schema: JobView } } }, ...errorResponses(400, 401, 403, 404, 413) },
+});
+
+const submitCommand = guarded('operator', {
+  method: 'post',
+  path: '/jobs/commands',
+  summary:
+    "Submit a command job: a registered job template's process, run on one of the fleet's nodes (agent backend) where its local policy allows it, given ENDPOINT, MODEL and a token",
+  request: { body: { content: { 'application/json': { schema: CommandSubmission } }, required: true } },
   responses: { 201: { description: 'Queued', content: { 'application/json': { schema: JobView } } }, ...errorResponses(400, 401, 403, 404, 413) },
 });
 
@@ -44,7 +55,36 @@ const cancel = guarded('operator', {
   responses: { 200: { description: 'Cancelling', content: { 'application/json': { schema: JobView } } }, ...errorResponses(400, 401, 403, 404, 409) },
 });
 
+const logs = guarded('operator', {
+  method: 'get',
+  path: '/jobs/{id}/logs',
+  summary:
+    "Tail of a job's runner's log: on the agent backend, its latest attempt's worker log, fetched from its node over the node's own stream; 409 for a backend whose runners log elsewhere",
+  request: {
+    params: z.object({ id: JobId }),
+    query: z.object({ lines: z.coerce.number().int().min(1).max(1000).default(100) }),
+  },
+  responses: {
+    200: { description: 'Log lines', content: { 'application/json': { schema: WorkerLogs } } },
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
+});
+
 export function registerJobs(app: OpenAPIHono<AppEnv>) {
+  app.openapi(submitCommand, async (c) => {
+    const view = await submitCommandJob({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, submission: c.req.valid('json') },
+    });
+    return c.json(view, 201);
+  });
+  app.openapi(logs, async (c) => {
+    const tail = await jobLogs({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, jobId: c.req.valid('param').id, lines: c.req.valid('query').lines },
+    });
+    return c.json(tail, 200);
+  });
   app.openapi(submit, async (c) => {
     const view = await submitJob({
       ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),

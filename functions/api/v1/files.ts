@@ -54,6 +54,14 @@ function uploadPurpose(value: string): UploadPurpose {
   return parsed.data;
 }
 
+/** OpenAI's bounds of `expires_after[seconds]`: an hour to 30 days. */
+function expirySeconds(text: string): number {
+  const seconds = /^[0-9]{1,9}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(seconds >= 3_600 && seconds <= 2_592_000))
+    throw invalid('expires_after[seconds] must be a whole number from 3600 to 2592000', 'expires_after[seconds]');
+  return seconds;
+}
+
 /**
  * Reads an upload's form as it arrives and stores its file on the way (the purpose may come before or after it,
  * as clients order fields as they like); whatever refuses the upload once the bytes are stored discards them.
@@ -70,6 +78,8 @@ async function upload(c: Context<AppEnv>, ctx: FilesCtx & ServicePorts): Promise
   try {
     let filename = '';
     let purpose: UploadPurpose | null = null;
+    let anchored = false;
+    let expiresInS: number | null = null;
     for await (const part of formParts(chunks, boundary)) {
       if (part.name === 'file') {
         if (staged) throw invalid("the form holds more than one 'file'", 'file');
@@ -81,17 +91,23 @@ async function upload(c: Context<AppEnv>, ctx: FilesCtx & ServicePorts): Promise
       } else if (part.name === 'purpose') {
         if (purpose !== null) throw invalid("the form holds more than one 'purpose'", 'purpose');
         purpose = uploadPurpose(await fieldText(part.body, 'purpose'));
-      } else if (part.name.startsWith('expires_after')) {
-        throw invalid('expires_after is not supported: files are kept until they are deleted', 'expires_after', 'unsupported_parameter');
+      } else if (part.name === 'expires_after[anchor]') {
+        if ((await fieldText(part.body, 'expires_after[anchor]')) !== 'created_at') {
+          throw invalid("expires_after[anchor] must be 'created_at'", 'expires_after[anchor]');
+        }
+        anchored = true;
+      } else if (part.name === 'expires_after[seconds]') {
+        expiresInS = expirySeconds(await fieldText(part.body, 'expires_after[seconds]'));
       }
       // Any other field is skipped: clients add fields of their own.
     }
     if (purpose === null) throw invalid("'purpose' is a required field", 'purpose', 'missing_required_parameter');
     if (!staged) throw invalid("'file' is a required field", 'file', 'missing_required_parameter');
+    if (anchored !== (expiresInS !== null)) throw invalid('expires_after takes both its anchor and its seconds', 'expires_after');
     const recorded = staged;
     // From here recordFile owns the bytes: it discards them itself if it refuses them.
     staged = null;
-    return await recordFile({ ctx, input: { staged: recorded, filename, purpose } });
+    return await recordFile({ ctx, input: { staged: recorded, filename, purpose, expiresInS } });
   } catch (error) {
     if (staged) await discardFileObject({ ctx, input: staged });
     if (error instanceof MultipartError) throw invalid(`the multipart body is malformed: ${error.message}`, null, 'invalid_multipart');

@@ -23,6 +23,9 @@ const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.
  */
 export const SIM_JOB_EXECUTABLE = fileURLToPath(new URL('../../../sim/sim-job.mjs', import.meta.url));
 
+/** The simulator's client as a command job (docs/jobs.md, "Commands"): chat completions to the endpoint it is given. */
+const SIM_CLIENT_EXECUTABLE = fileURLToPath(new URL('../../../sim/sim-client-job.mjs', import.meta.url));
+
 /** A job template simulated nodes allow, pinned by its executable's digest as on disk now. */
 interface PinnedTemplate {
   template: string;
@@ -40,8 +43,9 @@ const pinned = async (template: string, executable: string): Promise<PinnedTempl
 
 /**
  * The job templates simulated nodes allow: the sim job for runs, with its two knobs as params (`sleep_ms`,
- * `exit_code`), and the job runner of the `agent` backend (docs/jobs.md), which takes no argument: what it does comes
- * from its job, over HTTP. Neither can be made to run other code by what the control plane sends.
+ * `exit_code`), the job runner of the `agent` backend (docs/jobs.md), which takes no argument: what it does comes
+ * from its job, over HTTP, and the sim client, a command job that takes a count. None can be made to run other code
+ * by what the control plane sends.
  */
 const JOB_TEMPLATES: Array<{ name: string; executable: string } & Pick<RuntimeTemplateSpec, 'description' | 'args' | 'params'>> = [
   {
@@ -55,6 +59,13 @@ const JOB_TEMPLATES: Array<{ name: string; executable: string } & Pick<RuntimeTe
     },
   },
   { name: 'lunanexa-runner', executable: RUNNER_BIN, description: "a job's runner (the agent backend of jobs)", args: [], params: {} },
+  {
+    name: 'sim-client',
+    executable: SIM_CLIENT_EXECUTABLE,
+    description: 'the simulator client: a command job that sends `requests` chat completions to its ENDPOINT and MODEL',
+    args: ['--requests', '{requests}'],
+    params: { requests: { type: 'integer' as const, min: 1, max: 10_000, default: 10 } },
+  },
 ];
 
 /** The templates simulated nodes allow for run workers and job runners, pinned as on disk now. */

@@ -42,10 +42,13 @@ export function agentBackend(ctx: ServiceCtx & ServicePorts, config: ControlPlan
     tokenAtStart: false,
     capacity: config.runners,
     async submit(launch) {
+      // A command job's process is its own template's; a built-in job's, the runner's.
+      const { command } = launch.spec.kind === 'command' ? launch.spec : { command: null };
       const spec = RunSpec.parse({
-        template: config.template,
+        template: command?.template ?? config.template,
+        params: command?.params ?? {},
         workers: 1,
-        resources: { gpus: 0, cores: config.cores, memoryMiB: config.memoryMiB },
+        resources: command?.resources ?? { gpus: 0, cores: config.cores, memoryMiB: config.memoryMiB },
         failurePolicy: { action: 'fail' },
       });
       const run = await submitRun({ ctx, input: { workspaceId: launch.workspaceId, name: runName(launch.jobId, launch.attempt), spec, jobId: launch.jobId } });

@@ -1,4 +1,4 @@
-import type { JobBackend } from '../../../shared/batch/job.js';
+import type { JobBackend, JobSpec } from '../../../shared/batch/job.js';
 import type { RunnerEnd } from '../../core/jobs/states.js';
 
 /**
@@ -13,6 +13,8 @@ export interface RunnerLaunch {
   env: Record<string, string>;
   /** The job's workspace: a backend that records its runners elsewhere (a run) records them there. */
   workspaceId: string;
+  /** What the job does: a command job's process is its template's, not the runner. */
+  spec: JobSpec;
 }
 
 /** How a backend sees a runner it started now. `gone`: it knows of no such runner (ended long ago, or never started). */

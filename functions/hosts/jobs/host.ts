@@ -1,10 +1,11 @@
 import type { Ports } from '../../dataplane/ports.js';
 import { serviceCtx } from '../../dataplane/ports.js';
 import type { RunnerEnd } from '../../core/jobs/states.js';
-import type { JobSpec } from '../../../shared/batch/job.js';
+import { jobModel, type JobSpec } from '../../../shared/batch/job.js';
 import { adoptJob, claimJob, endRunnerAttempt, lostJobs, renewJobLease, setJobHandle } from '../../services/job-runners.js';
 import { finalizeJob } from '../../services/job-finalize.js';
 import { expireJobs, signalJobsWaiting, unclaimedFinalizing } from '../../services/jobs.js';
+import { sweepExpiredFiles } from '../../services/files.js';
 import { JOBS_CHANNEL } from '../../kernel/ports/bus.js';
 import { errorFields } from '../../kernel/telemetry/error-fields.js';
 import type { ComputeBackend } from './compute.js';
@@ -30,14 +31,14 @@ export function runnerEnv(input: { url: string; jobId: string; spec: JobSpec; to
     LUNANEXA_JOB_ID: input.jobId,
     ENDPOINT: `${base}/v1`,
     OPENAI_BASE_URL: `${base}/v1`,
-    MODEL: input.spec.kind === 'rows' ? input.spec.rows.model : '',
+    MODEL: jobModel(input.spec),
     ...token,
   };
 }
 
 /**
  * Runs jobs on this instance's compute backends (docs/jobs.md, "Backends"). On each tick it expires jobs past their
- * window, takes over the jobs whose holder was lost (a durable backend's runner is found again by its handle; a local
+ * window (and deletes files past their retention), takes over the jobs whose holder was lost (a durable backend's runner is found again by its handle; a local
  * one's attempt ends as lost), finalizes jobs nobody is finalizing, renews the leases of the runners it holds (one
  * another instance took over is let go), and starts runners for pending jobs of each backend up to its capacity. A
  * runner that ends ends its attempt: the job starts again from its checkpoint, or is finalized.
@@ -85,7 +86,7 @@ export function startJobHost(ports: Ports, options: { planeUrl: () => string; ba
     const env = runnerEnv({ url: options.planeUrl(), jobId: job.id, spec: job.spec, token });
     let handle: string;
     try {
-      handle = await backend.submit({ jobId: job.id, attempt: job.attempt, env, workspaceId: job.workspaceId });
+      handle = await backend.submit({ jobId: job.id, attempt: job.attempt, env, workspaceId: job.workspaceId, spec: job.spec });
     } catch (error) {
       // A backend that cannot start it now (Slurm refusing the batch, no such template): the attempt is over.
       logger.warn({ jobId: job.id, backend: backend.name, err: errorFields(error) }, 'starting a job runner failed');
@@ -115,6 +116,7 @@ export function startJobHost(ports: Ports, options: { planeUrl: () => string; ba
 
   const tick = async () => {
     await expireJobs(ctx);
+    await sweepExpiredFiles({ ctx, input: { limit: 100 } });
     for (const lost of await lostJobs(ctx)) if (!held.has(lost.id)) await takeOver(lost);
     for (const jobId of await unclaimedFinalizing(ctx)) await finalizeJob({ ctx, input: { jobId, instanceId } });
     for (const [jobId, entry] of held) {

@@ -43,6 +43,11 @@ export const jobs = pgTable(
      * attempts.
      */
     handle: text('handle'),
+    /**
+     * Days its files are kept, from the data class of the deployment its model names when it was submitted
+     * (`filesDays` of the workspace's policy); null: until deleted.
+     */
+    filesDays: integer('files_days'),
     /** The swarm it was submitted to (its endpoint and model); null for a job of no swarm. */
     swarmId: text('swarm_id'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

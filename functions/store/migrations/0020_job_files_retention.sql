@@ -1,0 +1,1 @@
+ALTER TABLE "jobs" ADD COLUMN "files_days" integer;
