@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { z } from 'zod';
-import type { JobSubmission, JobView } from '../shared/batch/job.js';
+import type { CommandSubmission, JobSubmission, JobView } from '../shared/batch/job.js';
 import type { FileObject } from '../shared/contracts/openai-files.js';
 import type { SwarmConfig, SwarmDown, SwarmView } from '../shared/contracts/swarm.js';
 import { Http, LunaNexaError, sleep, type ConnectionOptions } from './http.js';
@@ -15,6 +15,9 @@ export type SwarmConfigInput = z.input<typeof SwarmConfig>;
 
 /** A built-in job for a swarm: its rows (the model defaults to the swarm's) and limits; its input is a file of yours. */
 export type SwarmJobInput = Omit<z.input<typeof JobSubmission>, 'inputFileId' | 'format' | 'swarm'>;
+
+/** A command job for a swarm: `{command: {template, params?, model?, resources?}, maxAttempts?}`. */
+export type SwarmCommandInput = Omit<z.input<typeof CommandSubmission>, 'swarm'>;
 
 export interface SwarmOptions extends ConnectionOptions {
   /**
@@ -142,6 +145,16 @@ export class Swarm implements Serving, AsyncDisposable {
     const file = await this.#http.json<FileObject>('POST', '/v1/files', { body: form });
     const view = await this.#http.json<JobView>('POST', '/api/v1/jobs', { json: { ...job, inputFileId: file.id, format, swarm: this.name } });
     return new SwarmJobHandle(this.#http, view, files.output, this.#pollMs);
+  }
+
+  /**
+   * Runs a command beside the swarm (`POST /api/v1/jobs/commands`): a registered job template's process on one of the
+   * fleet's nodes, given ENDPOINT, MODEL (the swarm's unless `command.model` says) and a scoped token. `wait` on the
+   * handle follows it; its log is `lunanexa jobs logs`.
+   */
+  async submitCommand(job: SwarmCommandInput): Promise<SwarmJobHandle> {
+    const view = await this.#http.json<JobView>('POST', '/api/v1/jobs/commands', { json: { ...job, swarm: this.name } });
+    return new SwarmJobHandle(this.#http, view, undefined, this.#pollMs);
   }
 
   /** Brings it down (`DELETE /api/v1/swarms/{name}`): its unfinished jobs cancelled, its deployment retired. False when it was down already. */

@@ -166,9 +166,11 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
         },
         { timeoutMs: 120_000, intervalMs: 200, what: `command job ${id} to end` },
       );
-    const ok = await submit({ command: { template: 'sim-client', params: { requests: 5 } }, swarm: swarm.name });
-    expect(ok.status, await ok.clone().text()).toBe(201);
-    const done = await ended(JobView.parse(await ok.json()).id);
+    // Through the SDK: the swarm's submitCommand, and its handle's wait.
+    const done = await (await swarm.submitCommand({ command: { template: 'sim-client', params: { requests: 5 } } })).wait({
+      intervalMs: 200,
+      timeoutMs: 120_000,
+    });
     expect(done).toMatchObject({ kind: 'command', state: 'completed', spec: { backend: 'agent', command: { template: 'sim-client', model: 'evals-cmd' } } });
     await waitFor(async () => (await answered(done.id)) >= 5, { timeoutMs: 30_000, intervalMs: 200, what: 'its five requests recorded' });
     expect(await answered(done.id)).toBe(5);
