@@ -1,6 +1,7 @@
 import type { WorkerAssignment } from '../../shared/contracts/desired.js';
 import { RunnerTokenGrant } from '../../shared/contracts/worker.js';
 import type { SignedClient } from '../link/http.js';
+import { jobProcessEnv } from '../../shared/batch/job.js';
 
 /**
  * A job runner's variables (docs/jobs.md, the `agent` backend): where the control plane is (where this agent dials
@@ -15,14 +16,5 @@ export async function runnerJobEnv(
   const path = `/agent/v1/jobs/${encodeURIComponent(assignment.job.id)}/runner-token`;
   const granted = await client.request('POST', path, { workerId: assignment.workerId, attempt: assignment.attempt }, RunnerTokenGrant);
   if (!granted.success) throw new Error(`the control plane gave no runner token for job ${assignment.job.id}: ${granted.error.code}: ${granted.error.message}`);
-  const base = baseUrl.replace(/\/$/, '');
-  return {
-    LUNANEXA_URL: base,
-    LUNANEXA_JOB_ID: assignment.job.id,
-    LUNANEXA_JOB_TOKEN: granted.data.token,
-    ENDPOINT: `${base}/v1`,
-    MODEL: granted.data.model,
-    OPENAI_BASE_URL: `${base}/v1`,
-    OPENAI_API_KEY: granted.data.token,
-  };
+  return jobProcessEnv({ url: baseUrl, jobId: assignment.job.id, model: granted.data.model, token: granted.data.token });
 }

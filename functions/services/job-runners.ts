@@ -29,6 +29,14 @@ async function mintRunnerToken(tx: ServiceCtx, job: JobRow): Promise<{ id: strin
   });
 }
 
+/** Revokes the token a job's runner held (its callers signal the revocation once their transaction commits). */
+async function revokeRunnerToken(tx: ServiceCtx, tokenId: string): Promise<void> {
+  await tx.db
+    .update(apiTokens)
+    .set({ revokedAt: sql`now()` })
+    .where(and(eq(apiTokens.id, tokenId), isNull(apiTokens.revokedAt)));
+}
+
 /**
  * Takes the oldest pending job of backend `backend` for this instance (docs/jobs.md, "Backends"): it moves to
  * `running` under a lease of `leaseMs`; with `mintToken`, its attempt's runner gets an API token now (it expires with
@@ -130,11 +138,7 @@ export async function grantRunnerToken({
       : [];
     if (!job || !worker) throw new ApiError('not_found', `no runner of job ${input.jobId} runs as worker ${input.workerId} on this machine`);
     const revoked = job.runnerTokenId !== null;
-    if (revoked)
-      await tx.db
-        .update(apiTokens)
-        .set({ revokedAt: sql`now()` })
-        .where(and(eq(apiTokens.id, job.runnerTokenId!), isNull(apiTokens.revokedAt)));
+    if (revoked) await revokeRunnerToken(tx, job.runnerTokenId!);
     const minted = await mintRunnerToken(tx, job);
     await tx.db.update(jobs).set({ runnerTokenId: minted.id }).where(eq(jobs.id, job.id));
     return { token: minted.token, model: jobModel(job.spec), revoked };
@@ -185,11 +189,7 @@ export async function endRunnerAttempt({
   const outcome = await withTransaction(ctx, async (tx): Promise<AttemptOutcome> => {
     const [job] = await tx.db.select().from(jobs).where(eq(jobs.id, input.jobId)).for('update');
     if (!job || job.attempt !== input.attempt || (job.state !== 'running' && job.state !== 'cancelling')) return 'stale';
-    if (job.runnerTokenId)
-      await tx.db
-        .update(apiTokens)
-        .set({ revokedAt: sql`now()` })
-        .where(and(eq(apiTokens.id, job.runnerTokenId), isNull(apiTokens.revokedAt)));
+    if (job.runnerTokenId) await revokeRunnerToken(tx, job.runnerTokenId);
     // A command is done when its process exits 0; a runner, once every row of its input is.
     const finished = job.spec.kind === 'command' || (job.totalRows !== null && job.doneRows + job.failedRows >= job.totalRows);
     const end: RunnerEnd = finished && input.end.kind === 'exited' && input.end.code === 0 ? { kind: 'done' } : input.end;

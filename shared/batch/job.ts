@@ -173,3 +173,14 @@ export const JobView = z.object({
   expiresAt: z.string().nullable(),
 });
 export type JobView = z.infer<typeof JobView>;
+
+/**
+ * The variables a job's process is given (docs/jobs.md, "The runner", "Commands"), wherever it runs: where the
+ * control plane is, its job, the OpenAI-style endpoint and model, and its token under both names once it has one (a
+ * backend that hands it over at the start; on a node the agent asks for it when it starts the process).
+ */
+export function jobProcessEnv(input: { url: string; jobId: string; model: string; token: string | null }): Record<string, string> {
+  const base = input.url.replace(/\/$/, '');
+  const token: Record<string, string> = input.token === null ? {} : { LUNANEXA_JOB_TOKEN: input.token, OPENAI_API_KEY: input.token };
+  return { LUNANEXA_URL: base, LUNANEXA_JOB_ID: input.jobId, ENDPOINT: `${base}/v1`, OPENAI_BASE_URL: `${base}/v1`, MODEL: input.model, ...token };
+}

@@ -1,3 +1,4 @@
+import { runtimeRecords, stopLeftRuntimes } from '../helpers/sim-runtimes.js';
 import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -25,34 +26,6 @@ import { startHttpRouter, type HttpRouter } from '../helpers/http-router.js';
 
 /** The simulator's text for `n` generated tokens. */
 const expectedText = (n: number) => Array.from({ length: n }, (_, i) => `tok${i} `).join('');
-
-interface RuntimeRecord {
-  pid: number;
-  baseUrl: string;
-  assignmentId: string;
-  /** The token the runtime answers only to. */
-  token: string;
-}
-
-async function runtimeRecords(node: SimNode): Promise<RuntimeRecord[]> {
-  const dir = join(node.stateDir, 'runtimes');
-  const files = (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json'));
-  return await Promise.all(files.map(async (f) => JSON.parse(await readFile(join(dir, f), 'utf8')) as RuntimeRecord));
-}
-
-/**
- * Stops the runtimes a node's agent left running: an agent killed without warning leaves them for the next agent
- * to adopt, and no next agent comes in a test.
- */
-async function stopLeftRuntimes(node: SimNode): Promise<void> {
-  for (const record of await runtimeRecords(node)) {
-    try {
-      process.kill(record.pid, 'SIGKILL');
-    } catch {
-      // Gone already.
-    }
-  }
-}
 
 /** `/sim/stats` of every runtime the nodes run (dead runtimes are left out). */
 async function runtimeStats(nodes: SimNode[]): Promise<SimStats[]> {

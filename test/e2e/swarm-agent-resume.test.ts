@@ -8,6 +8,7 @@ import { apiTokens, jobs, machines, runs, runWorkers, workloads } from '../../fu
 import { readParquetRows, writeParquetRows } from '../../shared/batch/parquet.js';
 import { JobView } from '../../shared/batch/job.js';
 import { startTestPlane, waitFor, type TestPlane } from '../helpers/plane.js';
+import { stopLeftRuntimes } from '../helpers/sim-runtimes.js';
 
 /**
  * The jobs issue's end-to-end case (docs/jobs.md): on a fleet of simulated nodes, the SDK brings a swarm up, a
@@ -82,7 +83,9 @@ describe('a swarm and a Parquet job on the agent backend, its node killed halfwa
   }, 120_000);
 
   afterAll(async () => {
-    await stopSimNodes(nodes);
+    await stopSimNodes(nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null));
+    // The killed node's runtimes outlive its agent, waiting for one to adopt them.
+    for (const node of nodes) await stopLeftRuntimes(node);
     await plane?.stop();
   });
 

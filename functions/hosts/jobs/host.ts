@@ -1,7 +1,7 @@
 import type { Ports } from '../../dataplane/ports.js';
 import { serviceCtx } from '../../dataplane/ports.js';
 import type { RunnerEnd } from '../../core/jobs/states.js';
-import { jobModel, type JobSpec } from '../../../shared/batch/job.js';
+import { jobModel, jobProcessEnv } from '../../../shared/batch/job.js';
 import { adoptJob, claimJob, endRunnerAttempt, lostJobs, renewJobLease, setJobHandle } from '../../services/job-runners.js';
 import { finalizeJob } from '../../services/job-finalize.js';
 import { expireJobs, signalJobsWaiting, unclaimedFinalizing } from '../../services/jobs.js';
@@ -17,23 +17,6 @@ interface Held {
   handle: string | null;
   abort: AbortController;
   watched: Promise<void>;
-}
-
-/**
- * The variables a runner reads (docs/jobs.md, "The runner"), and a script's: where the control plane is, its job, its
- * token when the backend gives it at the start, and the OpenAI-style endpoint and model.
- */
-export function runnerEnv(input: { url: string; jobId: string; spec: JobSpec; token: string | null }): Record<string, string> {
-  const base = input.url.replace(/\/$/, '');
-  const token: Record<string, string> = input.token === null ? {} : { LUNANEXA_JOB_TOKEN: input.token, OPENAI_API_KEY: input.token };
-  return {
-    LUNANEXA_URL: base,
-    LUNANEXA_JOB_ID: input.jobId,
-    ENDPOINT: `${base}/v1`,
-    OPENAI_BASE_URL: `${base}/v1`,
-    MODEL: jobModel(input.spec),
-    ...token,
-  };
 }
 
 /**
@@ -83,7 +66,7 @@ export function startJobHost(ports: Ports, options: { planeUrl: () => string; ba
     const claimed = await claimJob({ ctx, input: { backend: backend.name, instanceId, leaseMs: config.jobsLeaseMs, mintToken: backend.tokenAtStart } });
     if (!claimed) return false;
     const { job, token } = claimed;
-    const env = runnerEnv({ url: options.planeUrl(), jobId: job.id, spec: job.spec, token });
+    const env = jobProcessEnv({ url: options.planeUrl(), jobId: job.id, model: jobModel(job.spec), token });
     let handle: string;
     try {
       handle = await backend.submit({ jobId: job.id, attempt: job.attempt, env, workspaceId: job.workspaceId, spec: job.spec });
