@@ -43,6 +43,7 @@ export function createLedger(stats: SimStats) {
       const t: Tracker = { settled: false, deadlineAt: undefined, timer: undefined, immediate: undefined };
       stats.requests++;
       stats.active++;
+      if (stats.active > stats.peakActive) stats.peakActive = stats.active;
       res.on('close', () => {
         if (!t.settled) settle(t, 'aborted');
       });

@@ -34,6 +34,8 @@ export interface SimStats {
   aborted: number;
   failed: number;
   active: number;
+  /** The most requests in flight at once since the runtime started: what admission let through together. */
+  peakActive: number;
   /** Tokens written to streamed answers so far: how far a client that stopped reading let generation run. */
   tokensStreamed: number;
   /** Idempotency-Key of the most recent inference request; null when it carried none. */

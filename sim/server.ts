@@ -44,7 +44,17 @@ function simulator(o: SimOptions): InferenceDeps & { instanceId: string; tokenDi
       return `${prefix}-${idPrefix}${idCounter.toString(36)}`;
     },
   };
-  const stats: SimStats = { requests: 0, completed: 0, aborted: 0, failed: 0, active: 0, tokensStreamed: 0, lastIdempotencyKey: null, lastDeadline: null };
+  const stats: SimStats = {
+    requests: 0,
+    completed: 0,
+    aborted: 0,
+    failed: 0,
+    active: 0,
+    peakActive: 0,
+    tokensStreamed: 0,
+    lastIdempotencyKey: null,
+    lastDeadline: null,
+  };
   return {
     model,
     stats,

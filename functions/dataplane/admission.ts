@@ -1,3 +1,6 @@
+import type { Lane } from '../../shared/contracts/relay.js';
+import { type BatchBackoff, batchSlotsOf, initialBackoff, observeInteractiveTtft } from '../core/scheduler/batch-backoff.js';
+
 /** Why a wait for a slot ended without one. */
 export class SlotWaitAborted extends Error {
   constructor(readonly reason: 'deadline' | 'cancelled') {
@@ -5,14 +8,18 @@ export class SlotWaitAborted extends Error {
   }
 }
 
+/** A slot of a replica held for one invocation. */
+export interface HeldSlot {
+  /** Time spent queued for it (ms). */
+  readonly queueMs: number;
+  /** The invocation's first body bytes arrived (its TTFT since the slot was granted). */
+  firstByte(): void;
+  /** Frees it; later calls do nothing. */
+  release(): void;
+}
+
 /** Why `enter` refused: the deployment is full, or this token already holds its share of it. */
 export type AdmissionRefusal = 'deployment' | 'token';
-
-/**
- * Which queue of a replica a request waits in: `batch` rows (a job's runner marks them) take a freed slot only when
- * no `interactive` request waits for it (docs/jobs.md, "Batch rows and interactive traffic").
- */
-export type Lane = 'interactive' | 'batch';
 
 /** How long after the last interactive request a replica keeps slots from batch rows for the next one. */
 const INTERACTIVE_QUIET_MS = 5_000;
@@ -40,6 +47,10 @@ export class Admission {
   private readonly interactiveAt = new Map<string, number>();
   /** Each replica's concurrency, as its last `acquire` said. */
   private readonly limits = new Map<string, number>();
+  /** Per replica, how far batch rows back off for its interactive TTFT (`core/scheduler/batch-backoff.ts`). */
+  private readonly backoff = new Map<string, BatchBackoff>();
+  /** Invocations this instance sent to a replica whose slots its link holder counts elsewhere: a routing hint. */
+  private readonly forwarded = new Map<string, number>();
 
   /**
    * Counts an invocation of `tokenId` against the deployment's capacity and the token's share of it (`tokenLimit`);
@@ -71,9 +82,66 @@ export class Admission {
     }
   }
 
-  /** What runs on the replica and what waits for it, batch rows included. */
-  load(assignmentId: string): { active: number; queued: number } {
-    return { active: this.active.get(assignmentId) ?? 0, queued: this.queues.get(assignmentId)?.length ?? 0 };
+  /**
+   * What runs on the replica and what waits ahead of a request of `lane` for it, as this instance knows it: its own
+   * slots, and what it forwarded to a link holder elsewhere (which counts those slots; see `forwardedSlot`). An
+   * interactive request waits behind interactive ones only, so batch rows queued do not make a replica look busy
+   * to it; running ones do, as they hold slots.
+   */
+  load(assignmentId: string, lane: Lane = 'batch'): { active: number; queued: number } {
+    const active = (this.active.get(assignmentId) ?? 0) + (this.forwarded.get(assignmentId) ?? 0);
+    const queue = this.queues.get(assignmentId) ?? [];
+    return { active, queued: lane === 'batch' ? queue.length : queue.filter((e) => e.lane === 'interactive').length };
+  }
+
+  private forwarding(assignmentId: string, delta: 1 | -1): void {
+    const count = (this.forwarded.get(assignmentId) ?? 0) + delta;
+    if (count > 0) this.forwarded.set(assignmentId, count);
+    else this.forwarded.delete(assignmentId);
+  }
+
+  /**
+   * Waits for a slot of the replica in `lane` (see `acquire`) and holds it for one invocation: its `firstByte`
+   * moves the slots batch rows may hold on the replica while interactive requests come (`batch-backoff.ts`).
+   */
+  async hold(assignmentId: string, concurrency: number, deadline: number, signal: AbortSignal, lane: Lane): Promise<HeldSlot> {
+    const queueMs = await this.acquire(assignmentId, concurrency, deadline, signal, lane);
+    const grantedAt = performance.now();
+    let held = true;
+    return {
+      queueMs,
+      firstByte: () => {
+        if (held && lane === 'interactive') this.observeTtft(assignmentId, concurrency, performance.now() - grantedAt);
+      },
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.release(assignmentId, lane);
+      },
+    };
+  }
+
+  /**
+   * The slot of an invocation sent to a replica whose link holder is elsewhere: that holder admits it and counts
+   * the slot; here it is only a routing hint (`load`) until released.
+   */
+  forwardedSlot(assignmentId: string): HeldSlot {
+    this.forwarding(assignmentId, 1);
+    let held = true;
+    return {
+      queueMs: 0,
+      firstByte: () => {},
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.forwarding(assignmentId, -1);
+      },
+    };
+  }
+
+  private observeTtft(assignmentId: string, concurrency: number, ttftMs: number): void {
+    const state = this.backoff.get(assignmentId) ?? initialBackoff(concurrency);
+    this.backoff.set(assignmentId, observeInteractiveTtft(state, ttftMs, concurrency));
   }
 
   /**
@@ -146,19 +214,18 @@ export class Admission {
     if (quiet && !this.active.has(assignmentId) && !this.queues.has(assignmentId)) {
       this.interactiveAt.delete(assignmentId);
       this.limits.delete(assignmentId);
+      this.backoff.delete(assignmentId);
     }
   }
 
   /**
    * The slots batch rows may hold on a replica of `concurrency` now: all of them while no interactive request came
-   * for `INTERACTIVE_QUIET_MS`, else half of them (at least one, and at least one kept for interactive traffic).
-   * Measured with `npm run bench:batch`: keeping a third left interactive requests waiting behind batch rows often
-   * enough to raise their TTFT p99 by half.
+   * for `INTERACTIVE_QUIET_MS`, else their share, lowered while interactive TTFT rises (`batch-backoff.ts`).
    */
   private batchSlots(assignmentId: string, concurrency: number): number {
     const lastInteractive = this.interactiveAt.get(assignmentId);
     if (lastInteractive === undefined || Date.now() - lastInteractive > INTERACTIVE_QUIET_MS) return concurrency;
-    return Math.max(1, Math.min(concurrency - 1, Math.floor(concurrency / 2)));
+    return batchSlotsOf(this.backoff.get(assignmentId) ?? initialBackoff(concurrency), concurrency);
   }
 
   private fits(assignmentId: string, lane: Lane): boolean {

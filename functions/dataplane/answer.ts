@@ -67,7 +67,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
     if (released) return;
     released = true;
     started.queue.close();
-    dataPlane.admission.release(replica.assignmentId, request.lane);
+    started.slot.release();
     dataPlane.holder.release(invocationId);
   };
   const observeEnd = (tokens: number) => {
@@ -91,6 +91,7 @@ export function answer(input: AnswerInput): InferenceResult | Promise<InferenceR
   const noteData = () => {
     if (firstDataAt) return;
     firstDataAt = performance.now();
+    started.slot.firstByte();
     const ttftMs = firstDataAt - started.dispatchedAt;
     answered.firstByteMs = Math.round(ttftMs);
     metrics.ttft.observe(labels, ttftMs / 1000);

@@ -2,7 +2,7 @@ import type { Frame } from '../../shared/contracts/relay.js';
 import { relayableContentType } from '../../shared/contracts/openai.js';
 import { newId } from '../../shared/ids.js';
 import type { Ports } from './ports.js';
-import { SlotWaitAborted } from './admission.js';
+import { type HeldSlot, SlotWaitAborted } from './admission.js';
 import { pickReplica, routeCandidates } from '../core/scheduler/route.js';
 import { FrameQueue, type QueueItem } from '../link/frame-queue.js';
 import type { DeploymentRoute, RoutableReplica } from './routing.js';
@@ -35,6 +35,8 @@ export interface Started {
   queue: FrameQueue;
   replica: RoutableReplica;
   invocationId: string;
+  /** The replica's slot the invocation holds (here, or at its link holder elsewhere). */
+  slot: HeldSlot;
   /** Time queued for the replica's slot (ms). */
   queueMs: number;
   /** `performance.now()` at dispatch. */
@@ -53,7 +55,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   if (signal.aborted) return { ok: false, outcome: { kind: 'cancelled' }, node: null };
   if (Date.now() >= request.deadline) return { ok: false, outcome: { kind: 'deadline' }, node: null };
   const replica = pickReplica(
-    routeCandidates(route.replicas, route.maxConcurrency, (id) => dataPlane.admission.load(id)),
+    routeCandidates(route.replicas, route.maxConcurrency, (id) => dataPlane.admission.load(id, request.lane ?? 'interactive')),
     input.tried,
   );
   if (!replica) return { ok: false, outcome: { kind: 'no_replica' }, node: null };
@@ -62,23 +64,29 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const node = replica.machineName;
   const labels = { workspace: route.workspaceId, model: route.model, deployment: route.name, node };
 
-  let queueMs: number;
+  // A replica's slots are counted where every call to its machine meets, its link holder: here when this instance
+  // holds the machine's link, else the holder admits the forwarded invocation (docs/design.md section 5), and N
+  // instances run on a replica exactly what one would.
+  const admitsHere = dataPlane.holder.hasLocalStream(replica.machineId);
+  let slot: HeldSlot;
   try {
-    queueMs = await dataPlane.admission.acquire(replica.assignmentId, route.maxConcurrency, request.deadline, signal, request.lane);
+    slot = admitsHere
+      ? await dataPlane.admission.hold(replica.assignmentId, route.maxConcurrency, request.deadline, signal, request.lane ?? 'interactive')
+      : dataPlane.admission.forwardedSlot(replica.assignmentId);
   } catch (error) {
     if (error instanceof SlotWaitAborted) return { ok: false, outcome: { kind: error.reason === 'deadline' ? 'deadline' : 'cancelled' }, node };
     throw error;
   }
-  metrics.queueTime.observe(labels, queueMs / 1000);
   const invocationId = newId('invocation');
   // A streamed answer is paced to its client; one that is not is held whole (bounded by the budget) and needs none.
   const queue = new FrameQueue(
     request.stream ? { budget: dataPlane.budget, window: config.relayWindowBytes, stallMs: config.relayClientStallMs } : { budget: dataPlane.budget },
   );
-  const dispatchedAt = performance.now();
+  let dispatchedAt = performance.now();
+  let queueMs = slot.queueMs;
   const giveUp = (outcome: AttemptOutcome, reason: string): Attempt => {
     queue.close();
-    dataPlane.admission.release(replica.assignmentId, request.lane);
+    slot.release();
     // Best effort: the node may be gone, and the invocation dies with its deadline there anyway.
     dataPlane.holder.cancel(invocationId, replica.machineId, reason);
     dataPlane.holder.release(invocationId);
@@ -87,6 +95,9 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
     if (outcome.kind !== 'cancelled' && !refused) metrics.runtimeFailures.inc(labels);
     return { ok: false, outcome, node };
   };
+  // A holder elsewhere may keep the invocation waiting for a slot: cancelled or past its deadline, it stops waiting.
+  const stopWaiting = () => dataPlane.holder.cancel(invocationId, replica.machineId, 'cancelled');
+  input.until.addEventListener('abort', stopWaiting, { once: true });
   try {
     await dataPlane.holder.dispatch(
       {
@@ -101,11 +112,22 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
       },
       replica.machineId,
       queue,
-      { concurrency: route.maxConcurrency },
+      { concurrency: route.maxConcurrency, lane: request.lane ?? 'interactive' },
     );
   } catch (error) {
+    if (signal.aborted) return giveUp({ kind: 'cancelled' }, 'cancelled');
+    if (input.until.aborted) return giveUp({ kind: 'deadline' }, 'deadline_exceeded');
     return giveUp({ kind: 'dispatch_failed', message: error instanceof Error ? error.message : String(error) }, 'dispatch_failed');
+  } finally {
+    input.until.removeEventListener('abort', stopWaiting);
   }
+  // A holder elsewhere answers once it admitted the invocation: the wait was for one of the replica's slots there.
+  if (!admitsHere) {
+    const now = performance.now();
+    queueMs = now - dispatchedAt;
+    dispatchedAt = now;
+  }
+  metrics.queueTime.observe(labels, queueMs / 1000);
 
   // The node has until the ack timeout to show it got the invoke (its `accept` frame), then the runtime has until
   // the deadline.
@@ -144,7 +166,7 @@ export async function tryReplica(input: AttemptInput): Promise<Attempt> {
   const first = frames.slice(headIndex + 1).find((f) => f.t !== 'data' || f.d.length > 0);
   if (first?.t === 'error') return giveUp({ kind: 'error', code: first.code, message: first.message }, first.code);
   // Relayed rebuilt from what was parsed, never as the runtime wrote it.
-  return { ok: true, head: { ...head, contentType }, rest: frames.slice(headIndex + 1), queue, replica, invocationId, queueMs, dispatchedAt };
+  return { ok: true, head: { ...head, contentType }, rest: frames.slice(headIndex + 1), queue, replica, invocationId, slot, queueMs, dispatchedAt };
 }
 
 /** The attempt holds until the first bytes of the body (or the end, or an error): then the answer can start. */

@@ -1,4 +1,4 @@
-import type { Lane } from './admission.js';
+import type { Lane } from '../../shared/contracts/relay.js';
 import type { InferencePath } from '../../shared/contracts/relay.js';
 import type { Actor } from '../core/principals.js';
 import type { Track } from './routing.js';

@@ -8,7 +8,7 @@ import type { BusMessage } from '../kernel/ports/bus.js';
 import { createMemoryBus } from '../kernel/memory-bus.js';
 import { FORWARDED_FAILED_OFFSET, FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../link/forwarded.js';
 import { encodeFrame } from '../../shared/frame-codec.js';
-import { SlotWaitAborted } from '../dataplane/admission.js';
+import { admitForwarded } from '../dataplane/forwarded-admission.js';
 import { registerStream } from '../api/agent-gateway/stream.js';
 import { registerFrames } from '../api/agent-gateway/frames.js';
 import { NO_STREAM } from '../link/uploads.js';
@@ -16,7 +16,7 @@ import { openNeonStore } from '../store/neon.js';
 import type { AppEnv, Ports } from '../dataplane/ports.js';
 import { invalidEnvResponse, parseWorkerEnv } from './worker-env.js';
 import { edgeConfig, edgePorts } from './worker-ports.js';
-import { CONCURRENCY_HEADER, PRINCIPAL_HEADER, WORKLOAD_CANCELLED } from '../link/durable-holders.js';
+import { PRINCIPAL_HEADER, WORKLOAD_CANCELLED } from '../link/durable-holders.js';
 import { Mailbox } from '../link/mailbox.js';
 
 /** How many cancels of invocations not (yet) known here the object remembers. */
@@ -80,39 +80,27 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
     const invoke = parsed.data;
     if (!holder.hasLocalStream(machineId)) throw NO_STREAM();
     if (isCancelledEarly(invoke.invocationId)) throw CANCELLED_EARLY();
-    const concurrency = Number(c.req.header(CONCURRENCY_HEADER)) || Number.POSITIVE_INFINITY;
     const wait = new AbortController();
     queued.set(invoke.invocationId, { workloadId: invoke.workloadId, wait });
-    try {
-      await admission.acquire(invoke.assignmentId, concurrency, invoke.deadline, wait.signal);
-    } catch (error) {
-      if (!(error instanceof SlotWaitAborted)) throw error;
-      if (error.reason === 'deadline') throw new ApiError('unavailable', 'the replica stayed busy until the deadline');
+    const slot = await admitForwarded(admission, invoke, (name) => c.req.header(name), wait.signal).finally(() => queued.delete(invoke.invocationId));
+    if (!slot) {
       // Cancelled by the API: the request waiting for this answer is told so, as a running one would be.
       if (wait.signal.reason === BY_API) {
         const frame = encodeFrame(invoke.invocationId, { o: FORWARDED_FAILED_OFFSET, t: 'error', code: WORKLOAD_CANCELLED, message: BY_API });
         return new Response(new Blob([frame as Uint8Array<ArrayBuffer>]), { headers: { 'content-type': FRAMES_TYPE } });
       }
       throw CANCELLED_EARLY();
-    } finally {
-      queued.delete(invoke.invocationId);
     }
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      admission.release(invoke.assignmentId);
-    };
     // The stream may have gone, or the caller cancelled, while the invocation waited for its slot.
     if (!holder.hasLocalStream(machineId) || isCancelledEarly(invoke.invocationId)) {
-      release();
+      slot.release();
       throw holder.hasLocalStream(machineId) ? CANCELLED_EARLY() : NO_STREAM();
     }
     let out!: ReadableStreamDefaultController<Uint8Array>;
     let run: ReturnType<typeof serveForwarded> | undefined;
     const finished = () => {
       forwarded.delete(invoke.invocationId);
-      release();
+      slot.release();
     };
     // The Worker request went away: the node stops the call and the slot is free at once, whether the object
     // learns it from the answer's stream being cancelled or from the explicit cancel.
@@ -146,24 +134,30 @@ function linkApp(ports: Ports, mailbox: Mailbox): Hono<AppEnv> {
       },
       new CountQueuingStrategy({ highWaterMark: 16 }),
     );
-    run = serveForwarded(holder, invoke, machineId, {
-      write(chunks) {
-        if (!open) return;
-        for (const chunk of chunks) out.enqueue(chunk);
+    run = serveForwarded(
+      holder,
+      invoke,
+      machineId,
+      {
+        write(chunks) {
+          if (!open) return;
+          for (const chunk of chunks) out.enqueue(chunk);
+        },
+        ready() {
+          if (!open || (out.desiredSize ?? 1) > 0) return null;
+          return new Promise<void>((resolve) => {
+            pulled = resolve;
+          });
+        },
+        end() {
+          if (open) out.close();
+          open = false;
+          wakePull();
+          finished();
+        },
       },
-      ready() {
-        if (!open || (out.desiredSize ?? 1) > 0) return null;
-        return new Promise<void>((resolve) => {
-          pulled = resolve;
-        });
-      },
-      end() {
-        if (open) out.close();
-        open = false;
-        wakePull();
-        finished();
-      },
-    });
+      () => slot.firstByte(),
+    );
     forwarded.set(invoke.invocationId, { workloadId: invoke.workloadId, run, abandon });
     await run.dispatched;
     return new Response(body, { headers: { 'content-type': FRAMES_TYPE } });

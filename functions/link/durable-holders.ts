@@ -1,7 +1,7 @@
 import type { Invoke } from '../../shared/contracts/relay.js';
 import type { MachinePrincipal } from '../core/principals.js';
 import type { DispatchOptions, FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
-import { MACHINE_HEADER, readForwarded } from './forwarded.js';
+import { admissionHeaders, MACHINE_HEADER, readForwarded } from './forwarded.js';
 import { readerChunks } from '../kernel/web-streams.js';
 
 /** A Durable Object stub: what the Worker calls a machine's object through. */
@@ -21,8 +21,6 @@ export const LINK_ORIGIN = 'https://machine-link.internal';
 export const PRINCIPAL_HEADER = 'x-lunanexa-principal';
 /** The failure code an object answers a forwarded invocation with when the cancel API cancelled its workload. */
 export const WORKLOAD_CANCELLED = 'workload_cancelled';
-/** The replica's concurrency, which the object enforces for all isolates together. */
-export const CONCURRENCY_HEADER = 'x-lunanexa-concurrency';
 
 export function linkStub(namespace: LinkNamespace, machineId: string): LinkStub {
   return namespace.get(namespace.idFromName(machineId));
@@ -87,7 +85,7 @@ export class DurableHolders implements RemoteHolders {
     try {
       response = await linkStub(this.namespace, machineId).fetch(`${LINK_ORIGIN}/link/v1/invoke`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', [MACHINE_HEADER]: machineId, [CONCURRENCY_HEADER]: String(opts?.concurrency ?? 0) },
+        headers: { 'content-type': 'application/json', [MACHINE_HEADER]: machineId, ...admissionHeaders(opts) },
         body: JSON.stringify(invoke),
         signal: controller.signal,
       });

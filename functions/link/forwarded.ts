@@ -1,7 +1,7 @@
-import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import { type Frame, type Invoke, Lane } from '../../shared/contracts/relay.js';
 import { encodeFrame, FrameDecoder } from '../../shared/frame-codec.js';
 import { turnBatch } from '../../shared/turn-batch.js';
-import type { FrameSink, LinkHolder } from './holder.js';
+import type { DispatchOptions, FrameSink, LinkHolder } from './holder.js';
 
 /**
  * A forwarded invocation (docs/design.md section 5, step 3): the caller sends `invoke` as JSON to the link holder
@@ -14,6 +14,26 @@ export const FORWARDED_FAILED_OFFSET = 0xffffffff;
 export const FRAMES_TYPE = 'application/vnd.lunanexa.frames';
 /** The header naming the machine a forwarded request is for; whoever forwards it authenticated the machine. */
 export const MACHINE_HEADER = 'x-lunanexa-machine';
+
+/** The replica's concurrency, which the holder enforces for every instance (or isolate) together. */
+const CONCURRENCY_HEADER = 'x-lunanexa-concurrency';
+/** The lane the invocation waits in for one of the replica's slots at the holder. */
+const LANE_HEADER = 'x-lunanexa-lane';
+
+/** The headers that ask the holder to admit a forwarded invocation under `opts`. */
+export function admissionHeaders(opts: DispatchOptions | undefined): Record<string, string> {
+  return { [CONCURRENCY_HEADER]: String(opts?.concurrency ?? 0), [LANE_HEADER]: opts?.lane ?? 'interactive' };
+}
+
+/**
+ * What the caller asked the holder to admit its invocation under (`admissionHeaders`): a concurrency that is not
+ * a positive number bounds nothing, and an unknown lane is the interactive one.
+ */
+export function admissionOf(header: (name: string) => string | undefined): DispatchOptions {
+  const concurrency = Number(header(CONCURRENCY_HEADER));
+  const lane = Lane.safeParse(header(LANE_HEADER));
+  return { concurrency: concurrency > 0 ? concurrency : Number.POSITIVE_INFINITY, lane: lane.success ? lane.data : 'interactive' };
+}
 
 /** Where the holder writes the frames of a forwarded invocation. */
 export interface ForwardedOut {
@@ -29,14 +49,17 @@ export interface ForwardedOut {
  * cancelled on the node; `stop` ends it from the holder's side. `done` tells whether the last frame was written
  * (or the caller went). A paced invocation (`invoke.window`) is credited as its frames leave for the caller: what
  * the caller's connection does not take holds the node back, here as on the instance that forwarded it.
+ * `onFirstData` is called as the answer's first body bytes arrive (the holder's measure of the replica's TTFT).
  */
 export function serveForwarded(
   holder: LinkHolder,
   invoke: Invoke,
   machineId: string,
   out: ForwardedOut,
+  onFirstData: () => void = () => {},
 ): { dispatched: Promise<void>; gone(): void; stop(code: string, message: string): void; done(): boolean } {
   let done = false;
+  let firstData = false;
   /** Data bytes written to the caller and not yet passed on (credited): they wait for its connection to drain. */
   let unpaced = 0;
   let draining = false;
@@ -67,7 +90,13 @@ export function serveForwarded(
     frame(frame) {
       if (done) return;
       if (frame.t === 'end' || frame.t === 'error') done = true;
-      else if (frame.t === 'data') unpaced += frame.d.length;
+      else if (frame.t === 'data' && frame.d.length > 0) {
+        if (!firstData) {
+          firstData = true;
+          onFirstData();
+        }
+        unpaced += frame.d.length;
+      }
       send(frame);
     },
     fail(code, message) {

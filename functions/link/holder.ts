@@ -1,4 +1,4 @@
-import type { Frame, Invoke } from '../../shared/contracts/relay.js';
+import type { Frame, Invoke, Lane } from '../../shared/contracts/relay.js';
 import type { MachinePrincipal } from '../core/principals.js';
 
 /** Where the frames of one invocation go, in order: the waiting request, or the peer it was forwarded from. */
@@ -34,8 +34,9 @@ export interface StreamSink {
 /** A machine's link held by another instance: the whole invocation is forwarded there (docs/design.md section 5). */
 export interface RemoteHolders {
   /**
-   * Sends `invoke` through the holder of `machineId`'s link; frames come back into `sink`. Rejects if no one holds
-   * it, or (Workers) when the replica's `concurrency` slots stay full until the invocation's deadline.
+   * Sends `invoke` through the holder of `machineId`'s link, which admits it under `opts` (see `DispatchOptions`);
+   * frames come back into `sink`. Resolves once the holder admitted it; rejects if no one holds the link, or when
+   * the replica's slots stay full until the invocation's deadline.
    */
   forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void>;
   /** Stops a forwarded invocation: its holder cancels it on the node. An id it did not forward is ignored. */
@@ -53,9 +54,14 @@ export interface RemoteHolders {
   holdStream?(machine: MachinePrincipal, request: Request): Promise<Response>;
 }
 
-/** What the holder of a link enforces for the invocation: the replica's concurrency (Workers). */
+/**
+ * What the holder of a link elsewhere admits a forwarded invocation under: the replica's concurrency, and the lane
+ * it waits in for one of its slots. The holder counts the replica's slots for every instance (or isolate) that
+ * sends it invocations, so that N of them run exactly what one would.
+ */
 export interface DispatchOptions {
   concurrency: number;
+  lane: Lane;
 }
 
 /** What a piped agent upload was answered by the link holder: relayed to the agent as it is. */

@@ -2,10 +2,10 @@ import { Agent, request } from 'undici';
 import type { Invoke } from '../../shared/contracts/relay.js';
 import type { Db } from '../store/db.js';
 import { linkHolderOf } from '../services/instances.js';
-import type { FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
+import type { DispatchOptions, FrameSink, PipedAnswer, RemoteHolders } from './holder.js';
 import type { PeerAuth, PeerRequest } from './peer-auth.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import { MACHINE_HEADER, readForwarded } from './forwarded.js';
+import { admissionHeaders, MACHINE_HEADER, readForwarded } from './forwarded.js';
 /** How long who holds a machine's link is remembered; a refused forward forgets it at once. */
 const HOLDER_TTL_MS = 1_000;
 
@@ -49,7 +49,7 @@ export class PeerHolders implements RemoteHolders {
     return { url: holder.peerUrl, instanceId: holder.instanceId };
   }
 
-  async forward(invoke: Invoke, machineId: string, sink: FrameSink): Promise<void> {
+  async forward(invoke: Invoke, machineId: string, sink: FrameSink, opts?: DispatchOptions): Promise<void> {
     const target = await this.target(machineId);
     if (!target) throw new Error('no instance holds the node stream');
     const controller = new AbortController();
@@ -65,7 +65,7 @@ export class PeerHolders implements RemoteHolders {
       const authorization = await this.deps.auth.header(target.instanceId, bound('POST', url, machineId), invoke.invocationId);
       response = await request(url, {
         method: 'POST',
-        headers: { authorization, 'content-type': 'application/json', [MACHINE_HEADER]: machineId },
+        headers: { authorization, 'content-type': 'application/json', [MACHINE_HEADER]: machineId, ...admissionHeaders(opts) },
         body: JSON.stringify(invoke),
         signal: controller.signal,
         dispatcher: this.dispatcher,

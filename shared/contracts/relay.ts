@@ -5,6 +5,14 @@ export const InferencePath = z.enum(['/v1/chat/completions', '/v1/completions', 
 export type InferencePath = z.infer<typeof InferencePath>;
 
 /**
+ * Which queue of a replica an invocation waits in at its link holder: `batch` rows (a job's runner marks them)
+ * take a freed slot only when no `interactive` request waits for it (docs/jobs.md, "Batch rows and interactive
+ * traffic"). A forwarded invocation names its lane to the holder that admits it.
+ */
+export const Lane = z.enum(['interactive', 'batch']);
+export type Lane = z.infer<typeof Lane>;
+
+/**
  * The `invoke` event: one canonical workload's request to a runtime of this machine. The payload crosses
  * inline over the node's own stream; it is never logged.
  */

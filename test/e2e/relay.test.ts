@@ -250,7 +250,8 @@ describePg.each(CROSS_INSTANCE)(
       // The node dials B, except for its uploads of answers, which a balancer routing by path may send elsewhere.
       const uploadPort = landsOn === 'A' ? planeA.port : planeB.port;
       router = await startHttpRouter({ route: (_method, path) => (/^\/agent\/v1\/(uplink|invocations\/)/.test(path) ? uploadPort : planeB.port) });
-      await seedDemoDeployment(planeB, 1, { loadMs: 100 });
+      // Two slots per replica: the admission test below fills them from both instances.
+      await seedDemoDeployment(planeB, 1, { loadMs: 100 }, { maxConcurrency: 2 });
       node = await startSimNode(planeB, 'xnode-1', join(planeB.dataDir, 'nodes'), { url: router.url, env: { LUNANEXA_AGENT_UPLINK: mode } });
       // A must see the node as routable through the shared store, though the stream is attached to B.
       [{ id: machineId }] = (await waitRoutable(planeA, ['xnode-1'], 'sim-chat')) as [MachineView];
@@ -293,6 +294,51 @@ describePg.each(CROSS_INSTANCE)(
       expect(sum(after, 'requests')).toBe(sum(before, 'requests') + 1);
       expect(after.some((s) => s.lastIdempotencyKey === key)).toBe(true);
     });
+
+    // Once is enough: where the node's answers land does not change where its slots are counted.
+    it.runIf(kind === 'uplink' && landsOn === 'B')(
+      "a replica's slots hold across the instances: clients on A and B never run more than its maxConcurrency, and a wait at the holder ends with its deadline or its client",
+      async () => {
+        const requests = [planeA, planeB, planeA, planeB, planeA, planeB].map((plane) =>
+          chat(plane.url, { token: plane.adminToken, stream: true, maxTokens: 40 }).then((r) => readStream(r)),
+        );
+        const outcomes = await Promise.all(requests);
+        for (const outcome of outcomes) {
+          expect(outcome.status).toBe(200);
+          expect(outcome.error).toBeNull();
+          expect(outcome.content).toBe(expectedText(40));
+        }
+        // The six waited their turn at the link holder (B) in twos: two ran together, never more.
+        const [stats] = await runtimeStats([node]);
+        expect(stats!.peakActive).toBe(2);
+
+        // Both slots held through B: a request on A waits at the holder, and its deadline or its client leaving
+        // ends that wait there; neither reaches the runtime.
+        const holders = new AbortController();
+        const long = [1, 2].map(() => startStream(planeB.url, { token: planeB.adminToken, stream: true, maxTokens: 2_000, signal: holders.signal }));
+        await Promise.all(long);
+        const before = (await runtimeStats([node]))[0]!.requests;
+        const deadline = new Date(Date.now() + 1_500).toISOString();
+        const late = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3, headers: { 'x-lunanexa-deadline': deadline } });
+        expect(late.status).toBe(504);
+        expect(((await late.json()) as { error: { code: string } }).error.code).toBe('deadline_exceeded');
+        const [replica] = planeB.ports.dataPlane.routing.resolve(planeB.workspaceId, 'sim-chat')!.replicas;
+        const queuedAtB = () => planeB.ports.dataPlane.admission.load(replica!.assignmentId).queued;
+        const gone = new AbortController();
+        const left = chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3, signal: gone.signal }).catch((error: Error) => error);
+        await waitFor(async () => (queuedAtB() === 1 ? true : null), { timeoutMs: 5_000, what: "A's request waiting at B" });
+        gone.abort();
+        expect(await left).toBeInstanceOf(Error);
+        await waitFor(async () => (queuedAtB() === 0 ? true : null), { timeoutMs: 5_000, what: "the wait at B ended by A's client leaving" });
+        holders.abort();
+        // The two long streams were the last requests the runtime saw; it is idle again once their aborts reach it.
+        await waitFor(async () => ((await runtimeStats([node]))[0]!.active === 0 ? true : null), { timeoutMs: 10_000, what: 'the runtime idle' });
+        expect((await runtimeStats([node]))[0]!.requests).toBe(before);
+        // The slots the waits would have held are free: a request through A runs at once.
+        const after = await chat(planeA.url, { token: planeA.adminToken, stream: false, maxTokens: 3 });
+        expect(after.status).toBe(200);
+      },
+    );
 
     it('the two instances share the default workspace, and the node stream is held by B only', () => {
       expect(planeA.workspaceId).toBe(planeB.workspaceId);

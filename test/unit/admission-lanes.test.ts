@@ -75,3 +75,74 @@ describe('slots kept from batch rows for interactive traffic', () => {
     expect(admission.load('r')).toEqual({ active: 3, queued: 0 });
   });
 });
+
+describe('batch rows backing off for interactive TTFT', () => {
+  const far = () => Date.now() + 60_000;
+  const signal = () => new AbortController().signal;
+  const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /** An interactive request on `r` whose first byte comes `ms` after its slot was granted. */
+  async function interactive(admission: Admission, ms: number) {
+    const slot = await admission.hold('r', 8, far(), signal(), 'interactive');
+    await tick(ms);
+    slot.firstByte();
+    slot.release();
+  }
+
+  it('holds fewer slots for batch rows after interactive TTFT rose, and the freed ones stay free', async () => {
+    const admission = new Admission();
+    await interactive(admission, 1);
+    // Half of eight: four batch rows run, a fifth waits.
+    const rows = [];
+    for (let i = 0; i < 4; i++) rows.push(await admission.hold('r', 8, far(), signal(), 'batch'));
+    const fifth = admission.hold('r', 8, far(), signal(), 'batch');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(admission.load('r')).toEqual({ active: 4, queued: 1 });
+    // Interactive TTFT rose well past the pace: batch rows may hold two slots now.
+    await interactive(admission, 200);
+    rows.shift()!.release();
+    rows.shift()!.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    // Two left running, the fifth still waits: it would have been a third.
+    expect(admission.load('r')).toEqual({ active: 2, queued: 1 });
+    rows.shift()!.release();
+    expect(await fifth).toMatchObject({ queueMs: expect.any(Number) });
+    expect(admission.load('r')).toEqual({ active: 2, queued: 0 });
+  });
+
+  it('counts a slot once however often it is released, and its first byte only while held', async () => {
+    const admission = new Admission();
+    const slot = await admission.hold('r', 2, far(), signal(), 'interactive');
+    const other = await admission.hold('r', 2, far(), signal(), 'interactive');
+    slot.release();
+    slot.release();
+    slot.firstByte();
+    expect(admission.load('r')).toEqual({ active: 1, queued: 0 });
+    other.release();
+    expect(admission.load('r')).toEqual({ active: 0, queued: 0 });
+  });
+
+  it("counts what it forwarded to a holder elsewhere as the replica's load here, until released once", () => {
+    const admission = new Admission();
+    const a = admission.forwardedSlot('r');
+    admission.forwardedSlot('r');
+    expect(admission.load('r')).toEqual({ active: 2, queued: 0 });
+    a.release();
+    a.release();
+    expect(admission.load('r')).toEqual({ active: 1, queued: 0 });
+  });
+});
+
+describe("a replica's load as each lane sees it", () => {
+  it('counts queued batch rows ahead of a batch row but not ahead of an interactive request; running ones for both', async () => {
+    const admission = new Admission();
+    const far = Date.now() + 60_000;
+    await admission.acquire('r', 1, far, new AbortController().signal, 'batch');
+    const waiting = new AbortController();
+    const rows = [1, 2].map(() => admission.acquire('r', 1, far, waiting.signal, 'batch').catch(() => null));
+    expect(admission.load('r', 'batch')).toEqual({ active: 1, queued: 2 });
+    expect(admission.load('r', 'interactive')).toEqual({ active: 1, queued: 0 });
+    waiting.abort();
+    await Promise.all(rows);
+  });
+});

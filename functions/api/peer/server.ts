@@ -5,6 +5,7 @@ import { ApiError } from '../../kernel/errors.js';
 import type { Ports } from '../../dataplane/ports.js';
 import { framesOffset, receiveFrames, runUplink } from '../../link/uploads.js';
 import { FRAMES_TYPE, MACHINE_HEADER, serveForwarded } from '../../link/forwarded.js';
+import { admitForwarded } from '../../dataplane/forwarded-admission.js';
 import type { PeerAuth } from '../../link/peer-auth.js';
 import { incomingText, writeAll } from '../http/node-io.js';
 import { drained } from '../../../shared/drained.js';
@@ -23,6 +24,11 @@ export interface PeerServer {
   /** Where the other instances reach it (advertised with this instance's lease). */
   url: string;
   close(): Promise<void>;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
@@ -85,19 +91,48 @@ export async function startPeerServer(
     }
     if (!parsed.success) throw new ApiError('validation_failed', 'the forwarded invocation does not match the contract');
     if (parsed.data.invocationId !== invocationId) throw new ApiError('unauthorized', "the peer token is not this invocation's");
-    const holder = ports.dataPlane.holder;
+    const invoke = parsed.data;
+    const { holder, admission } = ports.dataPlane;
+    const noStream = () => new ApiError('no_stream', "this instance does not hold the machine's link");
     // Held elsewhere now (or nowhere): the caller retries on another replica, before any byte reached its client.
-    if (!holder.hasLocalStream(machineId)) throw new ApiError('no_stream', "this instance does not hold the machine's link");
+    if (!holder.hasLocalStream(machineId)) throw noStream();
+    // The replica's slots are counted here, where every instance's calls to the machine meet: the invocation waits
+    // for one in its lane, and the caller going away (its cancel, its deadline) ends the wait.
+    const wait = new AbortController();
+    const leave = () => wait.abort();
+    res.once('close', leave);
+    const slot = await admitForwarded(admission, invoke, (name) => header(req, name), wait.signal).finally(() => res.off('close', leave));
+    if (!slot || res.destroyed) {
+      slot?.release();
+      return;
+    }
+    // The stream may have gone while the invocation waited for its slot.
+    if (!holder.hasLocalStream(machineId)) {
+      slot.release();
+      throw noStream();
+    }
     res.writeHead(200, { 'content-type': FRAMES_TYPE });
-    const run = serveForwarded(holder, parsed.data, machineId, {
-      write: (chunks) => {
-        if (!res.destroyed) writeAll(res, chunks);
+    const run = serveForwarded(
+      holder,
+      invoke,
+      machineId,
+      {
+        write: (chunks) => {
+          if (!res.destroyed) writeAll(res, chunks);
+        },
+        end: () => {
+          slot.release();
+          res.end();
+        },
+        // Flow control: a caller that stopped reading its answer holds the node back here too.
+        ready: () => (res.writableNeedDrain && !res.destroyed ? drained(res) : null),
       },
-      end: () => res.end(),
-      // Flow control: a caller that stopped reading its answer holds the node back here too.
-      ready: () => (res.writableNeedDrain && !res.destroyed ? drained(res) : null),
+      () => slot.firstByte(),
+    );
+    res.once('close', () => {
+      slot.release();
+      run.gone();
     });
-    res.once('close', () => run.gone());
     await run.dispatched;
   };
 
