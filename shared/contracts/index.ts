@@ -8,6 +8,7 @@ export * from './machine.js';
 export * from './openai.js';
 export * from './relay.js';
 export * from './deployment.js';
+export * from './autoscale.js';
 export * from './tokens.js';
 export * from './usage.js';
 export * from './audit.js';
