@@ -14,6 +14,8 @@ import type { PolicySource } from './policy-file.js';
 import { proxyDispatcher } from './proxy.js';
 import { machineAddress } from './reporter/address.js';
 import { observeMachine, type AgentCounters } from './reporter/observe.js';
+import { type EngineSource, TelemetrySampler } from './telemetry/sampler.js';
+import { sampleGpus } from './inventory/index.js';
 import { Reporter } from './reporter/reporter.js';
 import { cachedVersions, createAdapters } from './runtimes/adapters.js';
 import { MachineHolds } from './runtimes/holds.js';
@@ -46,6 +48,16 @@ async function signIn(opts: { stateDir: string; identity: AgentIdentity; key: Cr
   const machine = createMachineCredentials({ ...opts, clock });
   const client = createSignedClient({ baseUrl: opts.identity.url, credentials: machine.current, dispatcher, clock });
   return { dispatcher, clock, machine, client };
+}
+
+/** The ready runtimes whose engine metrics can be read, each through its own adapter. */
+function engineSources(supervisor: Pick<Supervisor, 'reports' | 'readyHandle'>): EngineSource[] {
+  return supervisor.reports().flatMap(({ assignmentId }) => {
+    const target = supervisor.readyHandle(assignmentId);
+    if (!target.ok || !target.adapter.metrics || !target.handle.metricsPath) return [];
+    const { adapter, handle } = target;
+    return [{ assignmentId, read: () => adapter.metrics!(handle) }];
+  });
 }
 
 /**
@@ -94,6 +106,8 @@ export async function runAgent(opts: {
   nvidiaSmi?: string;
   /** How many finished workers' logs are kept after their release (LUNANEXA_AGENT_KEPT_WORKER_LOGS). */
   keptWorkerLogs?: number;
+  /** How often GPUs and engines are sampled for the heartbeats (LUNANEXA_AGENT_TELEMETRY_MS); 0: never. */
+  telemetryMs?: number;
 }): Promise<RunningAgent> {
   const log = opts.log ?? jsonLog;
   const start = await prepareRun({ stateDir: opts.stateDir, policy: opts.policy, log });
@@ -138,6 +152,7 @@ export async function runAgent(opts: {
         cachedVersions: cachedVersions(adapters),
         invocationsActive: invocations.active(),
         counters,
+        telemetry,
       }),
     onAccepted: (reply) => catchUp.announced(reply.desiredGen),
     onRevoked: () => void shutdown('revoked'),
@@ -164,6 +179,13 @@ export async function runAgent(opts: {
   const supervisor: Supervisor = new Supervisor({ adapters, onChange: reporter.soon, load: (assignmentId) => invocations.load(assignmentId), log });
   supervisor.start();
   workers.start();
+  const telemetry = new TelemetrySampler({
+    intervalMs: opts.telemetryMs ?? 5_000,
+    gpus: () => sampleGpus({ nvidiaSmi: opts.nvidiaSmi }),
+    engines: () => engineSources(supervisor),
+    log,
+  });
+  telemetry.start();
 
   const desired = createDesiredIntake({
     heldGen: start.heldGen,
@@ -209,6 +231,7 @@ export async function runAgent(opts: {
   async function shutdown(reason: 'stopped' | 'revoked') {
     if (stopping) return;
     stopping = true;
+    telemetry.close();
     await stopParts({ reporter, link, uplink, supervisor, workers, catchUp }, reason === 'revoked', opts.stopRuntimesOnExit ?? false);
     finish(reason);
   }

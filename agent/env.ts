@@ -29,6 +29,11 @@ export const AgentEnv = z.object({
    * ended): the most recent ones, older ones deleted. Each is bounded like a running worker's (two segments of 2 MiB).
    */
   LUNANEXA_AGENT_KEPT_WORKER_LOGS: z.coerce.number().int().min(0).max(10_000).default(64),
+  /**
+   * How often the agent samples its GPUs (nvidia-smi) and its runtimes' engine metrics for its heartbeats
+   * (docs/telemetry.md), in ms; 0 sends none.
+   */
+  LUNANEXA_AGENT_TELEMETRY_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
 });
 export type AgentEnv = z.output<typeof AgentEnv>;
 

@@ -69,6 +69,7 @@ function agentProgram(env: AgentEnv): Command {
         address: env.LUNANEXA_AGENT_ADDRESS,
         nvidiaSmi: env.LUNANEXA_AGENT_NVIDIA_SMI,
         keptWorkerLogs: env.LUNANEXA_AGENT_KEPT_WORKER_LOGS,
+        telemetryMs: env.LUNANEXA_AGENT_TELEMETRY_MS,
       });
       // Ctrl-C reaches both the launcher and its agents; a second signal must not cut the orderly stop short.
       const stop = () => void agent.stop();

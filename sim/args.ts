@@ -30,6 +30,8 @@ const cliSchema = z.object({
   loadMs: numberArg.default(0),
   memoryMiB: numberArg.default(0),
   failureRate: numberArg.default(0),
+  maxSequences: numberArg.optional(),
+  sharedTokensPerSecond: numberArg.optional(),
   instanceId: z.string().optional(),
   seed: numberArg.optional(),
 });

@@ -1,18 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { embeddingBase64, embeddingFor } from './embeddings.js';
 import { DEADLINE_ERROR, RequestError, badRequest, simulatedFailure } from './errors.js';
-import { generateNonStream, generateStream, type SimModel } from './generate.js';
+import { generateNonStream, generateStream, type Generation } from './generate.js';
 import { MAX_BODY_BYTES, headerValue, readBody, sendJson } from './http.js';
-import type { Ledger, Tracker } from './ledger.js';
+import type { Tracker } from './ledger.js';
 import type { SimStats } from './options.js';
 import { countWords, isRecord, parseChat, parseCompletion, parseDeadline, parseEmbeddings } from './requests.js';
 
 export type InferenceRoute = 'chat' | 'completions' | 'embeddings';
 
-/** What inference needs of the simulator beyond the model: its counters, its faults and whether it still loads. */
-export interface InferenceDeps {
-  model: SimModel;
-  ledger: Ledger;
+/** What inference needs of the simulator beyond generation: its counters, its faults and whether it still loads. */
+export interface InferenceDeps extends Generation {
   stats: SimStats;
   isLoading(): boolean;
   /** Draws whether an accepted request fails (the failure rate). */
@@ -108,8 +106,8 @@ function answer(deps: InferenceDeps, t: Tracker, res: ServerResponse, route: Inf
   const g = route === 'chat' ? parseChat(body) : parseCompletion(body);
   // Drawn only for valid requests so a seeded run's fault pattern ignores rejected input.
   const failing = deps.failing();
-  if (g.stream) generateStream(deps.model, deps.ledger, t, res, g, failing);
-  else generateNonStream(deps.model, deps.ledger, t, res, g, failing);
+  if (g.stream) generateStream(deps, t, res, g, failing);
+  else generateNonStream(deps, t, res, g, failing);
 }
 
 /** One chat, completions or embeddings request, from its headers to its settled outcome. */

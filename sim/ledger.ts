@@ -11,6 +11,8 @@ export interface Tracker {
   deadlineAt: number | undefined; // performance.now() timebase
   timer: NodeJS.Timeout | undefined;
   immediate: NodeJS.Immediate | undefined;
+  /** Gives back what the request holds beyond its timers (its slot in the batch), however it ends. */
+  release: (() => void) | undefined;
 }
 
 /**
@@ -29,6 +31,7 @@ export function createLedger(stats: SimStats) {
     if (t.settled) return;
     t.settled = true;
     clearTimers(t);
+    t.release?.();
     stats.active--;
     stats[outcome]++;
   }
@@ -40,7 +43,7 @@ export function createLedger(stats: SimStats) {
     },
     /** Counts a new inference request; a disconnect at any later stage settles it as aborted. */
     open(res: ServerResponse): Tracker {
-      const t: Tracker = { settled: false, deadlineAt: undefined, timer: undefined, immediate: undefined };
+      const t: Tracker = { settled: false, deadlineAt: undefined, timer: undefined, immediate: undefined, release: undefined };
       stats.requests++;
       stats.active++;
       if (stats.active > stats.peakActive) stats.peakActive = stats.active;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SIM_MAX_SEQUENCES, SIM_MAX_TOKENS_PER_SECOND } from '../shared/contracts/desired.js';
 
 export interface SimServerOptions {
   port: number;
@@ -12,6 +13,10 @@ export interface SimServerOptions {
   memoryMiB: number;
   /** Probability in 0..1 that an accepted inference request fails. */
   failureRate: number;
+  /** Generation requests served at once (1..4096); later ones wait in FIFO order. Absent: no limit. */
+  maxSequences?: number;
+  /** Tokens per second shared evenly among running sequences, each still capped at `tokensPerSecond`. Absent: none. */
+  sharedTokensPerSecond?: number;
   instanceId?: string;
   seed?: number;
   /**
@@ -65,6 +70,8 @@ export const SimOptions = z.object({
   loadMs: finiteNonNegative,
   memoryMiB: finiteNonNegative,
   failureRate: z.number().min(0).max(1),
+  maxSequences: z.number().int().min(1).max(SIM_MAX_SEQUENCES).optional(),
+  sharedTokensPerSecond: z.number().positive().max(SIM_MAX_TOKENS_PER_SECOND).optional(),
   instanceId: z.string().min(1).optional(),
   seed: z.number().int().optional(),
   token: z.string().min(1).optional(),
@@ -81,6 +88,8 @@ export const FLAG_TO_KEY = {
   '--load-ms': 'loadMs',
   '--memory-mib': 'memoryMiB',
   '--failure-rate': 'failureRate',
+  '--max-sequences': 'maxSequences',
+  '--shared-tokens-per-second': 'sharedTokensPerSecond',
   '--instance-id': 'instanceId',
   '--seed': 'seed',
 } as const satisfies Record<string, keyof SimServerOptions>;

@@ -1,7 +1,7 @@
 /**
  * Simulated model runtime: a real OpenAI-compatible HTTP server that stands in for
  * vLLM/llama.cpp in tests and in the local simulator. It exists to exercise protocol,
- * placement and recovery paths, so it models latency, loading, faults, deadlines and
+ * placement and recovery paths, so it models latency, capacity, loading, faults, deadlines and
  * cancellation faithfully, and models nothing about actual inference.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -11,24 +11,26 @@ import type { SimModel } from './generate.js';
 import { sendJson } from './http.js';
 import { inference, type InferenceDeps } from './inference.js';
 import { createLedger } from './ledger.js';
+import { createMetrics, METRICS_CONTENT_TYPE } from './metrics.js';
 import { describeIssues, SimOptions, type SimServerHandle, type SimServerOptions, type SimStats } from './options.js';
 import { seededRandom } from './random.js';
+import { createScheduler } from './scheduler.js';
 
-type Route = 'health' | 'models' | 'stats' | 'chat' | 'completions' | 'embeddings';
+type Route = 'health' | 'models' | 'stats' | 'metrics' | 'chat' | 'completions' | 'embeddings';
 
 // A Map, not an object literal, so request paths can never hit prototype keys.
 const ROUTES = new Map<string, { method: 'GET' | 'POST'; route: Route }>([
   ['/health', { method: 'GET', route: 'health' }],
   ['/v1/models', { method: 'GET', route: 'models' }],
   ['/sim/stats', { method: 'GET', route: 'stats' }],
+  ['/metrics', { method: 'GET', route: 'metrics' }],
   ['/v1/chat/completions', { method: 'POST', route: 'chat' }],
   ['/v1/completions', { method: 'POST', route: 'completions' }],
   ['/v1/embeddings', { method: 'POST', route: 'embeddings' }],
 ]);
 
-/** The simulator's parts for one set of options: its model, counters, ledger and fault draw. */
+/** The simulator's parts for one set of options: its model, scheduler, counters, metrics, ledger and fault draw. */
 function simulator(o: SimOptions): InferenceDeps & { instanceId: string; tokenDigest: Buffer | null } {
-  const fast = !(o.tokensPerSecond > 0) || !Number.isFinite(o.tokensPerSecond);
   const random = o.seed === undefined ? Math.random : seededRandom(o.seed);
   const startedAt = performance.now();
   const idPrefix = randomBytes(4).toString('hex');
@@ -37,8 +39,6 @@ function simulator(o: SimOptions): InferenceDeps & { instanceId: string; tokenDi
     name: o.model,
     json: JSON.stringify(o.model),
     ttftMs: o.ttftMs,
-    fast,
-    tokenIntervalMs: fast ? 0 : 1000 / o.tokensPerSecond,
     nextId(prefix) {
       idCounter++;
       return `${prefix}-${idPrefix}${idCounter.toString(36)}`;
@@ -57,6 +57,8 @@ function simulator(o: SimOptions): InferenceDeps & { instanceId: string; tokenDi
   };
   return {
     model,
+    scheduler: createScheduler(o),
+    metrics: createMetrics(o.model),
     stats,
     ledger: createLedger(stats),
     isLoading: () => performance.now() - startedAt < o.loadMs,
@@ -120,6 +122,13 @@ function handle(sim: ReturnType<typeof simulator>, o: SimOptions, req: IncomingM
     case 'stats':
       sendJson(res, 200, JSON.stringify(sim.stats));
       return;
+    case 'metrics': {
+      const { scheduler } = sim;
+      const body = sim.metrics.render({ running: scheduler.running(), waiting: scheduler.waiting(), cacheUsage: scheduler.cacheUsage() });
+      res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
     default:
       inference(sim, req, res, entry.route).catch(() => {
         // Unreachable by design; still, a bug here must not take the process down.

@@ -69,6 +69,21 @@ async function diskFreeMiB(path: string): Promise<number | null> {
   }
 }
 
+/** Unified-memory GPUs (DGX Spark GB10) report no memory of their own: theirs is the host's. */
+function withHostMemory(gpus: GpuDevice[], memory: MeminfoSummary): GpuDevice[] {
+  const hostUsedMiB = memory.availableMiB === null ? null : Math.max(0, memory.totalMiB - memory.availableMiB);
+  return gpus.map((gpu) => (gpu.unifiedMemory ? { ...gpu, memoryTotalMiB: memory.totalMiB, memoryUsedMiB: hostUsedMiB } : gpu));
+}
+
+/**
+ * The GPUs as they are now, for telemetry (docs/telemetry.md): the inventory's query, unified memory filled from
+ * the host's. None where nvidia-smi is missing or fails; malformed output throws, as for the inventory.
+ */
+export async function sampleGpus(opts: Pick<CollectInventoryOptions, 'nvidiaSmi' | 'run' | 'readFile'>): Promise<GpuDevice[]> {
+  const [memory, gpus] = await Promise.all([readHostMemory(opts.readFile ?? readUtf8), readGpus(opts.run ?? execFileRun, opts.nvidiaSmi ?? 'nvidia-smi')]);
+  return withHostMemory(gpus, memory);
+}
+
 /**
  * Collects the host and GPU inventory the agent reports to the control plane.
  *
@@ -86,8 +101,7 @@ export async function collectInventory(opts: CollectInventoryOptions): Promise<I
 
   const [memory, rawGpus, diskFree] = await Promise.all([readHostMemory(readFile), readGpus(run, opts.nvidiaSmi ?? 'nvidia-smi'), diskFreeMiB(process.cwd())]);
 
-  const hostUsedMiB = memory.availableMiB === null ? null : Math.max(0, memory.totalMiB - memory.availableMiB);
-  const gpus = rawGpus.map((gpu) => (gpu.unifiedMemory ? { ...gpu, memoryTotalMiB: memory.totalMiB, memoryUsedMiB: hostUsedMiB } : gpu));
+  const gpus = withHostMemory(rawGpus, memory);
 
   const cpus = os.cpus();
   return Inventory.parse({

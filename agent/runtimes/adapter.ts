@@ -14,6 +14,8 @@ export interface RuntimeHandle {
   startedAt: string;
   /** Where the readiness probe asks. */
   healthPath: string;
+  /** Where its engine's metrics are read (docs/telemetry.md); null: it serves none. */
+  metricsPath: string | null;
   /** The GPUs reserved for it (its CUDA_VISIBLE_DEVICES); none when its assignment asks for none. */
   gpuIndices: number[];
   /**
@@ -87,6 +89,11 @@ export interface RuntimeAdapter {
    */
   prepare(assignment: Assignment, signal: AbortSignal, onPull?: (progress: PullProgress) => void): Promise<void>;
   start(assignment: Assignment): Promise<RuntimeHandle>;
+  /**
+   * Its engine's metrics (Prometheus text), read from its `metricsPath`; null when it declares none or the read
+   * failed. Absent: the adapter's runtimes have none.
+   */
+  metrics?(handle: RuntimeHandle): Promise<string | null>;
   /** Readiness probe: true when the runtime serves. */
   ready(handle: RuntimeHandle): Promise<boolean>;
   /** True while the runtime's process exists. */

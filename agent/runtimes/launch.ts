@@ -11,6 +11,8 @@ export interface LaunchSpec {
   /** The assignment's own variables (the local policy allowed each name). */
   env: Record<string, string>;
   healthPath: string;
+  /** Where its engine's metrics are read; null: it serves none. */
+  metricsPath: string | null;
   /** The digest the executable must have on disk; null for the agent's own binary (the simulator). */
   executableSha256: string | null;
   cwd: string;

@@ -31,6 +31,8 @@ const RuntimeRecord = z.object({
   startedAt: z.string(),
   // Records written before the health path was kept name runtimes that all used the default.
   healthPath: z.string().default('/health'),
+  // Records written before engine metrics were read name runtimes whose metrics nobody read.
+  metricsPath: z.string().nullable().default(null),
   // Records written before GPUs were reserved name runtimes that held none.
   gpuIndices: z.array(z.number().int().nonnegative()).default([]),
   // Records written before runtime calls were authenticated name runtimes launched without a token.
@@ -54,6 +56,26 @@ export interface ProcessAdapterOptions {
   /** What the machine's runtimes and workers hold, shared with the worker supervisor; its own (from `gpus`) by default. */
   holds?: MachineHolds;
   log: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/** A metrics read must not hold the sampler when the runtime is busy; the next sample tries again. */
+const METRICS_TIMEOUT_MS = 2_000;
+/** An engine's metrics are a few hundred lines; a runtime answering more is cut off (its sample is then null). */
+const METRICS_MAX_BYTES = 1024 * 1024;
+
+/** The body as text, or null once it passes `maxBytes` (the rest is not read). */
+async function boundedText(body: AsyncIterable<Uint8Array> & { destroy(): void }, maxBytes: number): Promise<string | null> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      body.destroy();
+      return null;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** The header that proves a call comes from the agent; none for a runtime launched without a token. */
@@ -342,6 +364,7 @@ export class ProcessAdapter implements RuntimeAdapter {
         specHash: await this.specHash(assignment),
         startedAt: new Date().toISOString(),
         healthPath: spec.healthPath,
+        metricsPath: spec.metricsPath,
         gpuIndices,
         token,
         uid: user.ids?.uid ?? null,
@@ -368,6 +391,24 @@ export class ProcessAdapter implements RuntimeAdapter {
     } catch {
       // Not listening yet, or hung: the callers count failed probes.
       return { ok: false };
+    }
+  }
+
+  async metrics(handle: RuntimeHandle): Promise<string | null> {
+    if (!handle.metricsPath) return null;
+    try {
+      const response = await this.http.request(`${handle.baseUrl}${handle.metricsPath}`, {
+        headers: authorization(handle),
+        signal: AbortSignal.timeout(METRICS_TIMEOUT_MS),
+      });
+      if (response.statusCode !== 200) {
+        await response.body.dump();
+        return null;
+      }
+      return await boundedText(response.body, METRICS_MAX_BYTES);
+    } catch {
+      // Busy, restarting or gone: its heartbeat carries no engine sample until a read succeeds again.
+      return null;
     }
   }
 

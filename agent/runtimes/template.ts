@@ -13,6 +13,7 @@ export function templateLaunch(spec: TemplateRuntime, ids: RuntimeIds | null): L
     args: spec.args,
     env: spec.env,
     healthPath: spec.healthPath,
+    metricsPath: spec.metricsPath ?? null,
     executableSha256: spec.executableSha256,
     cwd: '/',
     spawnAs: ids,

@@ -51,6 +51,8 @@ export function runtimeReport(facts: RuntimeFacts, now: number): RuntimeReport {
     progress: launching ? startupProgress(facts.launchStartedAt!, pull, assignment.startup.timeoutMs, now) : null,
     restarts: facts.restarts,
     message: facts.message !== null && facts.message.length > MAX_MESSAGE ? `${facts.message.slice(0, MAX_MESSAGE - 1)}…` : facts.message,
+    // Read by the engine sampler, apart from the supervisor (agent/telemetry/): the heartbeat joins the two.
+    engine: null,
   };
 }
 

@@ -4,6 +4,7 @@ import { DeploymentDetail, DeploymentListItem, DeploymentName, DeploymentSpec, D
 import { CliError, type ApiClient } from '../client.js';
 import { checked, connect, JSON_FLAG, print, listCommand, readDocument } from '../context.js';
 import { GateResult, WorkloadProfile } from '../../shared/contracts/benchmark.js';
+import { DeploymentTelemetry } from '../../shared/contracts/telemetry.js';
 import { timeoutMs, waitUntil } from '../progress.js';
 import { table } from '../table.js';
 
@@ -28,13 +29,25 @@ async function readDeploymentFile(path: string): Promise<{ name: string; spec: u
   return { name, spec: rest };
 }
 
-function describe(d: DeploymentDetail): string {
+/**
+ * The deployment's last quarter hour in minutes (docs/telemetry.md): what the newest minute with traffic or samples
+ * says of its queue, in-flight requests, KV-cache use, TTFT p95 and tokens per second.
+ */
+function telemetryLine(t: DeploymentTelemetry): string {
+  const latest = [...t.points].reverse().find((p) => p.requests > 0 || p.replicas !== null);
+  if (!latest) return 'telemetry:   none in the last 15 minutes';
+  const n = (value: number | null, unit = '', digits = 0) => (value === null ? '-' : `${value.toFixed(digits)}${unit}`);
+  return `telemetry:   ${latest.at}: queue ${n(latest.queueDepth)}, in flight ${n(latest.inFlight)}, KV ${latest.kvCacheUsage === null ? '-' : `${Math.round(latest.kvCacheUsage * 100)} %`}, TTFT p95 ${n(latest.ttftP95Ms, ' ms')}, ${n(latest.tokensPerSecond, ' tokens/s', 1)}, ${latest.requests} requests`;
+}
+
+function describe(d: DeploymentDetail, telemetry: DeploymentTelemetry): string {
   const s = d.status;
   const lines = [
     `name:        ${d.name} (generation ${d.generation})`,
     `model:       ${d.model}, runtime ${d.runtime.kind}${d.source ? `, serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : ''}`,
     `replicas:    ${s.ready}/${s.desired} ready, ${s.starting} starting, ${s.failed} failed, ${s.unplaceable} unplaceable${s.asleep ? ' (scaled to zero: the next request wakes it)' : ''}`,
     `rollout:     ${s.rollout.state} (${s.rollout.updated} updated, ${s.rollout.outdated} outdated, ${s.rollout.retiring} retiring)`,
+    telemetryLine(telemetry),
   ];
   if (s.canary)
     lines.push(
@@ -109,12 +122,17 @@ export function registerDeployments(program: Command): void {
   });
   deployments
     .command('show <name>')
-    .description('one deployment: replicas, rollout, unplaceable reasons, events')
+    .description('one deployment: replicas, rollout, its latest telemetry (queue, TTFT p95, tokens/s), unplaceable reasons, events')
     .option(...JSON_FLAG)
     .action(async (name: string, opts: { json?: boolean }) => {
       const api = await connect(program);
       const detail = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
-      print(opts.json, detail, () => describe(detail));
+      if (opts.json) return print(true, detail, () => '');
+      const telemetry = await api.answer(
+        api.http.GET('/deployments/{name}/telemetry', { params: { path: { name }, query: { minutes: 15, points: 15 } } }),
+        DeploymentTelemetry,
+      );
+      print(false, detail, () => describe(detail, telemetry));
     });
   const waitOptions = (command: Command) =>
     command

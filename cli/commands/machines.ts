@@ -25,6 +25,24 @@ export async function findMachine(api: ApiClient, nameOrId: string): Promise<Mac
   return match[0]!;
 }
 
+/** A reported number, or `-` where the part reports none. */
+const shown = (value: number | null, unit = '') => (value === null ? '-' : `${Math.round(value)}${unit}`);
+
+/** Its GPUs as its agent last sampled them (docs/telemetry.md): empty while the machine is not ready. */
+function gpuTable(m: MachineView): string {
+  if (m.gpus.length === 0) return m.inventory.gpus.length ? 'telemetry:  none reported lately' : 'telemetry:  no GPU';
+  return table(
+    ['GPU', 'UTIL', 'MEMORY MiB', 'TEMP', 'POWER'],
+    m.gpus.map((g) => [
+      String(g.index),
+      shown(g.utilizationPercent, '%'),
+      g.memoryUsedMiB === null ? '-' : `${Math.round(g.memoryUsedMiB)}/${shown(g.memoryTotalMiB)}`,
+      shown(g.temperatureC, ' C'),
+      shown(g.powerDrawW, ' W'),
+    ]),
+  );
+}
+
 function describe(m: MachineView): string {
   const flags = [m.cordoned && 'cordoned', m.draining && (m.drained ? 'drained' : 'draining'), m.shared && 'shared', m.revokedAt && 'revoked']
     .filter(Boolean)
@@ -44,9 +62,22 @@ function describe(m: MachineView): string {
     '',
     resourcesTable(m),
     '',
+    gpuTable(m),
+    '',
     table(
-      ['RUNTIME', 'DEPLOYMENT', 'MODEL', 'STATE', 'ROUTABLE', 'ACTIVE', 'RESTARTS'],
-      m.runtimes.map((r) => [r.assignmentId, r.deploymentName, r.model, r.state, r.routable ? 'yes' : 'no', String(r.activeInvocations), String(r.restarts)]),
+      ['RUNTIME', 'DEPLOYMENT', 'MODEL', 'STATE', 'ROUTABLE', 'ACTIVE', 'QUEUED', 'ENGINE RUN/WAIT', 'KV', 'RESTARTS'],
+      m.runtimes.map((r) => [
+        r.assignmentId,
+        r.deploymentName,
+        r.model,
+        r.state,
+        r.routable ? 'yes' : 'no',
+        String(r.activeInvocations),
+        String(r.queueDepth),
+        r.engine ? `${shown(r.engine.requestsRunning)}/${shown(r.engine.requestsWaiting)}` : '-',
+        r.engine?.kvCacheUsage != null ? `${Math.round(r.engine.kvCacheUsage * 100)}%` : '-',
+        String(r.restarts),
+      ]),
     ),
   ];
   for (const failure of m.attention) lines.push(`attention:  ${JSON.stringify(failure)}`);
@@ -74,7 +105,7 @@ export function registerMachines(program: Command): void {
   });
   machines
     .command('show <machine>')
-    .description('one machine (name or id): inventory, what is reserved and free, runtimes, open failures')
+    .description("one machine (name or id): inventory, what is reserved and free, its GPUs' live telemetry, runtimes and their engines, open failures")
     .option(...JSON_FLAG)
     .action(async (machine: string, opts: { json?: boolean }) => {
       const m = await findMachine(await connect(program), machine);

@@ -1,3 +1,4 @@
+import { sweepTelemetry } from '../services/telemetry.js';
 import { sweepExpiredWorkloads, sweepOrphanedWorkloads } from '../services/workloads.js';
 import { sweepInstances } from '../services/instances.js';
 import { eq, inArray, sql } from 'drizzle-orm';
@@ -203,7 +204,8 @@ const RETENTION_SWEEP = { batchSize: 1_000, maxBatches: 5 };
  * scale to zero to sleep and reconciles (one pass), sweeps the
  * replay fence, records the count of the refused requests of each minute that ended (`access.denied`), sweeps the
  * rate-limit windows past use and the workloads of dead instances, deletes the workloads past their retention
- * (`workloadRetentionDays`, at most `RETENTION_SWEEP` rows a tick) and the run holds older than the fair-share
+ * (`workloadRetentionDays`, at most `RETENTION_SWEEP` rows a tick), the telemetry samples past theirs
+ * (`telemetryRetentionHours`, as many) and the run holds older than the fair-share
  * window, and refreshes the machine gauges.
  */
 export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<void> {
@@ -218,6 +220,7 @@ export async function controllerTick({ ctx }: { ctx: ControllerCtx }): Promise<v
   const orphans = await sweepOrphanedWorkloads({ ctx });
   if (orphans > 0) ctx.metrics.orphanedWorkloads.inc(orphans);
   await sweepExpiredWorkloads({ ctx, input: { retentionDays: ctx.config.workloadRetentionDays, ...RETENTION_SWEEP } });
+  await sweepTelemetry(ctx, ctx.config.telemetryRetentionHours, RETENTION_SWEEP.batchSize * RETENTION_SWEEP.maxBatches);
   await sweepInstances(ctx.db);
   await pruneRunHolds(ctx.db, now, ctx.config.runFairShareWindowMs);
   const counts: Record<string, number> = { pending: 0, ready: 0, stale: 0, down: 0, revoked: 0 };

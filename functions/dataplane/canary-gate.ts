@@ -1,3 +1,4 @@
+import { gpusReportedSince } from '../services/telemetry.js';
 import { desc, eq } from 'drizzle-orm';
 import { benchmarkRuns } from '../store/schema/index.js';
 import { BENCHMARK_EVIDENCE_VERSION, type BenchmarkEvidence, type BenchmarkRunView, type WorkloadProfile } from '../../shared/contracts/benchmark.js';
@@ -126,6 +127,7 @@ export async function runCanaryGate({
   const measured = judgeGate(observations, input.profile, performance.now() - began);
   const servingMachines = new Set(serving.map((r) => r.machineId));
   const snapshot = await loadFleetSnapshot(ports.store.db, ports.config, { workspaceId: actor.workspaceId });
+  const reported = await gpusReportedSince(ctx, [...servingMachines], startedAt);
   const evidence: BenchmarkEvidence = {
     evidenceVersion: BENCHMARK_EVIDENCE_VERSION,
     model: canary.model,
@@ -133,7 +135,13 @@ export async function runCanaryGate({
     versionId: canary.row.id,
     deployment: deployment.name,
     runtime: deployment.runtime,
-    hardware: snapshot.machines.filter((m) => servingMachines.has(m.id)).map((m) => ({ machine: m.name, inventory: m.inventory })),
+    hardware: snapshot.machines
+      .filter((m) => servingMachines.has(m.id))
+      .map((m) => ({
+        machine: m.name,
+        inventory: m.inventory,
+        reported: [...(reported.get(m.id) ?? []), ...(m.gpus.length > 0 ? [{ at: new Date().toISOString(), gpus: m.gpus }] : [])],
+      })),
     profile: input.profile,
     ...measured,
     startedAt: startedAt.toISOString(),

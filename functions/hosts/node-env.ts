@@ -68,6 +68,9 @@ export const NodeEnv = z.object({
   LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   /** Days workload rows (inference requests, usage) are kept (default 30). */
   LUNANEXA_WORKLOAD_RETENTION_DAYS: z.coerce.number().int().min(1).optional(),
+  /** How often a machine's telemetry is kept as a sample (default 10 s), and how many hours samples are kept (default 24). */
+  LUNANEXA_TELEMETRY_SAMPLE_MS: ms,
+  LUNANEXA_TELEMETRY_RETENTION_HOURS: z.coerce.number().int().min(1).optional(),
   /** See `admissionTokenShare` in functions/kernel/config.ts: one token's share of a deployment's queue (default 0.5). */
   LUNANEXA_ADMISSION_TOKEN_SHARE: z.coerce.number().gt(0).max(1).optional(),
   /** See `headersTimeoutMs` and `maxConnections` in functions/kernel/config.ts (the Node server's connection bounds). */
@@ -145,6 +148,8 @@ export function configFromEnv(env: NodeEnv): ControlPlaneConfig {
     managementRateLimitPerMinute: env.LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE,
     consoleSignInPerMinute: env.LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE,
     workloadRetentionDays: env.LUNANEXA_WORKLOAD_RETENTION_DAYS,
+    telemetrySampleMs: env.LUNANEXA_TELEMETRY_SAMPLE_MS,
+    telemetryRetentionHours: env.LUNANEXA_TELEMETRY_RETENTION_HOURS,
     admissionTokenShare: env.LUNANEXA_ADMISSION_TOKEN_SHARE,
     headersTimeoutMs: env.LUNANEXA_HEADERS_TIMEOUT_MS,
     maxConnections: env.LUNANEXA_MAX_CONNECTIONS,

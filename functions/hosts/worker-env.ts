@@ -28,6 +28,8 @@ export const WorkerEnv = z.object({
     LUNANEXA_MANAGEMENT_RATE_LIMIT_PER_MINUTE: true,
     LUNANEXA_CONSOLE_SIGN_IN_PER_MINUTE: true,
     LUNANEXA_WORKLOAD_RETENTION_DAYS: true,
+    LUNANEXA_TELEMETRY_SAMPLE_MS: true,
+    LUNANEXA_TELEMETRY_RETENTION_HOURS: true,
     // One API token's share of a deployment's admission queue, as on Node.
     LUNANEXA_ADMISSION_TOKEN_SHARE: true,
   }).shape,

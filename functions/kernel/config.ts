@@ -316,6 +316,19 @@ export const ControlPlaneConfig = z
      */
     workloadRetentionDays: z.number().int().min(1).max(3_660).default(30),
     /**
+     * How often a machine's telemetry (its GPUs, its runtimes' queues and engines) is kept as a sample of its history,
+     * in ms (LUNANEXA_TELEMETRY_SAMPLE_MS): at most one row per machine per interval, from its heartbeats
+     * (docs/telemetry.md). A fleet of thousands keeps fewer rows by a longer interval.
+     */
+    telemetrySampleMs: z.number().int().min(1_000).max(3_600_000).default(10_000),
+    /** How long telemetry samples are kept, in hours (LUNANEXA_TELEMETRY_RETENTION_HOURS): the controller tick deletes older ones. */
+    telemetryRetentionHours: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 90)
+      .default(24),
+    /**
      * The local artifact store (docs/registry.md): a version's files under `<dir>/<workspace id>/<model>/<version>/`.
      * On Node `<data dir>/artifacts` unless LUNANEXA_ARTIFACTS_DIR says otherwise; Workers have none.
      */

@@ -1,5 +1,6 @@
-import { and, eq, inArray, isNotNull, notInArray, sql } from 'drizzle-orm';
-import { assignments, machines, runtimeReports } from '../store/schema/index.js';
+import { and, eq, inArray, isNotNull, isNull, lt, notInArray, or, sql } from 'drizzle-orm';
+import { assignments, machines, runtimeReports, type SampledRuntime, telemetrySamples } from '../store/schema/index.js';
+import type { Db } from '../store/db.js';
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
@@ -45,6 +46,34 @@ export function runtimeEvents(input: {
 }
 
 /**
+ * Keeps the heartbeat's telemetry as a sample of the machine's history when its last one is `intervalMs` old
+ * (docs/telemetry.md): the machine's row, locked by the caller, says when, so concurrent heartbeats of one machine
+ * keep one sample.
+ */
+async function keepTelemetrySample(db: Db, machine: MachinePrincipal, heartbeat: Heartbeat, intervalMs: number): Promise<void> {
+  const due = await db
+    .update(machines)
+    .set({ telemetryAt: sql`now()` })
+    .where(
+      and(
+        eq(machines.id, machine.machineId),
+        or(isNull(machines.telemetryAt), lt(machines.telemetryAt, sql`now() - make_interval(secs => ${intervalMs / 1000})`)),
+      ),
+    )
+    .returning({ at: machines.telemetryAt });
+  if (due.length === 0) return;
+  const runtimes: SampledRuntime[] = heartbeat.runtimes.map((r) => ({
+    assignmentId: r.assignmentId,
+    deploymentId: r.deploymentId,
+    state: r.state,
+    activeInvocations: r.activeInvocations,
+    queueDepth: r.queueDepth,
+    engine: r.engine,
+  }));
+  await db.insert(telemetrySamples).values({ machineId: machine.machineId, workspaceId: machine.workspaceId, at: due[0]!.at!, gpus: heartbeat.gpus, runtimes });
+}
+
+/**
  * Records a heartbeat (docs/design.md section 4). The sequence must increase within a boot, so a replayed report
  * changes nothing; a runtime may be reported only under an assignment of this very machine. Its run workers' reports
  * move those workers (`applyWorkerReports`: reports of workers not this machine's are ignored and counted in
@@ -54,7 +83,7 @@ export async function recordHeartbeat({
   ctx,
   input,
 }: {
-  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>;
+  ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite' | 'config'>;
   input: { machine: MachinePrincipal; heartbeat: Heartbeat };
 }): Promise<{ desiredGen: number; runtimesChanged: boolean; ignoredWorkers: number }> {
   const { machine, heartbeat } = input;
@@ -96,9 +125,11 @@ export async function recordHeartbeat({
         warmModels: heartbeat.warmModels,
         cachedVersions: heartbeat.cachedVersions,
         metrics: heartbeat.metrics,
+        gpus: heartbeat.gpus,
         address: heartbeat.address,
       })
       .where(eq(machines.id, machine.machineId));
+    await keepTelemetrySample(tx.db, machine, heartbeat, ctx.config.telemetrySampleMs);
     const before = await tx.db
       .select({
         assignmentId: runtimeReports.assignmentId,
@@ -138,6 +169,7 @@ export async function recordHeartbeat({
         progress: runtime.progress,
         restarts: runtime.restarts,
         message: runtime.message,
+        engine: runtime.engine,
         reportedAt: sql`now()`,
       };
       await tx.db

@@ -30,6 +30,7 @@ function machineView(m: FleetMachine): MachineView {
     inventory: m.inventory,
     resources: machineResources(m),
     warmModels: m.warmModels,
+    gpus: m.gpus,
     runtimes: m.runtimes.map((r) => ({
       assignmentId: r.assignmentId,
       deploymentId: r.deploymentId,
@@ -46,6 +47,7 @@ function machineView(m: FleetMachine): MachineView {
       warm: r.warm,
       activeInvocations: r.activeInvocations,
       queueDepth: r.queueDepth,
+      engine: r.engine,
       progress: r.progress,
     })),
     attention: m.replicaFailures.map((f) => ({

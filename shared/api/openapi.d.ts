@@ -331,6 +331,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/machines/{id}/telemetry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A machine's GPUs over time (utilisation, memory, temperature, power), from the samples of its heartbeats */
+        get: {
+            parameters: {
+                query?: {
+                    minutes?: number;
+                    points?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description GPU series */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            machineId: string;
+                            from: string;
+                            to: string;
+                            stepMs: number;
+                            gpus: {
+                                index: number;
+                                points: {
+                                    at: string;
+                                    utilizationPercent: number | null;
+                                    memoryUsedMiB: number | null;
+                                    temperatureC: number | null;
+                                    powerDrawW: number | null;
+                                }[];
+                            }[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/machines/{id}/runtimes/{assignmentId}/logs": {
         parameters: {
             query?: never;
@@ -551,6 +671,14 @@ export interface paths {
                                     };
                                 };
                                 warmModels: string[];
+                                gpus: {
+                                    index: number;
+                                    utilizationPercent: number | null;
+                                    memoryUsedMiB: number | null;
+                                    memoryTotalMiB: number | null;
+                                    temperatureC: number | null;
+                                    powerDrawW: number | null;
+                                }[];
                                 runtimes: {
                                     assignmentId: string;
                                     deploymentId: string;
@@ -569,6 +697,13 @@ export interface paths {
                                     warm: boolean;
                                     activeInvocations: number;
                                     queueDepth: number;
+                                    engine: {
+                                        requestsRunning: number | null;
+                                        requestsWaiting: number | null;
+                                        kvCacheUsage: number | null;
+                                        promptTokensTotal: number | null;
+                                        generationTokensTotal: number | null;
+                                    } | null;
                                     progress: {
                                         elapsedMs: number;
                                         timeoutMs: number;
@@ -740,6 +875,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -758,6 +901,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -935,6 +1085,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -953,6 +1111,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -1154,6 +1319,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -1172,6 +1345,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -1357,6 +1537,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -1375,6 +1563,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -1560,6 +1755,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -1578,6 +1781,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -1763,6 +1973,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -1781,6 +1999,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -1966,6 +2191,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -1984,6 +2217,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -2169,6 +2409,14 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            gpus: {
+                                index: number;
+                                utilizationPercent: number | null;
+                                memoryUsedMiB: number | null;
+                                memoryTotalMiB: number | null;
+                                temperatureC: number | null;
+                                powerDrawW: number | null;
+                            }[];
                             runtimes: {
                                 assignmentId: string;
                                 deploymentId: string;
@@ -2187,6 +2435,13 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                engine: {
+                                    requestsRunning: number | null;
+                                    requestsWaiting: number | null;
+                                    kvCacheUsage: number | null;
+                                    promptTokensTotal: number | null;
+                                    generationTokensTotal: number | null;
+                                } | null;
                                 progress: {
                                     elapsedMs: number;
                                     timeoutMs: number;
@@ -2466,6 +2721,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deployments/{name}/telemetry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A deployment over time: replicas, queue, in-flight requests, KV-cache use, TTFT p95 and tokens per second */
+        get: {
+            parameters: {
+                query?: {
+                    minutes?: number;
+                    points?: number;
+                };
+                header?: never;
+                path: {
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deployment series */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            deployment: string;
+                            from: string;
+                            to: string;
+                            stepMs: number;
+                            points: {
+                                at: string;
+                                replicas: number | null;
+                                queueDepth: number | null;
+                                inFlight: number | null;
+                                kvCacheUsage: number | null;
+                                ttftP95Ms: number | null;
+                                tokensPerSecond: number | null;
+                                requests: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Invalid input */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Missing or invalid token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Role too low */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+                /** @description Not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                code: string;
+                                message: string;
+                                requestId: string;
+                                details?: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/deployments/{name}/canary/gate": {
         parameters: {
             query?: never;
@@ -2533,6 +2908,17 @@ export interface paths {
                                     hardware: {
                                         machine: string;
                                         inventory?: unknown;
+                                        reported?: {
+                                            at: string;
+                                            gpus: {
+                                                index: number;
+                                                utilizationPercent: number | null;
+                                                memoryUsedMiB: number | null;
+                                                memoryTotalMiB: number | null;
+                                                temperatureC: number | null;
+                                                powerDrawW: number | null;
+                                            }[];
+                                        }[];
                                     }[];
                                     profile: {
                                         name: string;
@@ -2806,6 +3192,8 @@ export interface paths {
                                     memoryMiB: number;
                                     /** @default 0 */
                                     failureRate: number;
+                                    maxSequences?: number;
+                                    sharedTokensPerSecond?: number;
                                 };
                                 /** @default null */
                                 artifact: {
@@ -3036,6 +3424,8 @@ export interface paths {
                                 memoryMiB: number;
                                 /** @default 0 */
                                 failureRate: number;
+                                maxSequences?: number;
+                                sharedTokensPerSecond?: number;
                             };
                             /** @default null */
                             artifact: {
@@ -3305,6 +3695,8 @@ export interface paths {
                             memoryMiB?: number;
                             /** @default 0 */
                             failureRate?: number;
+                            maxSequences?: number;
+                            sharedTokensPerSecond?: number;
                         };
                         /** @default null */
                         artifact?: {
@@ -3443,6 +3835,8 @@ export interface paths {
                                 memoryMiB: number;
                                 /** @default 0 */
                                 failureRate: number;
+                                maxSequences?: number;
+                                sharedTokensPerSecond?: number;
                             };
                             /** @default null */
                             artifact: {
@@ -3784,6 +4178,8 @@ export interface paths {
                                 env: string[];
                                 /** @default /health */
                                 healthPath: string;
+                                /** @default null */
+                                metricsPath: string | null;
                                 name: string;
                                 createdAt: string;
                                 updatedAt: string;
@@ -3920,6 +4316,8 @@ export interface paths {
                             env: string[];
                             /** @default /health */
                             healthPath: string;
+                            /** @default null */
+                            metricsPath: string | null;
                             name: string;
                             createdAt: string;
                             updatedAt: string;
@@ -4049,6 +4447,8 @@ export interface paths {
                         env?: string[];
                         /** @default /health */
                         healthPath?: string;
+                        /** @default null */
+                        metricsPath?: string | null;
                     };
                 };
             };
@@ -4104,6 +4504,8 @@ export interface paths {
                             env: string[];
                             /** @default /health */
                             healthPath: string;
+                            /** @default null */
+                            metricsPath: string | null;
                             name: string;
                             createdAt: string;
                             updatedAt: string;
@@ -6440,6 +6842,17 @@ export interface paths {
                                     hardware: {
                                         machine: string;
                                         inventory?: unknown;
+                                        reported?: {
+                                            at: string;
+                                            gpus: {
+                                                index: number;
+                                                utilizationPercent: number | null;
+                                                memoryUsedMiB: number | null;
+                                                memoryTotalMiB: number | null;
+                                                temperatureC: number | null;
+                                                powerDrawW: number | null;
+                                            }[];
+                                        }[];
                                     }[];
                                     profile: {
                                         name: string;
@@ -11503,6 +11916,8 @@ export interface paths {
                                         memoryMiB: number;
                                         /** @default 0 */
                                         failureRate: number;
+                                        maxSequences?: number;
+                                        sharedTokensPerSecond?: number;
                                     };
                                     /** @default null */
                                     artifact: {
@@ -11749,6 +12164,8 @@ export interface paths {
                                 memoryMiB?: number;
                                 /** @default 0 */
                                 failureRate?: number;
+                                maxSequences?: number;
+                                sharedTokensPerSecond?: number;
                             };
                             /** @default null */
                             artifact?: {
@@ -11901,6 +12318,8 @@ export interface paths {
                                         memoryMiB: number;
                                         /** @default 0 */
                                         failureRate: number;
+                                        maxSequences?: number;
+                                        sharedTokensPerSecond?: number;
                                     };
                                     /** @default null */
                                     artifact: {
@@ -12282,6 +12701,8 @@ export interface paths {
                                             memoryMiB: number;
                                             /** @default 0 */
                                             failureRate: number;
+                                            maxSequences?: number;
+                                            sharedTokensPerSecond?: number;
                                         };
                                         /** @default null */
                                         artifact: {

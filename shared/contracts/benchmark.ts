@@ -1,8 +1,10 @@
 import { z } from 'zod';
+import { GpuSample } from './telemetry.js';
 import { VersionView } from './registry.js';
 
 /** The format of stored benchmark evidence; a reader that meets a newer one knows it cannot judge it. */
-export const BENCHMARK_EVIDENCE_VERSION = 1;
+/** 2: each machine's GPUs as its node reported them during the gate (`hardware[].reported`), beside its inventory. */
+export const BENCHMARK_EVIDENCE_VERSION = 2;
 
 /**
  * A named workload profile: what the gate sends to the canary (through the same `/v1` path as any client) and
@@ -35,8 +37,18 @@ export const BenchmarkEvidence = z.object({
   versionId: z.string(),
   deployment: z.string(),
   runtime: z.unknown(),
-  /** Each machine the canary ran on: its name and inventory as its agent reported it. */
-  hardware: z.array(z.object({ machine: z.string(), inventory: z.unknown() })),
+  /**
+   * Each machine the canary ran on: its name, its inventory (what it is: GPU models, driver, memory), and what its
+   * node reported of its GPUs during the gate (docs/telemetry.md): the samples kept from its heartbeats between the
+   * gate's start and end, and the last one it sent when the gate ended. Evidence version 1 has no `reported`.
+   */
+  hardware: z.array(
+    z.object({
+      machine: z.string(),
+      inventory: z.unknown(),
+      reported: z.array(z.object({ at: z.string(), gpus: z.array(GpuSample) })).optional(),
+    }),
+  ),
   profile: WorkloadProfile,
   requests: z.number().int(),
   errors: z.number().int(),

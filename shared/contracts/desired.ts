@@ -2,13 +2,17 @@ import { z } from 'zod';
 import { VersionArtifact } from './artifacts.js';
 import { MAX_MACHINE_WORKERS } from './worker.js';
 
+/** The simulated runtime's bounds, which the simulator checks again for its own flags. */
+export const SIM_MAX_SEQUENCES = 4096;
+export const SIM_MAX_TOKENS_PER_SECOND = 1_000_000;
+
 /** The built-in simulated runtime (docs/design.md section 9): the agent's own `sim-runtime` subcommand. */
 export const SimulatedRuntime = z.object({
   kind: z.literal('simulated'),
   model: z.string().min(1).max(200),
   ttftMs: z.number().nonnegative().max(600_000).default(20),
   /** 0 = as fast as it can (benchmarks). */
-  tokensPerSecond: z.number().nonnegative().max(1_000_000).default(200),
+  tokensPerSecond: z.number().nonnegative().max(SIM_MAX_TOKENS_PER_SECOND).default(200),
   loadMs: z
     .number()
     .nonnegative()
@@ -21,6 +25,16 @@ export const SimulatedRuntime = z.object({
     .default(1024),
   /** Fraction of requests that fail, for fault injection. */
   failureRate: z.number().min(0).max(1).default(0),
+  /**
+   * Sequences it generates at once; later requests wait in FIFO order, the wait counting in their time to first token.
+   * Absent: no limit. No default, so that specs written before it hash as they did.
+   */
+  maxSequences: z.number().int().min(1).max(SIM_MAX_SEQUENCES).optional(),
+  /**
+   * A token rate the running sequences share evenly, each still at most `tokensPerSecond`: what makes a busy runtime
+   * slower per request, as a GPU is. Absent: none, every sequence at its full rate.
+   */
+  sharedTokensPerSecond: z.number().positive().max(SIM_MAX_TOKENS_PER_SECOND).optional(),
 });
 export type SimulatedRuntime = z.infer<typeof SimulatedRuntime>;
 
@@ -38,6 +52,11 @@ export const TemplateRuntime = z.object({
   args: z.array(z.string().max(4096)).max(256),
   env: z.record(z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/), z.string().max(4096)).default({}),
   healthPath: z.string().startsWith('/').max(200).default('/health'),
+  /**
+   * Where the agent reads the engine's metrics (docs/telemetry.md); absent: none. Absent rather than null, so that
+   * the runtime of a template declaring none hashes as before (`templateHash`): an upgrade restarts no replica.
+   */
+  metricsPath: z.string().startsWith('/').max(200).optional(),
 });
 export type TemplateRuntime = z.infer<typeof TemplateRuntime>;
 

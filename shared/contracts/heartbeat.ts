@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EngineSample, GpuSample, MAX_GPU_SAMPLES } from './telemetry.js';
 import { MAX_MACHINE_WORKERS, WorkerReport } from './worker.js';
 
 /**
@@ -53,6 +54,8 @@ export const RuntimeReport = z.object({
   restarts: Int4,
   /** Short operator-facing reason for `failed`; never a payload. */
   message: z.string().max(500).nullable(),
+  /** Its engine's own metrics, when its template declares where to read them and the last read succeeded. */
+  engine: EngineSample.nullable().default(null),
 });
 export type RuntimeReport = z.infer<typeof RuntimeReport>;
 
@@ -82,6 +85,8 @@ export const Heartbeat = z.object({
   warmModels: z.array(Text(200)).max(64),
   /** Model versions (`mv_...`) whose files sit verified in the agent's cache: the scheduler prefers these machines. */
   cachedVersions: z.array(Text(64)).max(256).default([]),
+  /** Its GPUs as sampled lately (an agent without GPUs, or an older one, sends none). */
+  gpus: z.array(GpuSample).max(MAX_GPU_SAMPLES).default([]),
   /**
    * Bounded numeric metrics; names are fixed by the agent, values are gauges. The control plane re-exposes only
    * the names the agent sends (functions/kernel/telemetry/node-metrics.ts).

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EngineSample, GpuSample } from './telemetry.js';
 import { Labels } from './common.js';
 import { Inventory } from './inventory.js';
 import { MachineStatus, RuntimeState, StartupProgress } from './heartbeat.js';
@@ -30,6 +31,8 @@ export const RuntimeView = z.object({
   warm: z.boolean(),
   activeInvocations: z.number().int(),
   queueDepth: z.number().int(),
+  /** Its engine's own metrics as its agent last read them (docs/telemetry.md); null when it has none. */
+  engine: EngineSample.nullable(),
   progress: StartupProgress.nullable(),
 });
 export type RuntimeView = z.infer<typeof RuntimeView>;
@@ -80,6 +83,8 @@ export const MachineView = z.object({
   inventory: Inventory,
   resources: MachineResources,
   warmModels: z.array(z.string()),
+  /** Its GPUs as its agent last sampled them (docs/telemetry.md); empty while it is not ready. */
+  gpus: z.array(GpuSample),
   runtimes: z.array(RuntimeView),
   /** Open replica failures, oldest first: what an operator should look at (`POST /machines/{id}/clear-failures` clears them). */
   attention: z.array(ReplicaFailureView),

@@ -91,6 +91,15 @@ export const RuntimeTemplateSpec = z.object({
     .string()
     .regex(/^\/[A-Za-z0-9._~/-]{0,200}$/)
     .default('/health'),
+  /**
+   * Where the runtime serves its engine's Prometheus metrics (vLLM and llama.cpp's server: `/metrics`), which the
+   * agent reads for its heartbeats (docs/telemetry.md); null: it serves none.
+   */
+  metricsPath: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._~/-]{0,200}$/)
+    .nullable()
+    .default(null),
 });
 export type RuntimeTemplateSpec = z.infer<typeof RuntimeTemplateSpec>;
 

@@ -56,7 +56,8 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
 
   beforeAll(async () => {
     // Steady liveness: Chromium and four agents share two cores; nothing here is about heartbeat timing.
-    plane = await startTestPlane({ store: 'pg', config: STEADY_LIVENESS });
+    // Telemetry kept every second (10 s by default), so that the GPU charts have samples within the test.
+    plane = await startTestPlane({ store: 'pg', config: { ...STEADY_LIVENESS, telemetrySampleMs: 1_000 } });
     await seedDemoDeployment(plane, 2, { loadMs: 100 });
     const names = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
     const nodesDir = join(plane.dataDir, 'nodes');
@@ -188,6 +189,37 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     expect(await page.locator('#chart-ttft-svg').getAttribute('role')).toBe('img');
     await page.screenshot({ path: join(SHOTS, 'requests-laptop.png'), fullPage: true });
     await page.close();
+  });
+
+  it("shows each machine's GPUs as their nodes sample them, live in the table and as charts, busier under load", async () => {
+    // Streams long enough (about 6 s at 200 tokens/s) that the agents' 5 s sampler reads their runtimes busy.
+    const streams = Array.from({ length: 6 }, () =>
+      fetch(url('/v1/chat/completions'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'load' }], max_tokens: 1_200, stream: true }),
+      }).then((r) => r.text()),
+    );
+    const busy = await waitFor(
+      async () => {
+        const list = await machines();
+        return list.find((m) => (m.gpus[0]?.utilizationPercent ?? 0) > 0) ?? null;
+      },
+      { timeoutMs: 20_000, what: 'a GPU sampled busy' },
+    );
+    const page = await admin.newPage();
+    await page.goto(url('/'));
+    const row = page.locator(`tr[data-machine="${busy.name}"] [data-gpu="0"] [data-live]`);
+    expect(await row.textContent()).toMatch(/\d+% busy · .* °C · \d+ W/);
+    // One section of charts per machine, three charts per GPU, each drawn from its node's kept samples.
+    expect(await page.locator('section.gpu-charts').count()).toBe(4);
+    const utilisation = page.locator(`svg[id="gpu-${busy.id}-0-utilizationPercent-svg"]`);
+    expect(Number(await utilisation.getAttribute('data-points'))).toBeGreaterThan(0);
+    expect(await utilisation.getAttribute('role')).toBe('img');
+    expect(await page.locator(`svg[id="gpu-${busy.id}-0-temperatureC-svg"] desc`).textContent()).toMatch(/minutes sampled: median \d+ °C/);
+    await page.screenshot({ path: join(SHOTS, 'fleet-gpus-laptop.png'), fullPage: true });
+    await page.close();
+    await Promise.all(streams);
   });
 
   it('creates a token whose secret is shown once, and revokes it: the API refuses it then', async () => {

@@ -113,7 +113,7 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     expect(version.state).toBe('gated');
     expect(run.passed).toBe(true);
     expect(run.evidence).toMatchObject({
-      evidenceVersion: 1,
+      evidenceVersion: 2,
       model: result.model,
       version: 'v2',
       versionId: result.versionIds.v2,
@@ -123,6 +123,10 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     });
     expect(run.evidence.hardware).toHaveLength(1);
     expect(run.evidence.hardware[0]!.inventory).toMatchObject({ hostname: expect.any(String) });
+    // What its node reported of its GPU by the gate's end (the simulated GB10's telemetry), not the enrollment's.
+    expect(run.evidence.hardware[0]!.reported?.at(-1)?.gpus).toEqual([
+      expect.objectContaining({ index: 0, utilizationPercent: expect.any(Number), temperatureC: expect.any(Number), powerDrawW: expect.any(Number) }),
+    ]);
     expect(run.evidence.ttftMs.p50).toBeGreaterThan(0);
     expect(run.evidence.ttftMs.p99).toBeGreaterThanOrEqual(run.evidence.ttftMs.p50);
     expect(run.evidence.tokensPerSecond.perRequestP50).toBeGreaterThan(0);

@@ -106,6 +106,7 @@ export function runtimeReport(assignmentId: string, deploymentId: string, extra:
     progress: null,
     restarts: 0,
     message: null,
+    engine: null,
     ...extra,
   };
 }

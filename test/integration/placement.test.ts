@@ -220,6 +220,7 @@ describePg('placement on PostgreSQL', () => {
           address: null,
           warmModels: [],
           cachedVersions: [v2],
+          gpus: [],
           metrics: {},
         },
       },

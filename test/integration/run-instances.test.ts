@@ -56,6 +56,7 @@ describePg('runs on two instances sharing one PostgreSQL', () => {
         spec: {
           description: 'a trainer',
           healthPath: '/health',
+          metricsPath: null,
           executable: '/opt/train/bin/train',
           executableSha256: '1'.repeat(64),
           args: [],

@@ -68,6 +68,7 @@ async function registerTrainer(plane: TestPlane) {
       spec: {
         description: 'a trainer',
         healthPath: '/health',
+        metricsPath: null,
         executable: '/opt/train/bin/train',
         executableSha256: '1'.repeat(64),
         args: ['--steps', '{steps}'],

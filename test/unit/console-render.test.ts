@@ -73,6 +73,7 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
       free: { gpus: 0, memoryMiB: 81_920, cores: 16 },
     },
     warmModels: ['llama'],
+    gpus: [{ index: 0, utilizationPercent: 37, memoryUsedMiB: 20_000, memoryTotalMiB: 122_880, temperatureC: 51, powerDrawW: 40 }],
     runtimes: [
       {
         assignmentId: 'asg_1',
@@ -90,6 +91,7 @@ function machine(overrides: Partial<MachineView> = {}): MachineView {
         warm: true,
         activeInvocations: 2,
         queueDepth: 0,
+        engine: null,
         progress: null,
       },
     ],

@@ -46,6 +46,7 @@ describe('runtimeReport', () => {
       progress: null,
       restarts: 1,
       message: null,
+      engine: null,
     });
     expect(RuntimeReport.parse(report)).toEqual(report);
   });

@@ -131,6 +131,17 @@ describe('resolving a deployment runtime', () => {
     });
   });
 
+  it("carries a template's metricsPath to the replica, and leaves a template without one hashing as before", () => {
+    const withMetrics = registryOf({ templates: [{ workspaceId: WS, name: 'llama', spec: { ...spec(), metricsPath: '/metrics' } }], secrets: [] });
+    const declared = resolveRuntime({ workspaceId: WS, registry: withMetrics, runtime: runtime({ params: { ctx: 8192 } }) });
+    expect(declared).toMatchObject({ ok: true, value: { runtime: { metricsPath: '/metrics' } } });
+    const plain = resolveRuntime({ workspaceId: WS, registry, runtime: runtime({ params: { ctx: 8192 } }) });
+    // No `metricsPath` key at all: the replica's digest (templateHash) is the one it had before telemetry.
+    expect(plain.ok && Object.keys(plain.value.runtime)).not.toContain('metricsPath');
+    expect(RuntimeTemplateSpec.safeParse({ ...spec(), metricsPath: 'metrics' }).success).toBe(false);
+    expect(RuntimeTemplateSpec.safeParse({ ...spec(), metricsPath: '/metrics?x=1' }).success).toBe(false);
+  });
+
   it('templates and secrets are per workspace', () => {
     expect(resolveRuntime({ workspaceId: 'ws_2', registry, runtime: runtime() })).toMatchObject({ ok: false, code: 'unknown_template' });
   });

@@ -23,7 +23,10 @@ export function registerHeartbeat(app: Hono<AppEnv>) {
     // A runtime became ready, or stopped being, or left the node: the verb has reconciled, and routing follows at once.
     if (result.runtimesChanged) ports.dataPlane.routing.invalidate();
     // Allow-listed names only: a machine cannot grow the control plane's series by inventing names.
-    ports.metrics.nodeMetrics.report(machine.machineId, machine.workspaceId, heartbeat.metrics);
+    ports.metrics.nodeMetrics.report(machine.machineId, machine.workspaceId, heartbeat.metrics, {
+      gpus: heartbeat.gpus,
+      engines: heartbeat.runtimes.map((r) => ({ assignmentId: r.assignmentId, engine: r.engine })),
+    });
     const body: HeartbeatResponse = { accepted: true, desiredGen: result.desiredGen, heartbeatIntervalMs: ports.config.heartbeatIntervalMs };
     return c.json(body);
   });

@@ -40,13 +40,15 @@ export function lineChart(input: {
   series: 's1' | 's2';
   format: (value: number) => string;
   empty: string;
+  /** What a point is, in the summary read to screen readers (`requests` unless said). */
+  noun?: string;
 }): Html {
   const { id, points, format } = input;
   const values = points.map((p) => p.v);
   const summary =
     points.length === 0
       ? input.empty
-      : `${points.length} requests: median ${format(quantile(values, 0.5)!)}, 95th percentile ${format(quantile(values, 0.95)!)}, max ${format(Math.max(...values))}`;
+      : `${points.length} ${input.noun ?? 'requests'}: median ${format(quantile(values, 0.5)!)}, 95th percentile ${format(quantile(values, 0.95)!)}, max ${format(Math.max(...values))}`;
   const head = html`<svg viewBox="0 0 ${W} ${H}" role="img" aria-labelledby="${id}-title ${id}-desc" class="${input.series}" id="${id}-svg" data-points="${points.length}">
   <title id="${id}-title">${input.title}</title><desc id="${id}-desc">${summary}</desc>`;
   if (points.length === 0) {

@@ -5,6 +5,9 @@ import { isId } from '../../../shared/ids.js';
 import { serviceCtx, type Ports } from '../../dataplane/ports.js';
 import { ApiError } from '../../kernel/errors.js';
 import { clearReplicaFailures, listMachines, setMachineScheduling } from '../../services/machines.js';
+import { workspaceGpuTelemetry } from '../../services/telemetry.js';
+import type { MachineTelemetry } from '../../../shared/contracts/telemetry.js';
+import { lineChart } from './charts.js';
 import { html, nothing, type Html } from './html.js';
 import { badge, csrfField, layout, notice } from './layout.js';
 import { duration, mib, plural } from './format.js';
@@ -28,13 +31,57 @@ function runtimeLine(r: RuntimeView): Html {
   </li>`;
 }
 
+/** Each GPU as the inventory names it, with what its agent sampled lately (docs/telemetry.md): live, not enrollment's. */
 function gpuCell(m: MachineView): Html {
   const gpus = m.inventory.gpus;
   if (gpus.length === 0) return html`<span class="muted">none (CPU only)</span>`;
-  return html`<ul class="plain">${gpus.map(
-    (g) =>
-      html`<li><span>${g.index}: ${g.name}</span> <span class="small muted">${mib(g.memoryTotalMiB)}${g.utilizationPercent !== null ? ` · ${g.utilizationPercent}% busy` : ''}${g.temperatureC !== null ? ` · ${g.temperatureC} °C` : ''}</span></li>`,
-  )}</ul>`;
+  return html`<ul class="plain">${gpus.map((g) => {
+    const live = m.gpus.find((s) => s.index === g.index);
+    const now = live
+      ? [
+          live.utilizationPercent !== null ? `${Math.round(live.utilizationPercent)}% busy` : null,
+          live.memoryUsedMiB !== null ? `${mib(live.memoryUsedMiB)} used` : null,
+          live.temperatureC !== null ? `${Math.round(live.temperatureC)} °C` : null,
+          live.powerDrawW !== null ? `${Math.round(live.powerDrawW)} W` : null,
+        ]
+          .filter(Boolean)
+          .join(' · ')
+      : 'no recent sample';
+    return html`<li data-gpu="${g.index}"><span>${g.index}: ${g.name}</span> <span class="small muted">${mib(g.memoryTotalMiB)} · <span data-live>${now}</span></span></li>`;
+  })}</ul>`;
+}
+
+/** The last hour of each machine's GPUs as charts: utilisation, memory used and temperature (docs/telemetry.md). */
+function gpuCharts(machines: readonly MachineView[], history: readonly MachineTelemetry[]): Html {
+  const shown = machines.filter((m) => m.inventory.gpus.length > 0);
+  if (shown.length === 0) return nothing;
+  const chart = (m: MachineView, index: number, key: 'utilizationPercent' | 'memoryUsedMiB' | 'temperatureC', title: string, format: (v: number) => string) => {
+    const series = history.find((h) => h.machineId === m.id)?.gpus.find((g) => g.index === index);
+    const points = (series?.points ?? []).flatMap((p) => (p[key] === null ? [] : [{ t: Date.parse(p.at), v: p[key]! }]));
+    return lineChart({
+      id: `gpu-${m.id}-${index}-${key}`,
+      title: `${m.name} GPU ${index}: ${title}`,
+      points,
+      series: key === 'temperatureC' ? 's2' : 's1',
+      format,
+      empty: 'no sample in the last hour',
+      noun: 'minutes sampled',
+    });
+  };
+  return html`<h2>GPUs, last hour</h2>
+<p class="small muted">From the samples of each machine's heartbeats, averaged per 30 s. Reload for the newest.</p>
+${shown.map(
+  (m) => html`<section class="gpu-charts" data-machine="${m.name}" aria-label="${m.name} GPUs">
+  <h3>${m.name}</h3>
+  ${m.inventory.gpus.map(
+    (g) => html`<div class="charts">
+    <figure class="chart"><figcaption>GPU ${g.index} utilisation</figcaption>${chart(m, g.index, 'utilizationPercent', 'utilisation (%)', (v) => `${Math.round(v)}%`)}</figure>
+    <figure class="chart"><figcaption>GPU ${g.index} memory used</figcaption>${chart(m, g.index, 'memoryUsedMiB', 'memory used', (v) => mib(v))}</figure>
+    <figure class="chart"><figcaption>GPU ${g.index} temperature</figcaption>${chart(m, g.index, 'temperatureC', 'temperature (°C)', (v) => `${Math.round(v)} °C`)}</figure>
+  </div>`,
+  )}
+</section>`,
+)}`;
 }
 
 /** What replicas and run workers reserve of the machine and what is left, as placement counts them. */
@@ -139,13 +186,19 @@ const VERBS = ['cordon', 'drain', 'uncordon', 'clear-failures'] as const;
 export function registerFleet(app: Hono<ConsoleEnv>): void {
   app.get('/', signedIn('viewer'), async (c) => {
     const session = c.get('session');
-    const machines = await loadFleet(portsOf(c), session);
+    const ports = portsOf(c);
+    const machines = await loadFleet(ports, session);
+    const history = await workspaceGpuTelemetry({
+      ctx: serviceCtx(ports, session.tokenId),
+      input: { workspaceId: session.workspaceId, query: { minutes: 60, points: 120 } },
+    });
     const done = DONE[c.req.query('done') ?? ''];
     const target = machines.find((m) => m.id === c.req.query('machine'));
     const body = html`<h1>Fleet</h1>
 <p class="lede">Machines, their GPUs, heartbeats, runtimes and warm models, live.</p>
 ${done && target ? notice(done(target.name)) : nothing}
-<div id="fleet-live">${fleetFragment(machines, session)}</div>`;
+<div id="fleet-live">${fleetFragment(machines, session)}</div>
+${gpuCharts(machines, history)}`;
     return c.html(layout({ title: 'Fleet', session, active: 'fleet', live: 'fleet', body }).toString());
   });
 

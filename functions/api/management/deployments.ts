@@ -10,6 +10,8 @@ import { guarded } from '../http/guarded.js';
 import { keyset, PageQuery } from './paging.js';
 import { GateResult, WorkloadProfile } from '../../../shared/contracts/benchmark.js';
 import { runCanaryGate } from '../../dataplane/canary-gate.js';
+import { deploymentTelemetry } from '../../services/telemetry.js';
+import { DeploymentTelemetry, TelemetryQuery } from '../../../shared/contracts/telemetry.js';
 
 const list = guarded('viewer', {
   method: 'get',
@@ -69,7 +71,25 @@ const gate = guarded('operator', {
   },
 });
 
+const telemetry = guarded('viewer', {
+  method: 'get',
+  path: '/deployments/{name}/telemetry',
+  summary: 'A deployment over time: replicas, queue, in-flight requests, KV-cache use, TTFT p95 and tokens per second',
+  request: { params: z.object({ name: DeploymentName }), query: TelemetryQuery },
+  responses: {
+    200: { description: 'Deployment series', content: { 'application/json': { schema: DeploymentTelemetry } } },
+    ...errorResponses(400, 401, 403, 404),
+  },
+});
+
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
+  app.openapi(telemetry, async (c) => {
+    const series = await deploymentTelemetry({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, query: c.req.valid('query') },
+    });
+    return c.json(series, 200);
+  });
   app.openapi(gate, async (c) => {
     const result = await runCanaryGate({
       ports: c.get('ports'),

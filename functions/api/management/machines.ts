@@ -3,6 +3,8 @@ import { MachineList, MachineView } from '../../../shared/contracts/machine.js';
 import { isId } from '../../../shared/ids.js';
 import { clearReplicaFailures, getMachine, listMachinePage, revokeMachine, setMachineScheduling, setMachineSharing } from '../../services/machines.js';
 import { fetchRuntimeLogs } from '../../services/runtime-logs.js';
+import { machineTelemetry } from '../../services/telemetry.js';
+import { MachineTelemetry, TelemetryQuery } from '../../../shared/contracts/telemetry.js';
 import { serviceCtx, type AppEnv } from '../../dataplane/ports.js';
 import { errorResponses, MachineIdParam } from './schemas.js';
 import { guarded } from '../http/guarded.js';
@@ -81,7 +83,22 @@ const logs = guarded('operator', {
   },
 });
 
+const telemetry = guarded('viewer', {
+  method: 'get',
+  path: '/machines/{id}/telemetry',
+  summary: "A machine's GPUs over time (utilisation, memory, temperature, power), from the samples of its heartbeats",
+  request: { params: MachineIdParam, query: TelemetryQuery },
+  responses: { 200: { description: 'GPU series', content: { 'application/json': { schema: MachineTelemetry } } }, ...errorResponses(400, 401, 403, 404) },
+});
+
 export function registerMachines(app: OpenAPIHono<AppEnv>) {
+  app.openapi(telemetry, async (c) => {
+    const series = await machineTelemetry({
+      ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
+      input: { workspaceId: c.get('actor').workspaceId, machineId: c.req.valid('param').id, query: c.req.valid('query') },
+    });
+    return c.json(series, 200);
+  });
   app.openapi(logs, async (c) => {
     const ports = c.get('ports');
     const { id, assignmentId } = c.req.valid('param');

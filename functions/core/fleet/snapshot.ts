@@ -1,4 +1,5 @@
 import type { Inventory } from '../../../shared/contracts/inventory.js';
+import type { EngineSample, GpuSample } from '../../../shared/contracts/telemetry.js';
 import type { MachineStatus, RuntimeState, StartupProgress } from '../../../shared/contracts/heartbeat.js';
 import type { MachineLiveness, RuntimeLiveness } from '../../../shared/contracts/machine.js';
 import type { Assignment } from '../../../shared/contracts/desired.js';
@@ -32,6 +33,8 @@ export interface FleetRows {
     warmModels: string[];
     /** Absent: none (rows built by hand before versions were cached). */
     cachedVersions?: string[];
+    /** Its GPUs as last sampled; absent: none (rows built by hand before telemetry). */
+    gpus?: GpuSample[];
     reportedGen: number | null;
     desiredGen: number;
     desiredExpiresAt: Date | null;
@@ -52,6 +55,8 @@ export interface FleetRows {
     progress: StartupProgress | null;
     restarts: number;
     message: string | null;
+    /** Absent: none (rows built by hand before engines were read). */
+    engine?: EngineSample | null;
     reportedAt: Date;
   }>;
   /** What run workers reserve on each machine, from their placement until released; absent: none. */
@@ -100,6 +105,8 @@ interface FleetRuntime {
   warm: boolean;
   activeInvocations: number;
   queueDepth: number;
+  /** Its engine's metrics as its agent last read them; null when it has none. */
+  engine: EngineSample | null;
   progress: StartupProgress | null;
   resources: { gpus: number; memoryMiB: number };
   /**
@@ -146,6 +153,8 @@ export interface FleetMachine {
   warmModels: string[];
   /** Model versions verified in its agent's cache, as it last reported (empty once sight is lost). */
   cachedVersions: string[];
+  /** Its GPUs as its agent last sampled them (empty once sight is lost: an old sample says nothing of now). */
+  gpus: GpuSample[];
   /** Its open replica failures, oldest first: shown to the operator, who clears them once the machine is fixed. */
   replicaFailures: FleetReplicaFailure[];
 }
@@ -218,6 +227,7 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
         warm: report?.warm ?? false,
         activeInvocations: report?.activeInvocations ?? 0,
         queueDepth: report?.queueDepth ?? 0,
+        engine: report?.engine ?? null,
         progress: report?.progress ?? null,
         resources: assignment?.spec.resources ?? { gpus: 0, memoryMiB: 0 },
         failure:
@@ -260,6 +270,7 @@ export function buildFleetSnapshot(rows: FleetRows, config: LivenessConfig): Fle
       // As the agent reported them, and only while that report is fresh.
       warmModels: liveness === 'ready' ? m.warmModels : [],
       cachedVersions: liveness === 'ready' ? (m.cachedVersions ?? []) : [],
+      gpus: liveness === 'ready' ? (m.gpus ?? []) : [],
       replicaFailures: (failuresOf.get(m.id) ?? []).sort((a, b) => a.failedAt.getTime() - b.failedAt.getTime()),
     };
   });

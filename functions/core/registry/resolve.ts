@@ -92,6 +92,7 @@ export function resolveRuntime(input: {
         args: args.value,
         env: env.value.plain,
         healthPath: template.healthPath,
+        ...(template.metricsPath === null ? {} : { metricsPath: template.metricsPath }),
       },
       secretEnv,
     },

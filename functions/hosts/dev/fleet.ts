@@ -89,14 +89,15 @@ export async function ensureJobTemplates(plane: Pick<RunningControlPlane, 'syste
     });
     const spec = existing
       ? (({ name: _n, createdAt: _c, updatedAt: _u, ...kept }) => ({ ...kept, executable, executableSha256 }))(existing)
-      : { description, executable, executableSha256, args, params, env: [], healthPath: '/health' };
+      : { description, executable, executableSha256, args, params, env: [], healthPath: '/health', metricsPath: null };
     await putRuntimeTemplate({ ctx, input: { workspaceId: plane.workspaceId, name, spec } });
   }
 }
 
 /**
  * The simulator's stand-in for nvidia-smi: one GB10 with unified memory, as a DGX Spark has. A simulated node lists
- * its GPUs with it (LUNANEXA_AGENT_NVIDIA_SMI), at enrollment and when it reserves them, so that runs reserve a GPU.
+ * its GPUs with it (LUNANEXA_AGENT_NVIDIA_SMI), at enrollment and when it reserves them, so that runs reserve a GPU,
+ * and samples it for telemetry, its utilisation following the node's runtimes.
  */
 const SIM_NVIDIA_SMI = fileURLToPath(new URL('../../../sim/nvidia-smi.mjs', import.meta.url));
 
@@ -255,7 +256,8 @@ export async function startSimNode(
     logFile,
     process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {
       logFile,
-      env: { ...opts.env, LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI },
+      // The state dir in the environment too: the simulated nvidia-smi, which inherits it, finds the node's runtimes there.
+      env: { ...opts.env, LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI, LUNANEXA_AGENT_STATE_DIR: stateDir },
     }),
   };
 }

@@ -17,14 +17,26 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}) {
     help: 'Heartbeat metrics dropped because their name is not one the agent reports',
     registers: [registry],
   });
+  const nodeGpu = new Gauge({
+    name: 'lunanexa_node_gpu',
+    help: 'Each GPU of a node as its agent sampled it (docs/telemetry.md): utilization_percent, memory_used_mib, memory_total_mib, temperature_c, power_w',
+    labelNames: [WORKSPACE_LABEL, 'machine', 'gpu', 'name'] as const,
+    registers: [registry],
+  });
+  const runtimeEngine = new Gauge({
+    name: 'lunanexa_runtime_engine',
+    help: "Each runtime's engine as its agent read its metrics: requests_running, requests_waiting, kv_cache_usage, prompt_tokens_total, generation_tokens_total",
+    labelNames: [WORKSPACE_LABEL, 'machine', 'assignment', 'name'] as const,
+    registers: [registry],
+  });
   const inference = inferenceMetrics(registry);
   return {
     registry,
     /** The Prometheus text of one workspace's series (`/metrics` for a token of that workspace). */
-    workspaceSeries: (workspaceId: string) => workspaceExposition([nodeMetric, ...Object.values(inference)], workspaceId),
+    workspaceSeries: (workspaceId: string) => workspaceExposition([nodeMetric, nodeGpu, runtimeEngine, ...Object.values(inference)], workspaceId),
     nodeMetric,
-    /** The bounded writer of `nodeMetric`: heartbeats go through it, never to the gauge directly. */
-    nodeMetrics: new NodeMetrics(nodeMetric, nodeMetricsRefused),
+    /** The bounded writer of `nodeMetric` and the telemetry gauges: heartbeats go through it, never to a gauge directly. */
+    nodeMetrics: new NodeMetrics(nodeMetric, nodeMetricsRefused, { gpu: nodeGpu, engine: runtimeEngine }),
     agentAuthFailures: new Counter({
       name: 'lunanexa_agent_auth_failures_total',
       help: 'Agent requests rejected by machine authentication, by reason',

@@ -32,3 +32,4 @@ export * from './run-holds.js';
 export * from './jobs.js';
 export * from './files.js';
 export * from './swarms.js';
+export * from './telemetry-samples.js';

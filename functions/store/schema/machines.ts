@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { boolean, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { Inventory } from '../../../shared/contracts/inventory.js';
+import type { GpuSample } from '../../../shared/contracts/telemetry.js';
 import { workspaces } from './workspaces.js';
 
 export const machines = pgTable(
@@ -31,6 +32,10 @@ export const machines = pgTable(
     /** The address other machines of its site reach it at, as its agent last reported (a run's MASTER_ADDR). */
     address: text('address'),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
+    /** Its GPUs as its agent last sampled them (docs/telemetry.md). */
+    gpus: jsonb('gpus').$type<GpuSample[]>().notNull().default([]),
+    /** When its last telemetry sample was kept (`telemetry_samples`): at most one per `telemetrySampleMs`. */
+    telemetryAt: timestamp('telemetry_at', { withTimezone: true }),
     /** Bumped on every change of the machine's assignments or run workers; the signed desired state carries it. */
     desiredGen: integer('desired_gen').notNull().default(0),
     /** Latest expiry of a desired state signed for `desiredGen`: routing needs it in the future. */

@@ -1,5 +1,6 @@
 import { boolean, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import type { StartupProgress } from '../../../shared/contracts/heartbeat.js';
+import type { EngineSample } from '../../../shared/contracts/telemetry.js';
 import { machines } from './machines.js';
 
 /** The latest report of each runtime, written by heartbeats only. */
@@ -19,6 +20,8 @@ export const runtimeReports = pgTable(
     progress: jsonb('progress').$type<StartupProgress | null>(),
     restarts: integer('restarts').notNull().default(0),
     message: text('message'),
+    /** Its engine's metrics as the agent last read them; null when it has none (docs/telemetry.md). */
+    engine: jsonb('engine').$type<EngineSample | null>(),
     reportedAt: timestamp('reported_at', { withTimezone: true }).notNull(),
   },
   (t) => [primaryKey({ columns: [t.machineId, t.assignmentId] })],
