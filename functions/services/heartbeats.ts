@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNotNull, isNull, lt, notInArray, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, notInArray, sql } from 'drizzle-orm';
 import { assignments, machines, runtimeReports, type SampledRuntime, telemetrySamples } from '../store/schema/index.js';
 import type { Db } from '../store/db.js';
 import { ApiError } from '../kernel/errors.js';
@@ -46,22 +46,15 @@ export function runtimeEvents(input: {
 }
 
 /**
- * Keeps the heartbeat's telemetry as a sample of the machine's history when its last one is `intervalMs` old
- * (docs/telemetry.md): the machine's row, locked by the caller, says when, so concurrent heartbeats of one machine
- * keep one sample.
+ * The machine's `telemetry_at`, moved to now when its last kept sample is `intervalMs` old (docs/telemetry.md): set
+ * in the heartbeat's own update of the machine's row, locked by it, so that concurrent heartbeats of one machine keep
+ * one sample and a heartbeat costs no extra round trip when none is due.
  */
-async function keepTelemetrySample(db: Db, machine: MachinePrincipal, heartbeat: Heartbeat, intervalMs: number): Promise<void> {
-  const due = await db
-    .update(machines)
-    .set({ telemetryAt: sql`now()` })
-    .where(
-      and(
-        eq(machines.id, machine.machineId),
-        or(isNull(machines.telemetryAt), lt(machines.telemetryAt, sql`now() - make_interval(secs => ${intervalMs / 1000})`)),
-      ),
-    )
-    .returning({ at: machines.telemetryAt });
-  if (due.length === 0) return;
+const telemetryAtAfter = (intervalMs: number) =>
+  sql`case when ${machines.telemetryAt} is null or ${machines.telemetryAt} < now() - make_interval(secs => ${intervalMs / 1000}) then now() else ${machines.telemetryAt} end`;
+
+/** Keeps the heartbeat's telemetry as a sample of the machine's history, at `at`. */
+async function keepTelemetrySample(db: Db, machine: MachinePrincipal, heartbeat: Heartbeat, at: Date): Promise<void> {
   const runtimes: SampledRuntime[] = heartbeat.runtimes.map((r) => ({
     assignmentId: r.assignmentId,
     deploymentId: r.deploymentId,
@@ -70,7 +63,7 @@ async function keepTelemetrySample(db: Db, machine: MachinePrincipal, heartbeat:
     queueDepth: r.queueDepth,
     engine: r.engine,
   }));
-  await db.insert(telemetrySamples).values({ machineId: machine.machineId, workspaceId: machine.workspaceId, at: due[0]!.at!, gpus: heartbeat.gpus, runtimes });
+  await db.insert(telemetrySamples).values({ machineId: machine.machineId, workspaceId: machine.workspaceId, at, gpus: heartbeat.gpus, runtimes });
 }
 
 /**
@@ -114,7 +107,7 @@ export async function recordHeartbeat({
       }
     }
 
-    await tx.db
+    const [sampled] = await tx.db
       .update(machines)
       .set({
         lastHeartbeatAt: sql`now()`,
@@ -126,10 +119,13 @@ export async function recordHeartbeat({
         cachedVersions: heartbeat.cachedVersions,
         metrics: heartbeat.metrics,
         gpus: heartbeat.gpus,
+        telemetryAt: telemetryAtAfter(ctx.config.telemetrySampleMs),
         address: heartbeat.address,
       })
-      .where(eq(machines.id, machine.machineId));
-    await keepTelemetrySample(tx.db, machine, heartbeat, ctx.config.telemetrySampleMs);
+      .where(eq(machines.id, machine.machineId))
+      // `now()` is the transaction's start: equal only when this very update moved it.
+      .returning({ telemetryAt: machines.telemetryAt, sampled: sql<boolean>`${machines.telemetryAt} = now()` });
+    if (sampled?.sampled && sampled.telemetryAt) await keepTelemetrySample(tx.db, machine, heartbeat, sampled.telemetryAt);
     const before = await tx.db
       .select({
         assignmentId: runtimeReports.assignmentId,

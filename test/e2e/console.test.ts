@@ -62,7 +62,8 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     const names = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
     const nodesDir = join(plane.dataDir, 'nodes');
     [nodes, browser] = await Promise.all([
-      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir))),
+      // Sampling their GPU every 2 s, so that the GPU charts have samples within a test.
+      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir, { telemetryMs: 2_000 }))),
       chromium.launch({
         executablePath: '/usr/bin/chromium',
         // No sandbox as root; and nothing reaching out from a machine without a network, which only slows a start.
@@ -191,8 +192,8 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     await page.close();
   });
 
-  it("shows each machine's GPUs as their nodes sample them, live in the table and as charts, busier under load", async () => {
-    // Streams long enough (about 6 s at 200 tokens/s) that the agents' 5 s sampler reads their runtimes busy.
+  it("shows each machine's GPUs as their nodes sample them, live in the table and as charts, busier under load, and a deployment's last hour", async () => {
+    // Streams long enough (about 6 s at 200 tokens/s) that the agents' 2 s sampler reads their runtimes busy.
     const streams = Array.from({ length: 6 }, () =>
       fetch(url('/v1/chat/completions'), {
         method: 'POST',
@@ -220,6 +221,13 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     await page.screenshot({ path: join(SHOTS, 'fleet-gpus-laptop.png'), fullPage: true });
     await page.close();
     await Promise.all(streams);
+    // The deployment's last hour: its queue from the nodes' samples, its TTFT p95 and tokens/s from its requests.
+    const deployments = await admin.newPage();
+    await deployments.goto(url('/console/deployments'));
+    const charted = deployments.locator('section.deployment-charts[data-deployment="sim-chat"]');
+    for (const key of ['queueDepth', 'ttftP95Ms', 'tokensPerSecond'])
+      expect(Number(await charted.locator(`svg[id="deployment-sim-chat-${key}-svg"]`).getAttribute('data-points'))).toBeGreaterThan(0);
+    await deployments.close();
   });
 
   it('creates a token whose secret is shown once, and revokes it: the API refuses it then', async () => {

@@ -7,12 +7,17 @@ import { describeDeployments, scaleDeployment } from '../../services/deployments
 import { machineNames } from '../../services/machines.js';
 import { html, nothing, type Html } from './html.js';
 import { badge, csrfField, layout, notice, when } from './layout.js';
-import { plural } from './format.js';
+import { millis, num, plural } from './format.js';
+import { lineChart } from './charts.js';
+import { deploymentTelemetry } from '../../services/telemetry.js';
+import type { DeploymentTelemetry } from '../../../shared/contracts/telemetry.js';
 import { allows, portsOf, type ConsoleEnv, type ConsoleSession } from './session.js';
 import { readForm, signedIn } from './guard.js';
 
 /** Deployments shown on the page (by name); past it the page says how to see the rest (the API pages them). */
 const SHOWN = 100;
+/** Deployments whose last hour is charted below the cards: each costs the page three reads of the store. */
+const CHARTED = 10;
 const EVENTS_SHOWN = 20;
 
 export interface DeploymentsData {
@@ -115,6 +120,38 @@ export function deploymentsFragment(data: DeploymentsData, session: ConsoleSessi
   ${data.more ? html`<p class="muted">The first ${SHOWN} deployments by name are shown; <span class="mono">GET /api/v1/deployments</span> lists them all.</p>` : nothing}`;
 }
 
+/**
+ * The last hour of the first deployments as charts (docs/telemetry.md): what waits on their replicas, their TTFT p95
+ * and their tokens per second, per minute; drawn on the server when the page loads.
+ */
+function deploymentCharts(series: readonly DeploymentTelemetry[]): Html {
+  if (series.length === 0) return nothing;
+  const chart = (t: DeploymentTelemetry, key: 'queueDepth' | 'ttftP95Ms' | 'tokensPerSecond', title: string, format: (v: number) => string) => {
+    const points = t.points.flatMap((p) => (p[key] === null ? [] : [{ t: Date.parse(p.at), v: p[key]! }]));
+    return html`<figure class="chart"><figcaption>${title}</figcaption>${lineChart({
+      id: `deployment-${t.deployment}-${key}`,
+      title: `${t.deployment}: ${title}`,
+      points,
+      series: key === 'tokensPerSecond' ? 's2' : 's1',
+      format,
+      empty: 'nothing in the last hour',
+      noun: 'minutes',
+    })}</figure>`;
+  };
+  return html`<h2>Last hour</h2>
+<p class="small muted">Per minute: the queue on each deployment's replicas (at their agents and in their engines, from the nodes' samples), and its requests' TTFT p95 and tokens per second. Reload for the newest.</p>
+${series.map(
+  (t) => html`<section class="deployment-charts" data-deployment="${t.deployment}" aria-label="${t.deployment} over the last hour">
+  <h3>${t.deployment}</h3>
+  <div class="charts">
+    ${chart(t, 'queueDepth', 'Queue', (v) => num(v, v < 10 ? 1 : 0))}
+    ${chart(t, 'ttftP95Ms', 'TTFT p95', millis)}
+    ${chart(t, 'tokensPerSecond', 'Tokens per second', (v) => num(v, v < 10 ? 1 : 0))}
+  </div>
+</section>`,
+)}`;
+}
+
 const ScaleForm = z.object({
   _csrf: z.string(),
   replicas: z
@@ -133,12 +170,23 @@ const ScaleForm = z.object({
 export function registerDeployments(app: Hono<ConsoleEnv>): void {
   app.get('/console/deployments', signedIn('viewer'), async (c) => {
     const session = c.get('session');
-    const data = await loadDeployments(portsOf(c), session);
+    const ports = portsOf(c);
+    const data = await loadDeployments(ports, session);
+    const series = [];
+    for (const d of data.items.slice(0, CHARTED)) {
+      series.push(
+        await deploymentTelemetry({
+          ctx: serviceCtx(ports, session.tokenId),
+          input: { workspaceId: session.workspaceId, name: d.name, query: { minutes: 60, points: 60 } },
+        }),
+      );
+    }
     const scaled = c.req.query('done') === 'scale' ? data.items.find((d) => d.name === c.req.query('deployment')) : undefined;
     const body = html`<h1>Deployments</h1>
 <p class="lede">Replicas, rollout progress, why a replica cannot be placed, and what happened, live.</p>
 ${scaled ? notice(`Scaled ${scaled.name} to ${plural(scaled.replicas, 'replica')}.`) : nothing}
-<div id="deployments-live">${deploymentsFragment(data, session)}</div>`;
+<div id="deployments-live">${deploymentsFragment(data, session)}</div>
+${deploymentCharts(series)}`;
     return c.html(layout({ title: 'Deployments', session, active: 'deployments', live: 'deployments', body }).toString());
   });
 

@@ -221,8 +221,12 @@ export async function startSimNode(
   plane: RunningControlPlane,
   name: string,
   rootDir: string,
-  /** `url`: where the agent dials the control plane, when not at `plane.url` (a balancer or proxy in front). */
-  opts: { env?: NodeJS.ProcessEnv; url?: string } = {},
+  /**
+   * `url`: where the agent dials the control plane, when not at `plane.url` (a balancer or proxy in front).
+   * `telemetryMs`: how often the node samples its GPU and engines (LUNANEXA_AGENT_TELEMETRY_MS); none unless given,
+   * because each sample starts the simulated nvidia-smi, a Node process, and most fleets of a test need none.
+   */
+  opts: { env?: NodeJS.ProcessEnv; url?: string; telemetryMs?: number } = {},
 ): Promise<SimNode> {
   const stateDir = join(rootDir, name);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
@@ -257,7 +261,12 @@ export async function startSimNode(
     process: spawnAgent(['run', '--state-dir', stateDir, '--policy', await writeSimPolicy(stateDir), '--stop-runtimes-on-exit'], {
       logFile,
       // The state dir in the environment too: the simulated nvidia-smi, which inherits it, finds the node's runtimes there.
-      env: { ...opts.env, LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI, LUNANEXA_AGENT_STATE_DIR: stateDir },
+      env: {
+        LUNANEXA_AGENT_TELEMETRY_MS: String(opts.telemetryMs ?? 0),
+        ...opts.env,
+        LUNANEXA_AGENT_NVIDIA_SMI: SIM_NVIDIA_SMI,
+        LUNANEXA_AGENT_STATE_DIR: stateDir,
+      },
     }),
   };
 }

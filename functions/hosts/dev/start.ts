@@ -34,7 +34,9 @@ if (count > 0) {
   await seedDemoDeployment(plane, count);
   await ensureJobTemplates(plane);
 }
-const nodes: SimNode[] = await Promise.all(Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'))));
+const nodes: SimNode[] = await Promise.all(
+  Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'), { telemetryMs: 5_000 })),
+);
 
 // Only what is served: the console, the APIs, metrics.
 console.log(`
