@@ -671,6 +671,7 @@ export interface paths {
                                     };
                                 };
                                 warmModels: string[];
+                                /** @default [] */
                                 gpus: {
                                     index: number;
                                     utilizationPercent: number | null;
@@ -697,6 +698,7 @@ export interface paths {
                                     warm: boolean;
                                     activeInvocations: number;
                                     queueDepth: number;
+                                    /** @default null */
                                     engine: {
                                         requestsRunning: number | null;
                                         requestsWaiting: number | null;
@@ -875,6 +877,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -901,6 +904,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -1085,6 +1089,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -1111,6 +1116,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -1319,6 +1325,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -1345,6 +1352,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -1537,6 +1545,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -1563,6 +1572,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -1755,6 +1765,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -1781,6 +1792,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -1973,6 +1985,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -1999,6 +2012,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -2191,6 +2205,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -2217,6 +2232,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;
@@ -2409,6 +2425,7 @@ export interface paths {
                                 };
                             };
                             warmModels: string[];
+                            /** @default [] */
                             gpus: {
                                 index: number;
                                 utilizationPercent: number | null;
@@ -2435,6 +2452,7 @@ export interface paths {
                                 warm: boolean;
                                 activeInvocations: number;
                                 queueDepth: number;
+                                /** @default null */
                                 engine: {
                                     requestsRunning: number | null;
                                     requestsWaiting: number | null;

@@ -31,8 +31,11 @@ export const RuntimeView = z.object({
   warm: z.boolean(),
   activeInvocations: z.number().int(),
   queueDepth: z.number().int(),
-  /** Its engine's own metrics as its agent last read them (docs/telemetry.md); null when it has none. */
-  engine: EngineSample.nullable(),
+  /**
+   * Its engine's own metrics as its agent last read them (docs/telemetry.md); null when it has none. Defaulted, so
+   * that a client reading a control plane older than telemetry still parses its machines.
+   */
+  engine: EngineSample.nullable().default(null),
   progress: StartupProgress.nullable(),
 });
 export type RuntimeView = z.infer<typeof RuntimeView>;
@@ -83,8 +86,8 @@ export const MachineView = z.object({
   inventory: Inventory,
   resources: MachineResources,
   warmModels: z.array(z.string()),
-  /** Its GPUs as its agent last sampled them (docs/telemetry.md); empty while it is not ready. */
-  gpus: z.array(GpuSample),
+  /** Its GPUs as its agent last sampled them (docs/telemetry.md); empty while it is not ready (or from an older plane). */
+  gpus: z.array(GpuSample).default([]),
   runtimes: z.array(RuntimeView),
   /** Open replica failures, oldest first: what an operator should look at (`POST /machines/{id}/clear-failures` clears them). */
   attention: z.array(ReplicaFailureView),
