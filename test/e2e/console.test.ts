@@ -62,8 +62,8 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
     const names = ['dgx-1', 'dgx-2', 'dgx-3', 'dgx-4'];
     const nodesDir = join(plane.dataDir, 'nodes');
     [nodes, browser] = await Promise.all([
-      // Sampling their GPU every 2 s, so that the GPU charts have samples within a test.
-      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir, { telemetryMs: 2_000 }))),
+      // Sampling their GPU every 5 s, as `npm start`'s do, so that the GPU charts have samples within a test.
+      Promise.all(names.map((name) => startSimNode(plane, name, nodesDir, { telemetryMs: 5_000 }))),
       chromium.launch({
         executablePath: '/usr/bin/chromium',
         // No sandbox as root; and nothing reaching out from a machine without a network, which only slows a start.
@@ -193,12 +193,12 @@ describePg('web console (headless Chromium, four simulated nodes)', () => {
   });
 
   it("shows each machine's GPUs as their nodes sample them, live in the table and as charts, busier under load, and a deployment's last hour", async () => {
-    // Streams long enough (about 6 s at 200 tokens/s) that the agents' 2 s sampler reads their runtimes busy.
+    // Streams longer (about 12 s at 200 tokens/s) than two of the agents' 5 s sampling periods: a sample reads them busy.
     const streams = Array.from({ length: 6 }, () =>
       fetch(url('/v1/chat/completions'), {
         method: 'POST',
         headers: { authorization: `Bearer ${plane.adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'load' }], max_tokens: 1_200, stream: true }),
+        body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'load' }], max_tokens: 2_400, stream: true }),
       }).then((r) => r.text()),
     );
     const busy = await waitFor(

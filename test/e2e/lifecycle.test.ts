@@ -76,7 +76,7 @@ function lifecycleSuite(storeKind: StoreKind, makeStore: () => Promise<Store>, n
     const dataDir = await mkdtemp(join(tmpdir(), 'lnx-life-'));
     plane = await startTestPlane({ store: storeKind, dataDir, config: { ...STEADY_LIVENESS, ...store.config({ dataDir }) } });
     nodes = await Promise.all(
-      Array.from({ length: nodeCount }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(plane.dataDir, 'nodes'), { telemetryMs: 2_000 })),
+      Array.from({ length: nodeCount }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(plane.dataDir, 'nodes'), { telemetryMs: 30_000 })),
     );
     // The fleet as `npm start` shows it before anyone deploys: every node ready, so that placement can spread.
     await waitFor(
