@@ -90,8 +90,12 @@ export class Admission {
    */
   load(assignmentId: string, lane: Lane = 'batch'): { active: number; queued: number } {
     const active = (this.active.get(assignmentId) ?? 0) + (this.forwarded.get(assignmentId) ?? 0);
-    const queue = this.queues.get(assignmentId) ?? [];
-    return { active, queued: lane === 'batch' ? queue.length : queue.filter((e) => e.lane === 'interactive').length };
+    const queue = this.queues.get(assignmentId);
+    if (!queue || lane === 'batch') return { active, queued: queue?.length ?? 0 };
+    // Per pick of every request: counted without building an array.
+    let queued = 0;
+    for (const entry of queue) if (entry.lane === 'interactive') queued += 1;
+    return { active, queued };
   }
 
   private forwarding(assignmentId: string, delta: 1 | -1): void {

@@ -3,7 +3,7 @@ import type { DeploymentTelemetry, GpuSample, MachineTelemetry, TelemetryQuery }
 import { bucketize } from '../core/telemetry/series.js';
 import { ApiError } from '../kernel/errors.js';
 import { dbNow } from '../store/rows.js';
-import { deployments, machines, telemetrySamples, workloads } from '../store/schema/index.js';
+import { deployments, machines, type SampledRuntime, telemetrySamples, workloads } from '../store/schema/index.js';
 import type { ServiceCtx } from './service-context.js';
 
 const GPU_KEYS = ['utilizationPercent', 'memoryUsedMiB', 'temperatureC', 'powerDrawW'] as const;
@@ -77,32 +77,50 @@ function gpuSeries(
 }
 
 /**
- * A deployment over the last `minutes`: its replicas, queue and in-flight requests from its machines' samples, and
- * TTFT p95, tokens per second and requests from its workload records (summed in the store, per bucket).
+ * Deployments over the last `minutes`, in the order of `names` (each a 404 when it is not a live deployment): their
+ * replicas, queue and in-flight requests from their machines' samples, read once for all of them, and TTFT p95,
+ * tokens per second and requests from their workload records (summed in the store, per bucket).
  */
 export async function deploymentTelemetry({
   ctx,
   input,
 }: {
   ctx: ServiceCtx;
-  input: { workspaceId: string; name: string; query: TelemetryQuery };
-}): Promise<DeploymentTelemetry> {
-  const [deployment] = await ctx.db
-    .select({ id: deployments.id })
+  input: { workspaceId: string; names: readonly string[]; query: TelemetryQuery };
+}): Promise<DeploymentTelemetry[]> {
+  if (input.names.length === 0) return [];
+  const found = await ctx.db
+    .select({ id: deployments.id, name: deployments.name })
     .from(deployments)
-    .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)));
-  if (!deployment) throw new ApiError('not_found', `deployment ${input.name} not found`);
+    .where(and(eq(deployments.workspaceId, input.workspaceId), inArray(deployments.name, [...input.names]), isNull(deployments.deletedAt)));
+  const ids = new Map(found.map((d) => [d.name, d.id]));
+  for (const name of input.names) if (!ids.has(name)) throw new ApiError('not_found', `deployment ${name} not found`);
   const window = windowOf(await dbNow(ctx.db), input.query);
   const rows = await ctx.db
     .select({ machineId: telemetrySamples.machineId, at: telemetrySamples.at, runtimes: telemetrySamples.runtimes })
     .from(telemetrySamples)
     .where(and(eq(telemetrySamples.workspaceId, input.workspaceId), gte(telemetrySamples.at, new Date(window.from))))
     .orderBy(asc(telemetrySamples.at));
+  const series: DeploymentTelemetry[] = [];
+  for (const name of input.names) series.push(await deploymentSeries(ctx, name, ids.get(name)!, rows, window));
+  return series;
+}
+
+const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : null);
+const present = (values: Array<number | null | undefined>) => values.filter((v): v is number => typeof v === 'number');
+
+/** One deployment's series from the workspace's samples in the window and its own requests. */
+async function deploymentSeries(
+  ctx: ServiceCtx,
+  name: string,
+  deploymentId: string,
+  rows: ReadonlyArray<{ machineId: string; at: Date; runtimes: SampledRuntime[] }>,
+  window: { from: number; to: number; points: number },
+): Promise<DeploymentTelemetry> {
   const byMachine = new Map<string, Array<{ at: number; values: Record<(typeof SUMMED)[number] | 'kvCacheUsage', number | null> }>>();
   for (const row of rows) {
-    const mine = row.runtimes.filter((r) => r.deploymentId === deployment.id);
+    const mine = row.runtimes.filter((r) => r.deploymentId === deploymentId);
     if (mine.length === 0) continue;
-    const kv = mine.map((r) => r.engine?.kvCacheUsage).filter((v): v is number => typeof v === 'number');
     const samples = byMachine.get(row.machineId) ?? [];
     samples.push({
       at: row.at.getTime(),
@@ -111,7 +129,7 @@ export async function deploymentTelemetry({
         // Waiting at the agent for the runtime's head, and inside the engine for a sequence slot.
         queueDepth: mine.reduce((sum, r) => sum + r.queueDepth + (r.engine?.requestsWaiting ?? 0), 0),
         inFlight: mine.reduce((sum, r) => sum + r.activeInvocations, 0),
-        kvCacheUsage: kv.length ? kv.reduce((a, b) => a + b, 0) / kv.length : null,
+        kvCacheUsage: mean(present(mine.map((r) => r.engine?.kvCacheUsage))),
       },
     });
     byMachine.set(row.machineId, samples);
@@ -119,25 +137,24 @@ export async function deploymentTelemetry({
   const keys = [...SUMMED, 'kvCacheUsage'] as const;
   const perMachine = [...byMachine.values()].map((samples) => bucketize(samples, keys, window));
   const { stepMs, buckets } = bucketize([], keys, window);
-  const requests = await requestBuckets(ctx, deployment.id, window.from, stepMs);
+  const requests = await requestBuckets(ctx, deploymentId, window.from, stepMs);
   return {
-    deployment: input.name,
+    deployment: name,
     from: iso(window.from),
     to: iso(window.to),
     stepMs,
     points: buckets.map((bucket, i) => {
       const summed = Object.fromEntries(
         SUMMED.map((key) => {
-          const values = perMachine.map((m) => m.buckets[i]!.values[key]).filter((v): v is number => v !== null);
+          const values = present(perMachine.map((m) => m.buckets[i]!.values[key]));
           return [key, values.length ? values.reduce((a, b) => a + b, 0) : null];
         }),
       ) as Record<(typeof SUMMED)[number], number | null>;
-      const kv = perMachine.map((m) => m.buckets[i]!.values.kvCacheUsage).filter((v): v is number => v !== null);
       const served = requests.get(i);
       return {
         at: iso(bucket.at),
         ...summed,
-        kvCacheUsage: kv.length ? kv.reduce((a, b) => a + b, 0) / kv.length : null,
+        kvCacheUsage: mean(present(perMachine.map((m) => m.buckets[i]!.values.kvCacheUsage))),
         ttftP95Ms: served?.ttftP95Ms ?? null,
         tokensPerSecond: served ? served.tokens / (stepMs / 1000) : null,
         requests: served?.count ?? 0,

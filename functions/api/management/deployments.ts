@@ -84,11 +84,11 @@ const telemetry = guarded('viewer', {
 
 export function registerDeployments(app: OpenAPIHono<AppEnv>) {
   app.openapi(telemetry, async (c) => {
-    const series = await deploymentTelemetry({
+    const [series] = await deploymentTelemetry({
       ctx: serviceCtx(c.get('ports'), c.get('actor').tokenId),
-      input: { workspaceId: c.get('actor').workspaceId, name: c.req.valid('param').name, query: c.req.valid('query') },
+      input: { workspaceId: c.get('actor').workspaceId, names: [c.req.valid('param').name], query: c.req.valid('query') },
     });
-    return c.json(series, 200);
+    return c.json(series!, 200);
   });
   app.openapi(gate, async (c) => {
     const result = await runCanaryGate({
