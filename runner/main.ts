@@ -8,13 +8,12 @@ import {
   type JobSpec,
   type RowResult,
 } from '../shared/batch/job.js';
-import { JsonlSplitter } from '../shared/batch/jsonl.js';
 import { batchRequestId, errorLine, isErrorLine, responseLine, type BatchOutputLine } from '../shared/batch/output.js';
 import { parseRequestLine } from '../shared/batch/request-line.js';
 import { rowRequest } from '../shared/batch/job-rows.js';
-import { parquetRowCount, readParquetRows } from '../shared/batch/parquet.js';
+import { PendingRows } from '../shared/batch/pending-rows.js';
 import type { RowError } from '../shared/batch/row-error.js';
-import { count, has } from '../shared/batch/checkpoint.js';
+import { count } from '../shared/batch/checkpoint.js';
 import { retryDelay, type RowFailure } from '../shared/batch/retry.js';
 
 /**
@@ -38,9 +37,6 @@ type InputRow = { index: number } & (
   | { ok: true; customId: string; url: string; body: Record<string, unknown> }
   | { ok: false; customId: string | null; error: RowError }
 );
-
-/** Parquet rows decoded at once: a slice of row groups, not the file. */
-const PARQUET_SLICE = 1_000;
 
 /**
  * Results are sent when this many wait, or this many bytes of them, or this long after the first of them finished:
@@ -78,10 +74,8 @@ class Runner {
   async run(): Promise<void> {
     const input = await fetch(`${this.base}/v1/files/${encodeURIComponent(this.job.spec.inputFileId)}/content`, { headers: this.headers() });
     if (!input.ok || !input.body) throw new Error(`reading the input file: HTTP ${input.status}`);
-    let rows = 0;
-    const source = this.job.spec.kind === 'rows' && this.job.spec.format === 'parquet' ? this.parquetRows(input) : this.jsonlRows(input.body);
-    for await (const row of source) {
-      rows = row.index + 1;
+    const pending = new PendingRows(this.job.done);
+    for await (const row of this.rows(input, pending)) {
       if (this.failed !== null) throw this.failed;
       if (this.cancelled) break;
       // Bounded: a row starts only once one of the `concurrency` in flight has ended.
@@ -93,6 +87,7 @@ class Runner {
     await this.flush();
     if (this.failed !== null) throw this.failed;
     if (this.cancelled) return say(`cancelled after ${this.sent} rows sent by this attempt`);
+    const rows = pending.read;
     await this.post('done', { attempt: this.job.attempt, totalRows: rows });
     say(`done: ${rows} rows in the input, ${this.sent} sent by this attempt`);
   }
@@ -113,41 +108,18 @@ class Runner {
     return { index, ...rowRequest(spec.rows.kind, spec.rows.model, spec.rows.defaults, value, index) };
   }
 
-  /** The rows of a JSONL input not done yet, one line held at a time. */
-  private async *jsonlRows(body: ReadableStream<Uint8Array>): AsyncGenerator<InputRow> {
-    const splitter = new JsonlSplitter();
-    const reader = body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        for (const line of done ? splitter.end() : splitter.push(value)) {
-          if (has(this.job.done, line.index)) continue;
-          yield 'error' in line ? { index: line.index, ok: false, customId: null, error: line.error } : this.request(line.index, line.text);
-        }
-        if (done) return;
-      }
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
-  }
-
-  /** The rows of a Parquet input not done yet, a slice at a time: the file is held (its footer is at its end), its rows are not. */
-  private async *parquetRows(input: Response): AsyncGenerator<InputRow> {
+  /** The rows of the input not done yet, each as the request it becomes. */
+  private async *rows(input: Response, pending: PendingRows): AsyncGenerator<InputRow> {
     const { spec } = this.job;
-    if (spec.kind !== 'rows') return;
-    const bytes = new Uint8Array(await input.arrayBuffer());
-    const total = parquetRowCount(bytes);
-    for (let start = 0; start < total; start += PARQUET_SLICE) {
-      const end = Math.min(total, start + PARQUET_SLICE);
-      // A slice already done is not decoded again.
-      let pending = false;
-      for (let i = start; i < end && !pending; i++) pending = !has(this.job.done, i);
-      if (!pending) continue;
-      const slice = await readParquetRows(bytes, { rowStart: start, rowEnd: end });
-      for (const [offset, value] of slice.entries()) {
-        const index = start + offset;
-        if (!has(this.job.done, index)) yield { index, ...rowRequest(spec.rows.kind, spec.rows.model, spec.rows.defaults, value, index) };
+    if (spec.kind === 'rows' && spec.format === 'parquet') {
+      for await (const { index, value } of pending.parquet(new Uint8Array(await input.arrayBuffer()))) {
+        yield { index, ...rowRequest(spec.rows.kind, spec.rows.model, spec.rows.defaults, value, index) };
       }
+      return;
+    }
+    if (!input.body) return;
+    for await (const line of pending.jsonl(input.body)) {
+      yield 'error' in line ? { index: line.index, ok: false, customId: null, error: line.error } : this.request(line.index, line.text);
     }
   }
 
