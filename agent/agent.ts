@@ -16,7 +16,7 @@ import { machineAddress } from './reporter/address.js';
 import { observeMachine, type AgentCounters } from './reporter/observe.js';
 import { type EngineSource, TelemetrySampler } from './telemetry/sampler.js';
 import { sampleGpus } from './inventory/index.js';
-import { Reporter } from './reporter/reporter.js';
+import { LOAD_REPORT_SPACING_MS, Reporter } from './reporter/reporter.js';
 import { cachedVersions, createAdapters } from './runtimes/adapters.js';
 import { MachineHolds } from './runtimes/holds.js';
 import { prepareRun } from './startup.js';
@@ -171,7 +171,7 @@ export async function runAgent(opts: {
     signedHeaders: client.signedHeaders,
     uplink,
     runtime: (assignmentId) => supervisor.readyHandle(assignmentId),
-    onLoadChange: reporter.soon,
+    onLoadChange: (_assignmentId, edge) => reporter.soon(edge ? undefined : LOAD_REPORT_SPACING_MS),
     log,
   });
 

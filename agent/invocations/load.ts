@@ -12,9 +12,11 @@ interface Tally {
 
 /**
  * The load of each runtime, as its invocations come and go: what its report says and what its drain waits for.
- * `onLoadChange` hears when a runtime's queued or active count goes from 0 or to 0: worth a report.
+ * `onLoadChange` hears every change of a runtime's queued or active count; `edge` when one of them goes from 0 or to
+ * 0 (worth a report at once: idleness and warmth are judged on it), else the count only moved (worth a report soon:
+ * the autoscaler reads it).
  */
-export function createLoadTally(onLoadChange: (assignmentId: string) => void) {
+export function createLoadTally(onLoadChange: (assignmentId: string, edge: boolean) => void) {
   const tallies = new Map<string, Tally>();
 
   function tallyOf(assignmentId: string): Tally {
@@ -32,7 +34,7 @@ export function createLoadTally(onLoadChange: (assignmentId: string) => void) {
     const before = [tally.queued > 0, tally.active > 0];
     tally.queued += queued;
     tally.active += active;
-    if (before[0] !== tally.queued > 0 || before[1] !== tally.active > 0) onLoadChange(assignmentId);
+    onLoadChange(assignmentId, before[0] !== tally.queued > 0 || before[1] !== tally.active > 0);
   }
 
   return {

@@ -16,8 +16,8 @@ export interface InvocationRunnerOptions {
   uplink: Uplink;
   /** The runtime an invocation goes to, or why none takes it. */
   runtime: (assignmentId: string) => InvokeTarget;
-  /** A runtime's queued or active count went from 0 or to 0: worth a report. */
-  onLoadChange: (assignmentId: string) => void;
+  /** A runtime's queued or active count changed; `edge`: one of them went from 0 or to 0 (worth a report at once). */
+  onLoadChange: (assignmentId: string, edge: boolean) => void;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
 

@@ -6,6 +6,11 @@ import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs 
 
 /** Shortest spacing of heartbeats sent on a change: a burst of changes (invocations under load) becomes one report. */
 const REPORT_SPACING_MS = 250;
+/**
+ * Spacing of the reports of a load that only moved (no runtime went idle or busy): the autoscaler's samples see
+ * the load within about a second, and a busy machine sends at most one heartbeat a second for it.
+ */
+export const LOAD_REPORT_SPACING_MS = 1_000;
 
 export interface ReporterOptions {
   client: Pick<SignedClient, 'request'>;
@@ -41,6 +46,8 @@ export class Reporter {
   private failedReports = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private reportTimer: NodeJS.Timeout | undefined;
+  /** Date.now() the scheduled change report is due at. */
+  private reportDueAt = 0;
   private keepAliveTimer: NodeJS.Timeout | undefined;
   /** performance.now() of the next keep-alive, which supersedes a retry due after it. */
   private nextKeepAliveAt = 0;
@@ -64,15 +71,24 @@ export class Reporter {
     return this.reporting;
   }
 
-  /** Reports a change at once, but at most every REPORT_SPACING_MS. Bound: it is handed around as a callback. */
-  readonly soon = (): void => {
-    if (this.reportTimer || this.closed) return;
+  /**
+   * Reports a change at once, but at most every `spacingMs` (REPORT_SPACING_MS by default) after the last report; a
+   * report due sooner is kept. Bound: it is handed around as a callback.
+   */
+  readonly soon = (spacingMs = REPORT_SPACING_MS): void => {
+    if (this.closed) return;
+    const dueAt = this.lastReportAt + spacingMs;
+    if (this.reportTimer) {
+      if (this.reportDueAt <= dueAt) return;
+      clearTimeout(this.reportTimer);
+    }
+    this.reportDueAt = dueAt;
     this.reportTimer = setTimeout(
       () => {
         this.reportTimer = undefined;
         void this.report();
       },
-      Math.max(0, this.lastReportAt + REPORT_SPACING_MS - Date.now()),
+      Math.max(0, dueAt - Date.now()),
     );
   };
 

@@ -40,6 +40,15 @@ function telemetryLine(t: DeploymentTelemetry): string {
   return `telemetry:   ${latest.at}: queue ${n(latest.queueDepth)}, in flight ${n(latest.inFlight)}, KV ${latest.kvCacheUsage === null ? '-' : `${Math.round(latest.kvCacheUsage * 100)} %`}, TTFT p95 ${n(latest.ttftP95Ms, ' ms')}, ${n(latest.tokensPerSecond, ' tokens/s', 1)}, ${latest.requests} requests`;
 }
 
+/** The policy, and what the autoscaler last decided and why. */
+function autoscaleLine(policy: NonNullable<DeploymentDetail['autoscale']>, last: DeploymentDetail['status']['autoscaler']): string {
+  const { minReplicas, maxReplicas, target } = policy;
+  const head = `autoscale:   ${minReplicas} to ${maxReplicas} replicas, ${target.metric} ${target.value}`;
+  if (!last) return `${head}; no decision yet`;
+  const move = last.action === 'hold' ? `holds ${last.to}` : `${last.action} from ${last.from} to ${last.to}`;
+  return `${head}; ${last.at}: ${move}: ${last.reason}`;
+}
+
 function describe(d: DeploymentDetail, telemetry: DeploymentTelemetry): string {
   const s = d.status;
   const lines = [
@@ -49,6 +58,7 @@ function describe(d: DeploymentDetail, telemetry: DeploymentTelemetry): string {
     `rollout:     ${s.rollout.state} (${s.rollout.updated} updated, ${s.rollout.outdated} outdated, ${s.rollout.retiring} retiring)`,
     telemetryLine(telemetry),
   ];
+  if (d.autoscale) lines.push(autoscaleLine(d.autoscale, s.autoscaler));
   if (s.canary)
     lines.push(
       `canary:      ${s.canary.version}, ${d.canary?.weight ?? 0} % of requests: ${s.canary.ready}/${s.canary.desired} ready, ${s.canary.starting} starting`,
@@ -157,6 +167,11 @@ export function registerDeployments(program: Command): void {
       if (!Number.isInteger(count) || count < 0 || count > 1024) throw new CliError(`replicas must be a whole number from 0 to 1024, not ${replicas}`, 2);
       const api = await connect(program);
       const current = await api.answer(api.http.GET('/deployments/{name}', named(name)), DeploymentDetail);
+      // The autoscaler owns its count: a PUT would keep it, so say so rather than print a count that does not hold.
+      if (current.autoscale) {
+        const { minReplicas, maxReplicas } = current.autoscale;
+        throw new CliError(`${name} is autoscaled (${minReplicas} to ${maxReplicas} replicas): change its autoscale policy with \`deployments apply\``, 2);
+      }
       const { id: _id, name: _n, generation: _g, createdAt: _c, updatedAt: _u, status: _s, events: _e, ...spec } = current;
       const view = await api.answer(api.http.PUT('/deployments/{name}', { ...named(name), body: { ...spec, replicas: count } }), DeploymentView);
       const result = opts.wait ? await waitForRollout(api, name, opts.timeout) : view;

@@ -18,8 +18,8 @@ import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import type { RuntimeRegistry } from '../core/registry/resolve.js';
 import type { StoredAssignment } from '../services/secret-env.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
-import { replicaSets, type ReplicaSet } from '../core/fleet/replica-sets.js';
-import { replicaSetOf } from '../core/fleet/tracks.js';
+import { replicaSets, type PlacementInputs, type ReplicaSet } from '../core/fleet/replica-sets.js';
+import { replicaSetId, replicaSetOf } from '../core/fleet/tracks.js';
 import { EMPTY_CATALOG } from '../core/fleet/versions.js';
 import { loadPlacementInputs } from '../services/placement-load.js';
 import { loadRunHolds } from '../services/run-queue.js';
@@ -27,6 +27,7 @@ import { pruneRunHolds } from '../services/run-holds.js';
 import { recheckReservations } from './recheck.js';
 import { reconcileRuns } from './runs.js';
 import { sleepIdleDeployments } from './sleep.js';
+import { autoscaleDeployments } from './autoscale.js';
 
 /** Advisory lock key that makes one reconciler act at a time across instances. */
 const RECONCILE_LOCK = 0x4c4e5852; // "LNXR"
@@ -111,7 +112,9 @@ async function reconcilePass(
     const inputs = await loadPlacementInputs(tx.db, live);
     // The runs' share of this pass comes after the replicas': what it will hold is read first (docs/runs.md, "Aging").
     const holds = await loadRunHolds(tx.db, ctx.config, snapshot.now, snapshot);
-    const all = reconcileFleet(snapshot!, live, inputs, { replacementPauseFraction: ctx.config.replacementPauseFraction, holds });
+    const placement = { replacementPauseFraction: ctx.config.replacementPauseFraction, holds };
+    if (sleepIdle) await autoscaleDeployments(tx, live, snapshot, (row) => roomFor(row, { snapshot: snapshot!, live, inputs, placement }));
+    const all = reconcileFleet(snapshot!, live, inputs, placement);
     const deploymentById = new Map(live.map((d) => [d.id, d]));
     const setById = new Map(live.flatMap((d) => replicaSets(d, inputs).map((s) => [s.desired.id, s] as const)));
     const machineById = new Map(snapshot!.machines.map((m) => [m.id, m]));
@@ -194,6 +197,21 @@ async function reconcilePass(
   timer();
   for (const machineId of touched) await ctx.bus.publish(`machine:${machineId}`, { type: 'desired' });
   return { actions, snapshot };
+}
+
+/**
+ * How many more replicas of `row`'s stable set this pass could place, the workspace's quota included: a dry run of
+ * the reconciler with the set at its autoscaling maximum, less what that run could not place.
+ */
+function roomFor(
+  row: DeploymentRow,
+  pass: { snapshot: FleetSnapshot; live: readonly DeploymentRow[]; inputs: PlacementInputs; placement: Parameters<typeof reconcileFleet>[3] },
+): number {
+  const most = row.autoscale?.maxReplicas ?? row.replicas;
+  const rows = pass.live.map((d) => (d.id === row.id ? { ...d, replicas: most } : d));
+  const stable = replicaSetId(row.id, 'stable');
+  const pending = reconcileFleet(pass.snapshot, rows, pass.inputs, pass.placement).find((a) => a.type === 'pending' && a.deploymentId === stable);
+  return Math.max(0, most - (pending?.type === 'pending' ? pending.missing : 0) - row.replicas);
 }
 
 /** A tick's share of the workloads past their retention: a backlog (a lowered retention) drains over several ticks. */

@@ -16,6 +16,7 @@ import {
   type DeploymentView,
 } from '../../shared/contracts/deployment.js';
 import { ApiError } from '../kernel/errors.js';
+import { AutoscalerMemory, type AutoscaleSpec } from '../../shared/contracts/autoscale.js';
 import { loadFleetSnapshot } from './fleet-load.js';
 import type { FleetSnapshot } from '../core/fleet/snapshot.js';
 import { reconcileFleet } from '../core/fleet/reconcile-fleet.js';
@@ -58,6 +59,7 @@ export interface DeploymentInput {
   replicasPerMachine?: number;
   dataClass?: string | null;
   scaleToZero?: ScaleToZero | null;
+  autoscale?: AutoscaleSpec | null;
 }
 
 type DeploymentRow = typeof deployments.$inferSelect;
@@ -83,6 +85,7 @@ function specOf(row: DeploymentRow): Omit<DeploymentInput, 'workspaceId' | 'name
     replicasPerMachine: row.replicasPerMachine,
     dataClass: row.dataClass,
     scaleToZero: row.scaleToZero ?? null,
+    autoscale: row.autoscale ?? null,
   };
 }
 
@@ -195,12 +198,13 @@ export async function applyDeployment({
       runtime: input.runtime,
       policy: await loadWorkspacePolicy(tx.db, input.workspaceId),
     });
+    const autoscale = input.autoscale ?? null;
     const spec = {
       model: input.model,
       runtime: input.runtime,
       artifact: input.artifact,
       restartPolicy: input.restartPolicy,
-      replicas: input.replicas,
+      replicas: autoscale ? autoscaledReplicas(autoscale, existing, input.replicas) : input.replicas,
       selector: input.selector,
       gpus: input.gpus,
       memoryMiB: input.memoryMiB,
@@ -214,6 +218,7 @@ export async function applyDeployment({
       replicasPerMachine: input.replicasPerMachine ?? 1,
       dataClass: input.dataClass ?? null,
       scaleToZero: input.scaleToZero ?? null,
+      autoscale,
     };
     if (!existing) {
       const id = newId('deployment');
@@ -225,15 +230,28 @@ export async function applyDeployment({
     const before = canonicalize(Object.fromEntries(Object.keys(spec).map((key) => [key, existing[key as keyof typeof spec]])));
     if (before === canonicalize(spec)) return { id: existing.id, generation: existing.generation, changed: false };
     const generation = existing.generation + 1;
+    // A new policy's periods are measured afresh (functions/core/autoscale/decide.ts).
+    const policyChanged = canonicalize(existing.autoscale ?? null) !== canonicalize(autoscale);
     await tx.db
       .update(deployments)
-      .set({ ...spec, generation, updatedAt: sql`now()` })
+      .set({ ...spec, generation, updatedAt: sql`now()`, ...(policyChanged ? { autoscaleState: null } : {}) })
       .where(eq(deployments.id, existing.id));
     await audit(tx, { workspaceId: input.workspaceId, action: 'deployment.update', target: existing.id, details: { generation } });
     return { id: existing.id, generation, changed: true };
   });
   await reconcileAfterWrite(ctx);
   return written;
+}
+
+/**
+ * The count an autoscaled deployment is written with: the autoscaler's current one while it stays in the policy's
+ * bounds (applying the same spec again does not undo its work), else the spec's, clamped into them. Never 0: zero is
+ * the sleep path's (`minReplicas: 0`), and a deployment starts awake.
+ */
+function autoscaledReplicas(policy: AutoscaleSpec, existing: DeploymentRow | undefined, asked: number): number {
+  const low = Math.max(1, policy.minReplicas);
+  const clamp = (n: number) => Math.min(policy.maxReplicas, Math.max(low, n));
+  return existing?.autoscale && clamp(existing.replicas) === existing.replicas ? existing.replicas : clamp(asked);
 }
 
 /** Retires a deployment: its replicas drain and stop, and its model leaves `/v1/models`. */
@@ -382,6 +400,7 @@ function statusOf(deployment: DeploymentRow, snapshot: FleetSnapshot, inputs: Pl
     canary:
       canarySet && deployment.canary ? { version: deployment.canary.version, desired: canary.wanted, ready: canary.ready, starting: canary.starting } : null,
     asleep: deployment.asleepSince !== null,
+    autoscaler: deployment.autoscale ? (AutoscalerMemory.safeParse(deployment.autoscaleState).data?.last ?? null) : null,
     rollout: {
       state: stable.complete && canary.complete && outdated === 0 && retiring === 0 ? 'complete' : 'progressing',
       updated: updated.length,
@@ -412,6 +431,10 @@ export async function scaleDeployment({
       .where(and(eq(deployments.workspaceId, input.workspaceId), eq(deployments.name, input.name), isNull(deployments.deletedAt)))
       .for('update');
     if (!row) throw new ApiError('not_found', `deployment ${input.name} not found`);
+    if (row.autoscale) {
+      const { minReplicas, maxReplicas } = row.autoscale;
+      throw new ApiError('conflict', `deployment ${input.name} is autoscaled (${minReplicas} to ${maxReplicas} replicas): change its autoscale policy instead`);
+    }
     if (input.generation !== undefined && row.generation !== input.generation) {
       throw new ApiError('conflict', `deployment ${input.name} changed since generation ${input.generation} (now ${row.generation}); look at it again`);
     }

@@ -3277,6 +3277,28 @@ export interface paths {
                                 scaleToZero: {
                                     idleSeconds: number;
                                 } | null;
+                                /** @default null */
+                                autoscale: {
+                                    minReplicas: number;
+                                    maxReplicas: number;
+                                    target: {
+                                        /** @enum {string} */
+                                        metric: "queueDepthPerReplica";
+                                        value: number;
+                                    } | {
+                                        /** @enum {string} */
+                                        metric: "inFlightPerReplica";
+                                        value: number;
+                                    } | {
+                                        /** @enum {string} */
+                                        metric: "ttftP95Ms";
+                                        value: number;
+                                    };
+                                    /** @default 30000 */
+                                    scaleUpAfterMs: number;
+                                    /** @default 300000 */
+                                    scaleDownAfterMs: number;
+                                } | null;
                                 /** @default 16 */
                                 maxConcurrency: number;
                                 /** @default 256 */
@@ -3509,6 +3531,28 @@ export interface paths {
                             scaleToZero: {
                                 idleSeconds: number;
                             } | null;
+                            /** @default null */
+                            autoscale: {
+                                minReplicas: number;
+                                maxReplicas: number;
+                                target: {
+                                    /** @enum {string} */
+                                    metric: "queueDepthPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "inFlightPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "ttftP95Ms";
+                                    value: number;
+                                };
+                                /** @default 30000 */
+                                scaleUpAfterMs: number;
+                                /** @default 300000 */
+                                scaleDownAfterMs: number;
+                            } | null;
                             /** @default 16 */
                             maxConcurrency: number;
                             /** @default 256 */
@@ -3565,6 +3609,22 @@ export interface paths {
                                     starting: number;
                                 } | null;
                                 asleep: boolean;
+                                /** @default null */
+                                autoscaler: {
+                                    at: string;
+                                    /** @enum {string} */
+                                    action: "up" | "down" | "hold";
+                                    from: number;
+                                    to: number;
+                                    reason: string;
+                                    observed: {
+                                        /** @enum {string} */
+                                        metric: "queueDepthPerReplica" | "inFlightPerReplica" | "ttftP95Ms";
+                                        value: number | null;
+                                        target: number;
+                                        replicas: number;
+                                    };
+                                } | null;
                                 rollout: {
                                     /** @enum {string} */
                                     state: "complete" | "progressing";
@@ -3594,7 +3654,7 @@ export interface paths {
                             };
                             events: {
                                 /** @enum {string} */
-                                type: "placed" | "started" | "ready" | "failed" | "replica_failed" | "drained" | "retired" | "asleep" | "woken";
+                                type: "placed" | "started" | "ready" | "failed" | "replica_failed" | "drained" | "retired" | "asleep" | "woken" | "scaled";
                                 machineId: string | null;
                                 assignmentId: string | null;
                                 message: string | null;
@@ -3780,6 +3840,28 @@ export interface paths {
                         scaleToZero?: {
                             idleSeconds: number;
                         } | null;
+                        /** @default null */
+                        autoscale?: {
+                            minReplicas: number;
+                            maxReplicas: number;
+                            target: {
+                                /** @enum {string} */
+                                metric: "queueDepthPerReplica";
+                                value: number;
+                            } | {
+                                /** @enum {string} */
+                                metric: "inFlightPerReplica";
+                                value: number;
+                            } | {
+                                /** @enum {string} */
+                                metric: "ttftP95Ms";
+                                value: number;
+                            };
+                            /** @default 30000 */
+                            scaleUpAfterMs?: number;
+                            /** @default 300000 */
+                            scaleDownAfterMs?: number;
+                        } | null;
                         /** @default 16 */
                         maxConcurrency?: number;
                         /** @default 256 */
@@ -3919,6 +4001,28 @@ export interface paths {
                             /** @default null */
                             scaleToZero: {
                                 idleSeconds: number;
+                            } | null;
+                            /** @default null */
+                            autoscale: {
+                                minReplicas: number;
+                                maxReplicas: number;
+                                target: {
+                                    /** @enum {string} */
+                                    metric: "queueDepthPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "inFlightPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "ttftP95Ms";
+                                    value: number;
+                                };
+                                /** @default 30000 */
+                                scaleUpAfterMs: number;
+                                /** @default 300000 */
+                                scaleDownAfterMs: number;
                             } | null;
                             /** @default 16 */
                             maxConcurrency: number;
@@ -12001,6 +12105,28 @@ export interface paths {
                                     scaleToZero: {
                                         idleSeconds: number;
                                     } | null;
+                                    /** @default null */
+                                    autoscale: {
+                                        minReplicas: number;
+                                        maxReplicas: number;
+                                        target: {
+                                            /** @enum {string} */
+                                            metric: "queueDepthPerReplica";
+                                            value: number;
+                                        } | {
+                                            /** @enum {string} */
+                                            metric: "inFlightPerReplica";
+                                            value: number;
+                                        } | {
+                                            /** @enum {string} */
+                                            metric: "ttftP95Ms";
+                                            value: number;
+                                        };
+                                        /** @default 30000 */
+                                        scaleUpAfterMs: number;
+                                        /** @default 300000 */
+                                        scaleDownAfterMs: number;
+                                    } | null;
                                     /** @default 16 */
                                     maxConcurrency: number;
                                     /** @default 256 */
@@ -12249,6 +12375,28 @@ export interface paths {
                             scaleToZero?: {
                                 idleSeconds: number;
                             } | null;
+                            /** @default null */
+                            autoscale?: {
+                                minReplicas: number;
+                                maxReplicas: number;
+                                target: {
+                                    /** @enum {string} */
+                                    metric: "queueDepthPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "inFlightPerReplica";
+                                    value: number;
+                                } | {
+                                    /** @enum {string} */
+                                    metric: "ttftP95Ms";
+                                    value: number;
+                                };
+                                /** @default 30000 */
+                                scaleUpAfterMs?: number;
+                                /** @default 300000 */
+                                scaleDownAfterMs?: number;
+                            } | null;
                             /** @default 16 */
                             maxConcurrency?: number;
                             /** @default 256 */
@@ -12402,6 +12550,28 @@ export interface paths {
                                     /** @default null */
                                     scaleToZero: {
                                         idleSeconds: number;
+                                    } | null;
+                                    /** @default null */
+                                    autoscale: {
+                                        minReplicas: number;
+                                        maxReplicas: number;
+                                        target: {
+                                            /** @enum {string} */
+                                            metric: "queueDepthPerReplica";
+                                            value: number;
+                                        } | {
+                                            /** @enum {string} */
+                                            metric: "inFlightPerReplica";
+                                            value: number;
+                                        } | {
+                                            /** @enum {string} */
+                                            metric: "ttftP95Ms";
+                                            value: number;
+                                        };
+                                        /** @default 30000 */
+                                        scaleUpAfterMs: number;
+                                        /** @default 300000 */
+                                        scaleDownAfterMs: number;
                                     } | null;
                                     /** @default 16 */
                                     maxConcurrency: number;
@@ -12785,6 +12955,28 @@ export interface paths {
                                         /** @default null */
                                         scaleToZero: {
                                             idleSeconds: number;
+                                        } | null;
+                                        /** @default null */
+                                        autoscale: {
+                                            minReplicas: number;
+                                            maxReplicas: number;
+                                            target: {
+                                                /** @enum {string} */
+                                                metric: "queueDepthPerReplica";
+                                                value: number;
+                                            } | {
+                                                /** @enum {string} */
+                                                metric: "inFlightPerReplica";
+                                                value: number;
+                                            } | {
+                                                /** @enum {string} */
+                                                metric: "ttftP95Ms";
+                                                value: number;
+                                            };
+                                            /** @default 30000 */
+                                            scaleUpAfterMs: number;
+                                            /** @default 300000 */
+                                            scaleDownAfterMs: number;
                                         } | null;
                                         /** @default 16 */
                                         maxConcurrency: number;

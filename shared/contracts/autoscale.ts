@@ -59,3 +59,37 @@ export const AutoscaleSpec = z
   })
   .refine((spec) => spec.maxReplicas >= spec.minReplicas, { message: 'maxReplicas must be at least minReplicas', path: ['maxReplicas'] });
 export type AutoscaleSpec = z.infer<typeof AutoscaleSpec>;
+
+/** One decision of the autoscaler: the count it moved from and to (equal on a hold), why, and the measure behind it. */
+export const AutoscalerDecision = z.object({
+  /** When the controller decided (ISO 8601, the control plane's clock). */
+  at: z.string(),
+  action: z.enum(['up', 'down', 'hold']),
+  from: z.number().int(),
+  to: z.number().int(),
+  /** Short and human: the deployment event's message when it moved. */
+  reason: z.string(),
+  /** The newest sample's measure: `value` null without one, `replicas` the serving replicas it was taken over. */
+  observed: z.object({ metric: AutoscaleMetric, value: z.number().nullable(), target: z.number(), replicas: z.number().int() }),
+});
+export type AutoscalerDecision = z.infer<typeof AutoscalerDecision>;
+
+/** A run of samples: the first of it and the newest (epoch ms). */
+const Period = z.object({ since: z.number(), lastAt: z.number() });
+
+/** What the autoscaler carries from one controller pass to the next (functions/core/autoscale/decide.ts). */
+export const AutoscaleState = z.object({
+  /** The count the periods were measured against: a different `current` ends them. */
+  replicas: z.number().int(),
+  /** The newest sample folded in: older ones in a later window are not folded again. */
+  seenUntil: z.number().nullable(),
+  /** Recommendations on one side of `replicas`, and the step they would take: lowest going up, highest going down. */
+  trend: Period.extend({ direction: z.enum(['up', 'down']), bound: z.number().int() }).nullable(),
+  /** No request and no work since `since`. */
+  idle: Period.nullable(),
+});
+export type AutoscaleState = z.infer<typeof AutoscaleState>;
+
+/** What a deployment's row keeps of its autoscaler: the state for the next pass and the latest decision. */
+export const AutoscalerMemory = z.object({ state: AutoscaleState, last: AutoscalerDecision });
+export type AutoscalerMemory = z.infer<typeof AutoscalerMemory>;

@@ -5,6 +5,7 @@ import { EnvValue, EnvName, ParamName, TemplateName } from './runtime-template.j
 import { StartupProgress } from './heartbeat.js';
 import { AliasName, ModelName, VersionLabel } from './registry.js';
 import { DataClass } from './placement.js';
+import { AutoscaleSpec, AutoscalerDecision } from './autoscale.js';
 
 export const DeploymentName = z
   .string()
@@ -109,6 +110,11 @@ const DeploymentFields = z.object({
   /** The data it handles: the workspace's policy says which machines and runtimes may see it. */
   dataClass: DataClass.nullable().default(null),
   scaleToZero: ScaleToZero.nullable().default(null),
+  /**
+   * The replica count follows the load between `minReplicas` and `maxReplicas` (docs/autoscaling.md); `replicas`
+   * is then only the count it starts with, and `minReplicas: 0` scales to zero as `scaleToZero` does.
+   */
+  autoscale: AutoscaleSpec.nullable().default(null),
   /** Concurrent invocations per replica; more wait in its queue under their deadline. */
   maxConcurrency: z.number().int().min(1).max(4096).default(16),
   /** Admission bound on queued + running invocations of the deployment. */
@@ -121,10 +127,19 @@ const DeploymentFields = z.object({
 export const DeploymentSpec = DeploymentFields.refine((spec) => spec.source === null || spec.artifact === null, {
   message: 'a deployment takes its files from its registry source or from artifact, not both',
   path: ['artifact'],
-}).refine((spec) => spec.canary === null || spec.source !== null, {
-  message: 'a canary is another version of the source: name a source first',
-  path: ['canary'],
-});
+})
+  .refine((spec) => spec.canary === null || spec.source !== null, {
+    message: 'a canary is another version of the source: name a source first',
+    path: ['canary'],
+  })
+  .refine((spec) => spec.autoscale === null || spec.scaleToZero === null, {
+    message: 'an autoscaled deployment scales to zero with autoscale.minReplicas 0, not scaleToZero',
+    path: ['scaleToZero'],
+  })
+  .refine((spec) => spec.autoscale?.target.metric !== 'inFlightPerReplica' || spec.autoscale.target.value <= spec.maxConcurrency, {
+    message: 'an inFlightPerReplica target above maxConcurrency is never reached: a replica runs at most maxConcurrency at once',
+    path: ['autoscale', 'target', 'value'],
+  });
 export type DeploymentSpec = z.infer<typeof DeploymentSpec>;
 
 export const DeploymentView = DeploymentFields.extend({
@@ -136,7 +151,7 @@ export const DeploymentView = DeploymentFields.extend({
 });
 export type DeploymentView = z.infer<typeof DeploymentView>;
 
-export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'replica_failed', 'drained', 'retired', 'asleep', 'woken']);
+export const DeploymentEventType = z.enum(['placed', 'started', 'ready', 'failed', 'replica_failed', 'drained', 'retired', 'asleep', 'woken', 'scaled']);
 export type DeploymentEventType = z.infer<typeof DeploymentEventType>;
 
 /** One thing that happened to a deployment's replicas (bounded list, oldest first). */
@@ -200,6 +215,8 @@ export const DeploymentStatus = z.object({
     .nullable(),
   /** Scaled to zero: no replica is wanted until a request wakes it. */
   asleep: z.boolean(),
+  /** The autoscaler's latest decision (one a controller pass), while the deployment is autoscaled and it decided once. */
+  autoscaler: AutoscalerDecision.nullable().default(null),
   rollout: z.object({
     /** `complete` once every desired replica runs the current template and serves, and nothing outdated is left. */
     state: z.enum(['complete', 'progressing']),

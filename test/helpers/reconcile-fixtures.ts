@@ -69,6 +69,8 @@ export const deploymentRow = (extra: Partial<DeploymentRow> = {}): DeploymentRow
   memoryMiB: 64,
   dataClass: null,
   scaleToZero: null,
+  autoscale: null,
+  autoscaleState: null,
   asleepSince: null,
   wokenAt: null,
   maxConcurrency: 16,

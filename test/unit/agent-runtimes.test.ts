@@ -549,13 +549,15 @@ describe('invocation runner: per-runtime counts', () => {
   it('counts queued until the head arrives, active while the answer streams, and notifies each crossing of 0', async () => {
     const runtime = scriptedRuntime();
     const crossings: string[] = [];
+    // Changes that cross no 0: the second invocation queued behind the first.
+    const moves: string[] = [];
     const runner = createInvocationRunner({
       baseUrl: sink.url,
       dispatcher: new Agent(),
       signedHeaders: async (_method, _path, _body, extra = {}) => ({ ...extra }),
       uplink: idleUplink(),
       runtime: () => ({ ok: true, handle: {} as RuntimeHandle, adapter: runtime.adapter }),
-      onLoadChange: (assignmentId) => void crossings.push(assignmentId),
+      onLoadChange: (assignmentId, edge) => void (edge ? crossings : moves).push(assignmentId),
       log,
     });
     expect(runner.load('asg_a')).toEqual({ queued: 0, active: 0, lastServedAt: null, latestDeadline: null });
@@ -590,6 +592,7 @@ describe('invocation runner: per-runtime counts', () => {
     expect(idle).toMatchObject({ queued: 0, active: 0, latestDeadline: null });
     expect(Date.now() - idle.lastServedAt!).toBeLessThan(5_000);
     expect(crossings).toEqual(['asg_a', 'asg_a', 'asg_a', 'asg_a']);
+    expect(moves).toEqual(['asg_a']);
     expect(sink.frames(first.invocationId).map((f) => f.t)).toEqual(['accept', 'head', 'data', 'end']);
     expect(runner.load('asg_b')).toEqual({ queued: 0, active: 0, lastServedAt: null, latestDeadline: null });
   });

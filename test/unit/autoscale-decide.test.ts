@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type AutoscaleDecision, type AutoscaleInput, type AutoscaleState, decide, MAX_SAMPLE_GAP_MS } from '../../functions/core/autoscale/decide.js';
+import { type AutoscaleDecision, type AutoscaleInput, decide, MAX_SAMPLE_GAP_MS } from '../../functions/core/autoscale/decide.js';
 import { type LoadSample, type ReplicaSample, readSample } from '../../functions/core/autoscale/reading.js';
 import { recommend } from '../../functions/core/autoscale/recommend.js';
-import { AutoscaleSpec } from '../../shared/contracts/autoscale.js';
+import { AutoscaleSpec, type AutoscaleState } from '../../shared/contracts/autoscale.js';
 
 const T0 = Date.UTC(2026, 11, 2, 12);
 /** One sample a reconcile pass. */
@@ -124,6 +124,17 @@ describe('readSample', () => {
       busy: true,
     });
     expect(readSample({ ...mixed, ttftP95Ms: Number.NaN }, 'ttftP95Ms')).toMatchObject({ value: null });
+  });
+
+  it('counts requests the plane holds for the deployment as queue depth, never as in flight, and as work', () => {
+    const held = { ...mixed, waiting: 10 };
+    expect(readSample(held, 'queueDepthPerReplica')).toMatchObject({ serving: 2, value: 8, load: 16 });
+    expect(readSample(held, 'inFlightPerReplica')).toMatchObject({ serving: 2, value: 2, load: 4 });
+    const idle = { ...mixed, replicas: [replica(0, 0), replica(0, 0)] };
+    expect(readSample(idle, 'queueDepthPerReplica').busy).toBe(false);
+    expect(readSample({ ...idle, waiting: 1 }, 'queueDepthPerReplica')).toMatchObject({ busy: true, value: 0.5 });
+    // A count that is no count is none.
+    for (const waiting of [Number.NaN, -3]) expect(readSample({ ...idle, waiting }, 'queueDepthPerReplica')).toMatchObject({ busy: false, value: 0 });
   });
 
   it('takes any request count but a plain 0 as a request', () => {

@@ -48,6 +48,17 @@ function scaleForm(d: DeploymentDetail, session: ConsoleSession): Html {
   </form>`;
 }
 
+/** An autoscaled deployment's policy and the autoscaler's latest decision, in place of the scale form. */
+function autoscaleText(d: DeploymentDetail): Html {
+  const { minReplicas, maxReplicas, target } = d.autoscale!;
+  const last = d.status.autoscaler;
+  return html`<p data-autoscale>Autoscaled between ${minReplicas} and ${maxReplicas} replicas on <span class="mono">${target.metric}</span> ${target.value}${
+    last
+      ? html`<br><span class="small muted">${last.action === 'hold' ? `holds ${last.to}` : `${last.action === 'up' ? 'scaled up' : 'scaled down'} from ${last.from} to ${last.to}`}: ${last.reason}</span>`
+      : nothing
+  }</p>`;
+}
+
 /** What a deployment serves, when it names a registry version: ` · serving alias chat-default`. */
 const sourceText = (d: DeploymentDetail) =>
   d.source ? ` · serving ${d.source.kind === 'alias' ? `alias ${d.source.alias}` : `${d.source.model} ${d.source.version}`}` : '';
@@ -101,7 +112,7 @@ function deploymentCard(d: DeploymentDetail, data: DeploymentsData, session: Con
     </tr>`,
     )}</tbody></table></div>`
   }
-  ${allows(session, 'operator') ? scaleForm(d, session) : nothing}
+  ${d.autoscale ? autoscaleText(d) : allows(session, 'operator') ? scaleForm(d, session) : nothing}
   <details><summary>Events (${events.length === 0 ? 'none yet' : `newest ${events.length}`})</summary>
     <ol class="events">${events.map(
       (e) =>

@@ -1,4 +1,4 @@
-import type { AutoscaleMetric, AutoscaleSpec } from '../../../shared/contracts/autoscale.js';
+import type { AutoscaleSpec, AutoscaleState, AutoscalerDecision } from '../../../shared/contracts/autoscale.js';
 import { type LoadSample, type Reading, readSample } from './reading.js';
 import { describeMeasure, recommend } from './recommend.js';
 
@@ -56,25 +56,6 @@ import { describeMeasure, recommend } from './recommend.js';
 /** A gap this long between samples with data is missing data: three heartbeats (20 s at most), a machine's lifetime. */
 export const MAX_SAMPLE_GAP_MS = 60_000;
 
-interface Period {
-  /** The first sample of it (epoch ms). */
-  since: number;
-  /** The newest sample of it. */
-  lastAt: number;
-}
-
-/** What the autoscaler carries from one call to the next. */
-export interface AutoscaleState {
-  /** The count the periods were measured against: a different `current` ends them. */
-  replicas: number;
-  /** The newest sample folded in: older ones in a later window are not folded again. */
-  seenUntil: number | null;
-  /** Recommendations on one side of `replicas`, and the step they would take: lowest going up, highest going down. */
-  trend: (Period & { direction: 'up' | 'down'; bound: number }) | null;
-  /** No request and no work since `since`. */
-  idle: Period | null;
-}
-
 export interface AutoscaleInput {
   policy: AutoscaleSpec;
   current: number;
@@ -84,21 +65,16 @@ export interface AutoscaleInput {
   room: number;
 }
 
-export interface AutoscaleDecision {
-  action: 'up' | 'down' | 'hold';
-  from: number;
-  to: number;
-  /** Short and human: a deployment event's message. */
-  reason: string;
-  /** The newest sample's measure: `value` null without one, `replicas` the counted replicas it was taken over. */
-  observed: { metric: AutoscaleMetric; value: number | null; target: number; replicas: number };
-}
+/** A decision as the deployment's status shows it, less the moment: the caller stamps it. */
+export type AutoscaleDecision = Omit<AutoscalerDecision, 'at'>;
 
 export interface AutoscaleOutcome {
   desired: number;
   state: AutoscaleState;
   decision: AutoscaleDecision;
 }
+
+type Period = NonNullable<AutoscaleState['idle']>;
 
 const extend = (period: Period | null, at: number): Period =>
   period !== null && at - period.lastAt <= MAX_SAMPLE_GAP_MS ? { since: period.since, lastAt: at } : { since: at, lastAt: at };

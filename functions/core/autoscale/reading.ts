@@ -18,6 +18,11 @@ export interface LoadSample {
   ttftP95Ms: number | null;
   /** Requests started since the previous sample. */
   requests: number;
+  /**
+   * Requests the control plane accepted that no replica runs or queues yet (held for a slot or for a replica to
+   * start): they wait for the deployment, not for one replica. Absent: 0.
+   */
+  waiting?: number;
 }
 
 /** What one sample says about the load, against one metric. */
@@ -42,7 +47,8 @@ const sound = (n: number) => Number.isFinite(n) && n >= 0;
 export function readSample(sample: LoadSample, metric: AutoscaleMetric): Reading {
   const counted = sample.replicas.filter((r) => !r.machineStale && r.ready && sound(r.queueDepth) && sound(r.inFlight));
   const serving = counted.length;
-  const base = { at: sample.at, serving, busy: counted.some((r) => r.queueDepth + r.inFlight > 0), requested: sample.requests !== 0 };
+  const waiting = sound(sample.waiting ?? 0) ? (sample.waiting ?? 0) : 0;
+  const base = { at: sample.at, serving, busy: waiting > 0 || counted.some((r) => r.queueDepth + r.inFlight > 0), requested: sample.requests !== 0 };
   const missing = (why: string): Reading => ({ ...base, value: null, load: null, missing: why });
   if (sample.replicas.length > 0 && sample.replicas.every((r) => r.machineStale)) return missing('every machine of it is stale');
   if (serving === 0) return missing('no ready replica reports');
@@ -51,6 +57,10 @@ export function readSample(sample: LoadSample, metric: AutoscaleMetric): Reading
     if (ttft === null || !sound(ttft)) return missing('no TTFT measured (no request finished)');
     return { ...base, value: ttft, load: serving * ttft, missing: null };
   }
-  const load = counted.reduce((sum, r) => sum + (metric === 'queueDepthPerReplica' ? r.queueDepth : r.inFlight), 0);
+  // Held requests queue for the deployment as a whole: they are queue depth, never in flight.
+  const load = counted.reduce(
+    (sum, r) => sum + (metric === 'queueDepthPerReplica' ? r.queueDepth : r.inFlight),
+    metric === 'queueDepthPerReplica' ? waiting : 0,
+  );
   return { ...base, value: load / serving, load, missing: null };
 }

@@ -3,6 +3,7 @@ import { integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-o
 import type { ArtifactPin, RestartPolicy, StartupSpec } from '../../../shared/contracts/desired.js';
 import type { CanarySpec, DeploymentRuntime, ModelSource, RolloutSpec, ScaleToZero } from '../../../shared/contracts/deployment.js';
 import { workspaces } from './workspaces.js';
+import type { AutoscaleSpec, AutoscalerMemory } from '../../../shared/contracts/autoscale.js';
 
 export const deployments = pgTable(
   'deployments',
@@ -32,6 +33,10 @@ export const deployments = pgTable(
     scaleToZero: jsonb('scale_to_zero').$type<ScaleToZero | null>(),
     /** Set while scaled to zero (its replicas stopped after `scaleToZero.idleSeconds` idle); a request clears it. */
     asleepSince: timestamp('asleep_since', { withTimezone: true }),
+    /** Its autoscaling policy; null: `replicas` is its count. */
+    autoscale: jsonb('autoscale').$type<AutoscaleSpec | null>(),
+    /** What the autoscaler carries from one controller pass to the next, and its latest decision. */
+    autoscaleState: jsonb('autoscale_state').$type<AutoscalerMemory | null>(),
     /** When a request last woke it: idleness counts from the later of this and its last request. */
     wokenAt: timestamp('woken_at', { withTimezone: true }),
     /** Concurrent invocations one replica runs; more wait in its queue under their deadline. */

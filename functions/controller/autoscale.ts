@@ -1,0 +1,83 @@
+import { and, eq, sql } from 'drizzle-orm';
+import { deployments, workloads } from '../store/schema/index.js';
+import { AutoscalerMemory, type AutoscalerDecision } from '../../shared/contracts/autoscale.js';
+import { decide } from '../core/autoscale/decide.js';
+import { deploymentSample, type RequestCounts } from '../core/autoscale/sample.js';
+import type { FleetSnapshot } from '../core/fleet/snapshot.js';
+import { audit, type ServiceCtx } from '../services/service-context.js';
+import { recordDeploymentEvents, type NewDeploymentEvent } from '../services/deployment-events.js';
+
+type DeploymentRow = typeof deployments.$inferSelect;
+
+/** How far back the first sample of a deployment (or one after a long pause) looks for its requests. */
+const FIRST_WINDOW_MS = 30_000;
+
+/**
+ * The autoscaler's share of a controller tick (docs/autoscaling.md), in the reconcile pass's transaction and
+ * before it places anything: for each awake autoscaled deployment of `rows`, one load sample (the fleet snapshot
+ * and its workload records since its previous sample), one `decide`, and the outcome written: the new count (no new
+ * generation: the spec did not change), a `scaled` event and an audit entry for each move, the state for the next
+ * pass and the decision in `autoscale_state`. A move to zero puts it to sleep as scale to zero does (its count kept
+ * at `max(1, minReplicas)` for the wake). `roomFor` says how many more replicas of a deployment the fleet and its
+ * workspace's quota can place now; it is asked only when a step up is due. The rows are updated in place, so that
+ * the pass places what was decided.
+ */
+export async function autoscaleDeployments(
+  tx: ServiceCtx,
+  rows: DeploymentRow[],
+  snapshot: FleetSnapshot,
+  roomFor: (row: DeploymentRow) => number,
+): Promise<void> {
+  const now = snapshot.now.getTime();
+  for (const row of rows) {
+    const policy = row.autoscale;
+    if (!policy || row.deletedAt !== null || row.asleepSince !== null) continue;
+    const memory = AutoscalerMemory.safeParse(row.autoscaleState).data ?? null;
+    const since = Math.max(memory?.state.seenUntil ?? 0, now - FIRST_WINDOW_MS);
+    const sample = deploymentSample(snapshot, row.id, await requestCounts(tx, row.id, new Date(since)));
+    const input = { policy, current: row.replicas, samples: [sample], state: memory?.state ?? null, now };
+    let outcome = decide({ ...input, room: Number.POSITIVE_INFINITY });
+    // Pure: deciding again with the room known gives the same answer, bounded by it.
+    if (outcome.decision.action === 'up') outcome = decide({ ...input, room: roomFor(row) });
+    const last: AutoscalerDecision = { at: snapshot.now.toISOString(), ...outcome.decision };
+    const { from, to, reason } = last;
+    const asleep = to === 0;
+    const replicas = asleep ? Math.max(1, policy.minReplicas) : to;
+    await tx.db
+      .update(deployments)
+      .set({ replicas, autoscaleState: { state: outcome.state, last }, ...(asleep ? { asleepSince: snapshot.now } : {}) })
+      .where(eq(deployments.id, row.id));
+    row.replicas = replicas;
+    row.autoscaleState = { state: outcome.state, last };
+    if (last.action === 'hold') continue;
+    if (asleep) row.asleepSince = snapshot.now;
+    const event: NewDeploymentEvent = {
+      workspaceId: row.workspaceId,
+      deploymentId: row.id,
+      type: asleep ? 'asleep' : 'scaled',
+      message: asleep ? `scaled to zero: ${reason}` : `scaled from ${from} to ${to}: ${reason}`,
+    };
+    await recordDeploymentEvents(tx.db, [event]);
+    await audit(tx, {
+      workspaceId: row.workspaceId,
+      action: asleep ? 'deployment.sleep' : 'deployment.autoscale',
+      target: row.id,
+      details: { name: row.name, from, to, reason, observed: last.observed },
+    });
+  }
+}
+
+/** A deployment's requests since `since` from its workload records, with those still open on any instance. */
+async function requestCounts(tx: ServiceCtx, deploymentId: string, from: Date): Promise<RequestCounts> {
+  const since = sql`${from.toISOString()}::timestamptz`;
+  const open = sql`${workloads.state} in ('accepted', 'running')`;
+  const [row] = await tx.db
+    .select({
+      requests: sql<number>`count(*) filter (where ${workloads.createdAt} > ${since})::int`,
+      open: sql<number>`count(*) filter (where ${open})::int`,
+      ttftP95Ms: sql<number | null>`percentile_cont(0.95) within group (order by ${workloads.firstByteMs}) filter (where ${workloads.finishedAt} > ${since})`,
+    })
+    .from(workloads)
+    .where(and(eq(workloads.deploymentId, deploymentId), sql`(${workloads.createdAt} > ${since} or ${workloads.finishedAt} > ${since} or ${open})`));
+  return { requests: Number(row?.requests ?? 0), open: Number(row?.open ?? 0), ttftP95Ms: row?.ttftP95Ms == null ? null : Number(row.ttftP95Ms) };
+}

@@ -1,0 +1,2 @@
+ALTER TABLE "deployments" ADD COLUMN "autoscale" jsonb;--> statement-breakpoint
+ALTER TABLE "deployments" ADD COLUMN "autoscale_state" jsonb;
