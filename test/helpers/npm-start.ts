@@ -7,6 +7,8 @@ import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { waitFor } from './plane.js';
 
 export interface NpmStart {
+  /** The launcher's process (npm), whose descendants are the plane, the agents and their runtimes. */
+  pid: number;
   url: string;
   token: string;
   /** What it printed so far. */
@@ -45,7 +47,7 @@ export async function startNpmStart(env: NodeJS.ProcessEnv = {}): Promise<NpmSta
     const url = `http://127.0.0.1:${port}`;
     const admin = (path: string, init: RequestInit = {}) =>
       fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers } });
-    return { url, token, output: () => output, admin, stop };
+    return { pid: child.pid!, url, token, output: () => output, admin, stop };
   } catch (error) {
     await stop();
     throw new Error(`npm start did not get ready: ${error instanceof Error ? error.message : String(error)}\n${output}`);

@@ -126,10 +126,12 @@ describe('readSample', () => {
     expect(readSample({ ...mixed, ttftP95Ms: Number.NaN }, 'ttftP95Ms')).toMatchObject({ value: null });
   });
 
-  it('counts requests the plane holds for the deployment as queue depth, never as in flight, and as work', () => {
+  it('counts requests the plane holds for the deployment as its queue depth, as in flight in it, and as work', () => {
     const held = { ...mixed, waiting: 10 };
     expect(readSample(held, 'queueDepthPerReplica')).toMatchObject({ serving: 2, value: 8, load: 16 });
-    expect(readSample(held, 'inFlightPerReplica')).toMatchObject({ serving: 2, value: 2, load: 4 });
+    expect(readSample(held, 'inFlightPerReplica')).toMatchObject({ serving: 2, value: 7, load: 14 });
+    // TTFT is measured on the requests that finished: held ones are in it once they do.
+    expect(readSample(held, 'ttftP95Ms')).toMatchObject({ value: 800, load: 1600 });
     const idle = { ...mixed, replicas: [replica(0, 0), replica(0, 0)] };
     expect(readSample(idle, 'queueDepthPerReplica').busy).toBe(false);
     expect(readSample({ ...idle, waiting: 1 }, 'queueDepthPerReplica')).toMatchObject({ busy: true, value: 0.5 });

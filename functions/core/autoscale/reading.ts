@@ -57,10 +57,8 @@ export function readSample(sample: LoadSample, metric: AutoscaleMetric): Reading
     if (ttft === null || !sound(ttft)) return missing('no TTFT measured (no request finished)');
     return { ...base, value: ttft, load: serving * ttft, missing: null };
   }
-  // Held requests queue for the deployment as a whole: they are queue depth, never in flight.
-  const load = counted.reduce(
-    (sum, r) => sum + (metric === 'queueDepthPerReplica' ? r.queueDepth : r.inFlight),
-    metric === 'queueDepthPerReplica' ? waiting : 0,
-  );
+  // Held requests wait for the deployment as a whole: they are its queue, and in flight in it (as Knative counts a
+  // request queued at its activator), so that a deployment whose slots are all taken still reads its whole load.
+  const load = counted.reduce((sum, r) => sum + (metric === 'queueDepthPerReplica' ? r.queueDepth : r.inFlight), waiting);
   return { ...base, value: load / serving, load, missing: null };
 }
