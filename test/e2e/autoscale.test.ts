@@ -57,7 +57,7 @@ describe('autoscaling on the npm start fleet', () => {
         selector: { sim: 'true' },
         memoryMiB: 1024,
         maxConcurrency: 8,
-        autoscale: { minReplicas: 0, maxReplicas: 4, target: { metric: 'inFlightPerReplica', value: 2 }, scaleUpAfterMs: 2_000, scaleDownAfterMs: 6_000 },
+        autoscale: { minReplicas: 0, maxReplicas: 4, target: { metric: 'inFlightPerReplica', value: 2 }, scaleUpAfterMs: 2_000, scaleDownAfterMs: 4_000 },
       }),
     });
     expect(put.status, await put.clone().text()).toBe(200);
@@ -80,7 +80,7 @@ describe('autoscaling on the npm start fleet', () => {
     const phase = (from: number) => seen.filter((s) => s.t >= from);
 
     const low = load(2);
-    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
     // Two in flight on one replica is its target: it holds.
     expect(phase(0).every((s) => s.desired === 1)).toBe(true);
 
@@ -94,7 +94,7 @@ describe('autoscaling on the npm start fleet', () => {
       { timeoutMs: 40_000, intervalMs: 250, what: 'three or four replicas serving the burst' },
     );
     // Near its target while the burst lasts, it never scales in under it.
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     expect(phase(out.t).every((s) => s.desired >= out.desired)).toBe(true);
     await burst.stop();
 

@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { seedDemoDeployment, startSimNode, stopSimNodes, waitForExit, type SimNode } from '../../functions/hosts/dev/fleet.js';
 import { applyDeployment } from '../../functions/services/deployments.js';
+import { StartupSpec } from '../../shared/contracts/desired.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import type { SimStats } from '../../sim/options.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
@@ -484,6 +485,9 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
         selector: { sim: 'true' },
         gpus: 0,
         memoryMiB: 512,
+        // The failover test freezes a runtime for as long as a loaded machine takes to place requests on it: its
+        // agent must not fail it meanwhile.
+        startup: StartupSpec.parse({ failureThreshold: 30 }),
       },
     });
     nodes = await Promise.all(NAMES.map((name) => startSimNode(plane, name, join(plane.dataDir, 'nodes'), { env: { LUNANEXA_AGENT_UPLINK: uplinkMode } })));
@@ -623,14 +627,30 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
     }, 60_000);
 
     it('retries requests without a first byte on the other node and ends started streams with an explicit error', async () => {
-      // Long enough (10 s at 40 tokens/s) that batch A still streams when the node dies, even on a loaded machine
-      // (at 5 s, batch A once ended while batch B was still being counted on the runtimes).
+      // 10 s at 40 tokens/s: the survivor's streams run well past the kill.
       const TOKENS = 400;
       const [victim, survivor] = nodes as [SimNode, SimNode];
       const list = await machines(plane);
       const victimId = list.find((m) => m.name === victim.name)!.id;
       const survivorId = list.find((m) => m.name === survivor.name)!.id;
-      const base = sum(await runtimeStats(nodes), 'requests');
+      const [runtime] = await runtimeRecords(victim);
+      const [survivorRuntime] = await runtimeRecords(survivor);
+      // This instance holds both nodes' streams, so it counts their replicas' slots: a request holds one from the
+      // moment it is placed (its invoke sent down its node's stream) until its answer ends or its attempt fails.
+      expect([victimId, survivorId].every((id) => plane.ports.dataPlane.holder.hasLocalStream(id))).toBe(true);
+      const slots = () => ({
+        victim: plane.ports.dataPlane.admission.load(runtime!.assignmentId).active,
+        survivor: plane.ports.dataPlane.admission.load(survivorRuntime!.assignmentId).active,
+      });
+      expect(slots()).toEqual({ victim: 0, survivor: 0 });
+      // The survivor takes the victim's requests and the late ones at once: on a loaded machine, the first frames
+      // of some may take longer to show than the fast test timings' ack timeout (3 s; it has its own test above),
+      // which would fail them there. This test is about a node that dies, not one that is slow to answer.
+      const ackMs = plane.ports.config.invokeAckTimeoutMs;
+      plane.ports.config.invokeAckTimeoutMs = 15_000;
+      onTestFinished(() => {
+        plane.ports.config.invokeAckTimeoutMs = ackMs;
+      });
       let firstTokensA = 0;
       let endedA = 0;
       const streamRequest = (onFirstData?: () => void) =>
@@ -643,14 +663,45 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
         }),
       );
       await waitFor(async () => firstTokensA === 6, { intervalMs: 5, timeoutMs: 15_000, what: 'batch A streaming' });
-      const [runtime] = await runtimeRecords(victim);
-      // ...then batch B reaches both nodes and waits out their time to first token.
-      const batchB = Array.from({ length: 6 }, () => streamRequest());
-      await waitFor(async () => sum(await runtimeStats(nodes), 'requests') >= base + 12, { intervalMs: 10, timeoutMs: 5_000, what: 'batch B on the runtimes' });
+      const streaming = slots();
+      expect(streaming.victim + streaming.survivor).toBe(6);
+      expect(streaming.victim).toBeGreaterThan(0);
+      expect(streaming.survivor).toBeGreaterThan(0);
+      // ...then the victim's runtime freezes: its batch A streams stall, their first bytes long at their clients,
+      // and whatever reaches it from now on gets no first byte before the node dies, however slow this machine is
+      // (its agent would fail it only after 30 missed readiness probes).
+      process.kill(runtime!.pid, 'SIGSTOP');
+      let killedAt = 0;
+      onTestFinished(() => {
+        if (!killedAt) process.kill(runtime!.pid, 'SIGCONT');
+      });
+      // Batch B is placed on both nodes (each request holds a slot of its replica, its invoke sent down its node's
+      // stream) and waits there for its first token.
+      let endedB = 0;
+      const batchB = Array.from({ length: 6 }, () =>
+        streamRequest().finally(() => {
+          endedB += 1;
+        }),
+      );
+      // Placed or ended: the victim's requests cannot end while its runtime is frozen, and the survivor's may end
+      // before the last of batch B is placed on a loaded machine, freeing their slots.
+      const placedB = () => {
+        const now = slots();
+        return { onVictim: now.victim - streaming.victim, onSurvivor: now.survivor - (streaming.survivor - endedA) + endedB };
+      };
+      const placed = await waitFor(
+        async () => {
+          const now = placedB();
+          return now.onVictim + now.onSurvivor >= 6 ? now : null;
+        },
+        { intervalMs: 5, timeoutMs: 15_000, what: 'batch B placed on both nodes' },
+      );
+      const { onVictim } = placed;
+      expect(onVictim).toBeGreaterThan(0);
+      expect(placed.onSurvivor).toBeGreaterThan(0);
 
-      // Kill the agent and its runtime, without warning, while batch A still streams.
-      expect(endedA).toBe(0);
-      const killedAt = Date.now();
+      // Kill the agent and its runtime, without warning, while batch A streams and batch B waits.
+      killedAt = Date.now();
       victim.process.kill('SIGKILL');
       process.kill(runtime!.pid, 'SIGKILL');
       // Sent after the kill, before the node can be marked stale: must be served all the same.
@@ -663,16 +714,17 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
       const all = [...a, ...b, ...late];
       // Timings relative to the kill, to tune this test on a slow machine: RELAY_TEST_DEBUG=1.
       if (process.env.RELAY_TEST_DEBUG) {
-        const ws = await Promise.all(all.map((o) => settledWorkload(plane, o.workloadId!)));
+        const ws = await Promise.all(all.map((o) => (o.workloadId ? settledWorkload(plane, o.workloadId) : null)));
         console.log(
           all.map((o, i) => ({
             i,
+            status: o.status,
             first: o.firstDataAt && o.firstDataAt - killedAt,
             end: o.endedAt - killedAt,
             done: o.done,
-            err: o.error?.code,
-            node: ws[i]!.machineId === victimId ? 'victim' : 'survivor',
-            attempts: ws[i]!.attempts,
+            err: o.error && `${o.error.code}: ${o.error.message}`,
+            node: ws[i] && (ws[i].machineId === victimId ? 'victim' : 'survivor'),
+            attempts: ws[i]?.attempts,
           })),
         );
       }
@@ -684,21 +736,23 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
         expect(outcome.trailing).toBe(0);
         if (outcome.done) expect(outcome.content).toBe(expectedText(TOKENS));
       }
-      // Errors only where bytes had already reached the client before the kill.
-      for (const outcome of all.filter((o) => o.error)) expect(outcome.firstDataAt!).toBeLessThan(killedAt);
-      const errored = a.filter((o) => o.error);
-      expect(errored.length).toBeGreaterThan(0);
-      // Whatever had no byte when the node died completes: batch B (unless a loaded machine let a first
-      // token through before the kill) and every late request.
+      // Errors only where bytes had already reached the client before the kill: batch A's streams on the victim,
+      // each of them, and nothing else.
+      const errored = all.filter((o) => o.error);
+      for (const outcome of errored) expect(outcome.firstDataAt!).toBeLessThan(killedAt);
+      expect(errored).toHaveLength(streaming.victim);
+      // Whatever had no byte when the node died completes: batch B's requests on the victim, and every late one.
       const unstarted = all.filter((o) => o.firstDataAt === null || o.firstDataAt >= killedAt);
-      expect(unstarted.length).toBeGreaterThanOrEqual(late.length);
+      expect(unstarted.length).toBeGreaterThanOrEqual(onVictim + late.length);
       for (const outcome of unstarted) {
         expect(outcome.error).toBeNull();
         expect(outcome.done).toBe(true);
       }
       const workloads = await Promise.all(all.map((o) => settledWorkload(plane, o.workloadId!)));
+      // Batch B's requests on the victim were retried on the survivor (late ones sent there before the plane knew may
+      // have been too), and nothing else of batch B was.
+      expect(workloads.slice(6, 12).filter((w) => w.attempts > 1)).toHaveLength(onVictim);
       const retried = workloads.filter((w) => w.attempts > 1);
-      expect(retried.length).toBeGreaterThan(0);
       for (const w of retried) {
         expect(w.state).toBe('succeeded');
         expect(w.machineId).toBe(survivorId);
@@ -709,6 +763,8 @@ describe.each(['auto', 'off'] as const)('relay on one instance (PGlite) with two
           expect(w.state).toBe('failed');
         }
       }
+      // Every slot is free again, the dead node's too: nothing held one past its request.
+      expect(slots()).toEqual({ victim: 0, survivor: 0 });
     }, 90_000);
   });
 
