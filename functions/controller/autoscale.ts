@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, sql } from 'drizzle-orm';
 import { deployments, workloads } from '../store/schema/index.js';
 import { AutoscalerMemory, type AutoscalerDecision } from '../../shared/contracts/autoscale.js';
 import { decide } from '../core/autoscale/decide.js';
@@ -67,17 +67,33 @@ export async function autoscaleDeployments(
   }
 }
 
-/** A deployment's requests since `since` from its workload records, with those still open on any instance. */
+/**
+ * How far before a sample's interval a request may have started and still count in its TTFT: a request is measured
+ * when it finishes, and one that streamed for longer than this is left out of the percentile.
+ */
+const TTFT_LOOKBACK_MS = 30_000;
+
+/**
+ * A deployment's requests since `since` from its workload records, with those still open on any instance. Two reads
+ * that each stay on an index, whatever the retention keeps: its recent requests (deployment, created) and the open
+ * ones (state).
+ */
 async function requestCounts(tx: ServiceCtx, deploymentId: string, from: Date): Promise<RequestCounts> {
   const since = sql`${from.toISOString()}::timestamptz`;
-  const open = sql`${workloads.state} in ('accepted', 'running')`;
-  const [row] = await tx.db
+  const [recent] = await tx.db
     .select({
       requests: sql<number>`count(*) filter (where ${workloads.createdAt} > ${since})::int`,
-      open: sql<number>`count(*) filter (where ${open})::int`,
       ttftP95Ms: sql<number | null>`percentile_cont(0.95) within group (order by ${workloads.firstByteMs}) filter (where ${workloads.finishedAt} > ${since})`,
     })
     .from(workloads)
-    .where(and(eq(workloads.deploymentId, deploymentId), sql`(${workloads.createdAt} > ${since} or ${workloads.finishedAt} > ${since} or ${open})`));
-  return { requests: Number(row?.requests ?? 0), open: Number(row?.open ?? 0), ttftP95Ms: row?.ttftP95Ms == null ? null : Number(row.ttftP95Ms) };
+    .where(and(eq(workloads.deploymentId, deploymentId), gt(workloads.createdAt, new Date(from.getTime() - TTFT_LOOKBACK_MS))));
+  const [open] = await tx.db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(workloads)
+    .where(and(inArray(workloads.state, ['accepted', 'running']), eq(workloads.deploymentId, deploymentId)));
+  return {
+    requests: Number(recent?.requests ?? 0),
+    open: Number(open?.n ?? 0),
+    ttftP95Ms: recent?.ttftP95Ms == null ? null : Number(recent.ttftP95Ms),
+  };
 }
