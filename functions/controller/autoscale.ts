@@ -29,12 +29,19 @@ export async function autoscaleDeployments(
   roomFor: (row: DeploymentRow) => number,
 ): Promise<void> {
   const now = snapshot.now.getTime();
-  for (const row of rows) {
-    const policy = row.autoscale;
-    if (!policy || row.deletedAt !== null || row.asleepSince !== null) continue;
+  const awake = rows.filter((row) => row.autoscale && row.deletedAt === null && row.asleepSince === null);
+  if (awake.length === 0) return;
+  const open = await openRequests(
+    tx,
+    awake.map((row) => row.id),
+  );
+  const events: NewDeploymentEvent[] = [];
+  for (const row of awake) {
+    const policy = row.autoscale!;
     const memory = AutoscalerMemory.safeParse(row.autoscaleState).data ?? null;
     const since = Math.max(memory?.state.seenUntil ?? 0, now - FIRST_WINDOW_MS);
-    const sample = deploymentSample(snapshot, row.id, await requestCounts(tx, row.id, new Date(since)));
+    const recent = await recentRequests(tx, row.id, new Date(since));
+    const sample = deploymentSample(snapshot, row.id, { ...recent, open: open.get(row.id) ?? 0 });
     const input = { policy, current: row.replicas, samples: [sample], state: memory?.state ?? null, now };
     let outcome = decide({ ...input, room: Number.POSITIVE_INFINITY });
     // Pure: deciding again with the room known gives the same answer, bounded by it.
@@ -51,13 +58,12 @@ export async function autoscaleDeployments(
     row.autoscaleState = { state: outcome.state, last };
     if (last.action === 'hold') continue;
     if (asleep) row.asleepSince = snapshot.now;
-    const event: NewDeploymentEvent = {
+    events.push({
       workspaceId: row.workspaceId,
       deploymentId: row.id,
       type: asleep ? 'asleep' : 'scaled',
       message: asleep ? `scaled to zero: ${reason}` : `scaled from ${from} to ${to}: ${reason}`,
-    };
-    await recordDeploymentEvents(tx.db, [event]);
+    });
     await audit(tx, {
       workspaceId: row.workspaceId,
       action: asleep ? 'deployment.sleep' : 'deployment.autoscale',
@@ -65,6 +71,7 @@ export async function autoscaleDeployments(
       details: { name: row.name, from, to, reason, observed: last.observed },
     });
   }
+  await recordDeploymentEvents(tx.db, events);
 }
 
 /**
@@ -73,12 +80,8 @@ export async function autoscaleDeployments(
  */
 const TTFT_LOOKBACK_MS = 30_000;
 
-/**
- * A deployment's requests since `since` from its workload records, with those still open on any instance. Two reads
- * that each stay on an index, whatever the retention keeps: its recent requests (deployment, created) and the open
- * ones (state).
- */
-async function requestCounts(tx: ServiceCtx, deploymentId: string, from: Date): Promise<RequestCounts> {
+/** A deployment's requests started since `from`, and the TTFT p95 of those that finished since, on (deployment, created). */
+async function recentRequests(tx: ServiceCtx, deploymentId: string, from: Date): Promise<Omit<RequestCounts, 'open'>> {
   const since = sql`${from.toISOString()}::timestamptz`;
   const [recent] = await tx.db
     .select({
@@ -87,13 +90,15 @@ async function requestCounts(tx: ServiceCtx, deploymentId: string, from: Date): 
     })
     .from(workloads)
     .where(and(eq(workloads.deploymentId, deploymentId), gt(workloads.createdAt, new Date(from.getTime() - TTFT_LOOKBACK_MS))));
-  const [open] = await tx.db
-    .select({ n: sql<number>`count(*)::int` })
+  return { requests: Number(recent?.requests ?? 0), ttftP95Ms: recent?.ttftP95Ms == null ? null : Number(recent.ttftP95Ms) };
+}
+
+/** The requests still open on any instance, per deployment of `ids`: one read on the state index for them all. */
+async function openRequests(tx: ServiceCtx, ids: string[]): Promise<Map<string, number>> {
+  const rows = await tx.db
+    .select({ deploymentId: workloads.deploymentId, n: sql<number>`count(*)::int` })
     .from(workloads)
-    .where(and(inArray(workloads.state, ['accepted', 'running']), eq(workloads.deploymentId, deploymentId)));
-  return {
-    requests: Number(recent?.requests ?? 0),
-    open: Number(open?.n ?? 0),
-    ttftP95Ms: recent?.ttftP95Ms == null ? null : Number(recent.ttftP95Ms),
-  };
+    .where(and(inArray(workloads.state, ['accepted', 'running']), inArray(workloads.deploymentId, ids)))
+    .groupBy(workloads.deploymentId);
+  return new Map(rows.map((r) => [r.deploymentId, Number(r.n)]));
 }

@@ -47,7 +47,8 @@ const sound = (n: number) => Number.isFinite(n) && n >= 0;
 export function readSample(sample: LoadSample, metric: AutoscaleMetric): Reading {
   const counted = sample.replicas.filter((r) => !r.machineStale && r.ready && sound(r.queueDepth) && sound(r.inFlight));
   const serving = counted.length;
-  const waiting = sound(sample.waiting ?? 0) ? (sample.waiting ?? 0) : 0;
+  const held = sample.waiting ?? 0;
+  const waiting = sound(held) ? held : 0;
   const base = { at: sample.at, serving, busy: waiting > 0 || counted.some((r) => r.queueDepth + r.inFlight > 0), requested: sample.requests !== 0 };
   const missing = (why: string): Reading => ({ ...base, value: null, load: null, missing: why });
   if (sample.replicas.length > 0 && sample.replicas.every((r) => r.machineStale)) return missing('every machine of it is stale');
