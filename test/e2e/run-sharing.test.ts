@@ -68,6 +68,13 @@ describe('two workspaces sharing the fleet through the run queue', () => {
   });
 
   it('shares the fleet within 10 % of equal fair shares, lets a higher priority jump the queue, and waits a run over quota without blocking', async () => {
+    // The queue fills while every machine is cordoned, so that what is admitted first is the queue's choice alone
+    // (on a loaded machine the submissions took so long that every run was admitted before the urgent one came).
+    const machines = (await plane.api.GET('/machines')).data!.data;
+    const schedule = async (verb: 'cordon' | 'uncordon') => {
+      for (const m of machines) expect((await plane.api.POST(`/machines/{id}/${verb}`, { params: { path: { id: m.id } } })).response.status).toBe(200);
+    };
+    await schedule('cordon');
     // The default workspace submits all of its runs first: by submission time alone it would take the fleet.
     const ours: RunDetail[] = [];
     for (let i = 0; i < EACH; i++) ours.push(await fleet.submit({ name: `a-${i}`, spec: { ...simJob(RUN_MS), workers: 1, resources: { gpus: 1 } } }));
@@ -75,10 +82,9 @@ describe('two workspaces sharing the fleet through the run queue', () => {
     const tooBig = await b.submit({ name: 'too-big', spec: { ...simJob(100), workers: 5, resources: { gpus: 1 } } });
     const theirs: RunDetail[] = [];
     for (let i = 0; i < EACH; i++) theirs.push(await b.submit({ name: `b-${i}`, spec: { ...simJob(RUN_MS), workers: 1, resources: { gpus: 1 } } }));
-    // Then, while most wait (submitted at once: on a loaded machine, waiting for half of them to start let every
-    // run be admitted before it came), a run of higher priority: it is admitted before every run then waiting.
+    // Then, while they wait, a run of higher priority: it is admitted before every run then waiting.
     const urgent = await fleet.submit({ name: 'urgent', spec: { ...simJob(RUN_MS), workers: 1, resources: { gpus: 1 }, priority: 10 } });
-    // The runs still waiting when it came (read now: on a loaded machine the submissions themselves take a while).
+    // The runs waiting when it came: read from the store, not assumed.
     const waitingThen = (
       await plane.systemCtx.db
         .select({ id: runs.id })
@@ -93,7 +99,8 @@ describe('two workspaces sharing the fleet through the run queue', () => {
           ),
         )
     ).map((r) => r.id);
-    expect(waitingThen.length, 'runs waiting when the urgent one came').toBeGreaterThan(0);
+    expect(waitingThen.length, 'runs waiting when the urgent one came').toBe(2 * EACH);
+    await schedule('uncordon');
     const all = [...ours, ...theirs, urgent];
     const ended = (r: { state: string }) => r.state === 'completed' || r.state === 'failed';
     for (const run of [...ours, urgent]) expect((await fleet.until(run.id, ended, `${run.name} to end`, 120_000)).state).toBe('completed');

@@ -9,6 +9,7 @@ import { waitFor } from './plane.js';
 export interface NpmStart {
   /** The launcher's process (npm), whose descendants are the plane, the agents and their runtimes. */
   pid: number;
+  dataDir: string;
   url: string;
   token: string;
   /** What it printed so far. */
@@ -20,10 +21,10 @@ export interface NpmStart {
 }
 
 /**
- * `npm start` as a user runs it, on a fresh data directory with `env` added, once it says its simulated nodes are
- * ready: its own process group, so that stopping it is what Ctrl-C in a terminal does.
+ * `npm start` as a user runs it, on a fresh data directory with `env` added, once it printed `ready` (by default:
+ * that its simulated nodes are ready): its own process group, so that stopping it is what Ctrl-C in a terminal does.
  */
-export async function startNpmStart(env: NodeJS.ProcessEnv = {}): Promise<NpmStart> {
+export async function startNpmStart(env: NodeJS.ProcessEnv = {}, ready = /simulated nodes ready/): Promise<NpmStart> {
   const dataDir = await mkdtemp(join(tmpdir(), 'lnx-start-'));
   const port = await freePort();
   const child = spawn('npm', ['start'], {
@@ -43,11 +44,11 @@ export async function startNpmStart(env: NodeJS.ProcessEnv = {}): Promise<NpmSta
   };
   try {
     const token = await waitFor(async () => (await readFile(join(dataDir, 'admin.token'), 'utf8')).trim() || null, { timeoutMs: 60_000, what: 'admin.token' });
-    await waitFor(async () => /simulated nodes ready/.test(output), { timeoutMs: 90_000, intervalMs: 50, what: 'the ready line' });
+    await waitFor(async () => ready.test(output), { timeoutMs: 90_000, intervalMs: 20, what: 'the ready line' });
     const url = `http://127.0.0.1:${port}`;
     const admin = (path: string, init: RequestInit = {}) =>
       fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers } });
-    return { pid: child.pid!, url, token, output: () => output, admin, stop };
+    return { pid: child.pid!, dataDir, url, token, output: () => output, admin, stop };
   } catch (error) {
     await stop();
     throw new Error(`npm start did not get ready: ${error instanceof Error ? error.message : String(error)}\n${output}`);
