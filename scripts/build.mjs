@@ -189,8 +189,11 @@ function embeddedMigrations() {
   return {
     name: 'embedded-migrations',
     setup(build) {
-      build.onResolve({ filter: /[\\/]migrator\.js$/ }, (args) =>
-        READER.test(resolve(args.resolveDir, args.path)) ? { path: 'readMigrationFiles', namespace: 'embedded-migrations' } : undefined,
+      // drizzle's own migrators import it relatively; the store's template names migrations by it (drizzle-orm/migrator).
+      build.onResolve({ filter: /(^drizzle-orm\/migrator$)|([\\/]migrator\.js$)/ }, (args) =>
+        args.path === 'drizzle-orm/migrator' || READER.test(resolve(args.resolveDir, args.path))
+          ? { path: 'readMigrationFiles', namespace: 'embedded-migrations' }
+          : undefined,
       );
       build.onResolve({ filter: /[\\/]migrations-folder\.js$/ }, (args) =>
         resolve(args.resolveDir, args.path) === FOLDER ? { path: 'migrationsFolder', namespace: 'embedded-migrations' } : undefined,

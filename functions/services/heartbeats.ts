@@ -4,6 +4,7 @@ import type { Db } from '../store/db.js';
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
+import { machineStaleAfterMs } from '../kernel/config.js';
 import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import { applyWorkerReports } from './run-reports.js';
@@ -83,7 +84,13 @@ export async function recordHeartbeat({
   if (heartbeat.machineId !== machine.machineId) throw new ApiError('forbidden_machine', 'a machine may report only for itself');
   const written = await withTransaction(ctx, async (tx) => {
     const [current] = await tx.db
-      .select({ bootId: machines.bootId, lastSeq: machines.lastSeq, desiredGen: machines.desiredGen })
+      .select({
+        bootId: machines.bootId,
+        lastSeq: machines.lastSeq,
+        desiredGen: machines.desiredGen,
+        // Whether the machine was ready before this report (on the database's clock, as liveness is judged).
+        wasReady: sql<boolean>`coalesce(${machines.lastHeartbeatAt} > now() - make_interval(secs => ${machineStaleAfterMs(ctx.config) / 1000}), false)`,
+      })
       .from(machines)
       .where(eq(machines.id, machine.machineId))
       .for('update');
@@ -182,10 +189,17 @@ export async function recordHeartbeat({
           : eq(runtimeReports.machineId, machine.machineId),
       );
     const workers = await applyWorkerReports(tx.db, machine.machineId, heartbeat.workers);
-    return { desiredGen: current.desiredGen, runtimesChanged: runtimesChanged || workers.changed, ignoredWorkers: workers.ignored };
+    return {
+      desiredGen: current.desiredGen,
+      runtimesChanged: runtimesChanged || workers.changed,
+      ignoredWorkers: workers.ignored,
+      cameBack: !current.wasReady,
+    };
   });
   // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
-  // than at the next tick. A pass already running (another heartbeat's) reads this one's change, or the next does.
-  if (written.runtimesChanged) await reconcileAfterWrite(ctx, { skipIfBusy: true });
-  return written;
+  // than at the next tick. So does a machine that became ready (enrolled, or back from stale): its replicas are
+  // placed now, not up to a tick later. A pass already running (another heartbeat's) reads this one's change, or the
+  // next does.
+  if (written.runtimesChanged || written.cameBack) await reconcileAfterWrite(ctx, { skipIfBusy: true });
+  return { desiredGen: written.desiredGen, runtimesChanged: written.runtimesChanged, ignoredWorkers: written.ignoredWorkers };
 }

@@ -16,6 +16,7 @@ import type { Inventory } from '../../shared/contracts/inventory.js';
 import type { WorkspacePolicy } from '../../shared/contracts/placement.js';
 import { createTestDatabase, describePg } from '../helpers/pg.js';
 import { TEST_INVENTORY, testGpu } from '../helpers/machine.js';
+import { waitFor } from '../helpers/plane.js';
 
 /**
  * Placement against a real PostgreSQL, with machine rows inserted directly (no agents): concurrent applies and
@@ -48,6 +49,29 @@ describePg('placement on PostgreSQL', () => {
       .select()
       .from(assignments)
       .where(and(where, isNull(assignments.removedAt)));
+
+  /** A machine's first heartbeat (sequence 1 of its boot), as the system's verb records it. */
+  const firstReport = (ctx: ReturnType<typeof ctxOf>, ws: string, id: string, cachedVersions: string[] = []) =>
+    recordHeartbeat({
+      ctx: { ...ctx, actor: id },
+      input: {
+        machine: { machineId: id, workspaceId: ws, credentialId: 'cred', credentialExpiresAt: new Date(Date.now() + 60_000) },
+        heartbeat: {
+          machineId: id,
+          bootId: `boot-${id}`,
+          seq: 1,
+          status: 'ready',
+          gen: 0,
+          runtimes: [],
+          workers: [],
+          address: null,
+          warmModels: [],
+          cachedVersions,
+          gpus: [],
+          metrics: {},
+        },
+      },
+    });
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -97,6 +121,47 @@ describePg('placement on PostgreSQL', () => {
     // Nothing more is placed however often it reconciles, and the store agrees.
     expect((await reconcileOnce({ ctx: ctxOf(stores[2]!) })).filter((a) => a.type !== 'pending')).toEqual([]);
     await stores[0]!.db.transaction(async (tx) => recheckReservations(tx as never, { machineIds: ids, workspaceIds: [ws] }));
+  });
+
+  it('places the replicas of machines whose first heartbeats come at once, each before the next tick', async () => {
+    const ws = await workspace('first-reports', {});
+    const ids = await Promise.all(
+      ['f-1', 'f-2', 'f-3', 'f-4'].map(async (name) => {
+        const id = await machine(ws, name, { first: 'true' });
+        // Enrolled, never reported: pending, so nothing is placed on it yet.
+        await stores[0]!.db.update(machines).set({ lastHeartbeatAt: null }).where(eq(machines.id, id));
+        return id;
+      }),
+    );
+    // One instance: its verbs share one afterWrite, as an instance's do.
+    const ctx = ctxOf(stores[0]!);
+    const runtime = { kind: 'simulated' as const, model: 'first', ttftMs: 1, tokensPerSecond: 1, loadMs: 1, memoryMiB: 1, failureRate: 0 };
+    const deployment = await applyDeployment({
+      ctx,
+      input: {
+        workspaceId: ws,
+        name: 'first',
+        model: 'first',
+        runtime,
+        artifact: null,
+        restartPolicy: { mode: 'on-failure', maxRestarts: 1, backoffMs: 100 },
+        replicas: 4,
+        selector: { first: 'true' },
+        // Both GPUs of a machine: one replica each.
+        gpus: 2,
+        memoryMiB: 1024,
+      },
+    });
+    expect(await live(eq(assignments.deploymentId, deployment.id))).toEqual([]);
+    // Four first reports at once: the passes they ask for overlap, and those that find the lock held skip.
+    await Promise.all(ids.map((id) => firstReport(ctx, ws, id)));
+    // No tick runs here: the passes that followed the reports placed one replica on each machine.
+    await waitFor(async () => ((await live(eq(assignments.deploymentId, deployment.id))).length === 4 ? true : null), {
+      timeoutMs: 5_000,
+      what: 'four replicas placed',
+    });
+    const placedOn = (await live(eq(assignments.deploymentId, deployment.id))).map((a) => a.machineId).sort();
+    expect(placedOn).toEqual([...ids].sort());
   });
 
   it("the store's re-check refuses a machine or a quota overcommitted in its transaction, which rolls back", async () => {
@@ -205,26 +270,7 @@ describePg('placement on PostgreSQL', () => {
     expect(placed[0]!.spec.version).toMatchObject({ urlsExpireAt: 0, files: [{ path: 'model.safetensors', url: '' }] });
 
     // The agent reports the version cached: the read model has it, and each runtime its track and version.
-    await recordHeartbeat({
-      ctx: { ...ctxOf(stores[0]!), actor: h100 },
-      input: {
-        machine: { machineId: h100, workspaceId: ws, credentialId: 'cred', credentialExpiresAt: new Date(Date.now() + 60_000) },
-        heartbeat: {
-          machineId: h100,
-          bootId: 'boot-test-0001',
-          seq: 1,
-          status: 'ready',
-          gen: 0,
-          runtimes: [],
-          workers: [],
-          address: null,
-          warmModels: [],
-          cachedVersions: [v2],
-          gpus: [],
-          metrics: {},
-        },
-      },
-    });
+    await firstReport(ctxOf(stores[0]!), ws, h100, [v2]);
     const snapshot = await loadFleetSnapshot(stores[0]!.db, config, { workspaceId: ws });
     const h100View = snapshot.machines.find((m) => m.id === h100)!;
     expect(h100View.cachedVersions).toEqual([v2]);

@@ -12,10 +12,8 @@ import { getRuntimeTemplate, putRuntimeTemplate } from '../../services/runtime-t
 import { ApiError } from '../../kernel/errors.js';
 import type { RunningControlPlane } from '../node.js';
 import { RUNNER_BIN } from '../jobs/local.js';
+import { agentProgram } from './agent-program.js';
 import type { RuntimeTemplateSpec } from '../../../shared/contracts/runtime-template.js';
-
-/** The agent's entry in the source tree, run under tsx's loader (the bundle in dist/ needs none). */
-const AGENT_ENTRY = fileURLToPath(new URL('../../../agent/main.ts', import.meta.url));
 
 /**
  * The simulator's job for runs (docs/runs.md): a script that prints its rank, sleeps `--sleep-ms` and exits with
@@ -103,7 +101,7 @@ const SIM_NVIDIA_SMI = fileURLToPath(new URL('../../../sim/nvidia-smi.mjs', impo
 
 /** Starts `lunanexa-agent <args>` as a separate process, its stderr appended to `logFile`. */
 export function spawnAgent(args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv }): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', AGENT_ENTRY, ...args], {
+  const child = spawn(process.execPath, [...agentProgram(), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },
   });

@@ -4,6 +4,7 @@ import { peerFromEnv, startControlPlane } from '../node.js';
 import { listMachines } from '../../services/machines.js';
 import { ensureJobTemplates, seedDemoDeployment, startSimNode, stopSimNodes, type SimNode } from './fleet.js';
 import { watchUntilReady } from './ready-watch.js';
+import { buildAgentBundle } from './agent-program.js';
 
 /**
  * `npm start`: the control plane on the embedded store (or DATABASE_URL) with LUNANEXA_SIM_NODES simulated
@@ -17,6 +18,9 @@ if (!env.DATABASE_URL && peerVars.length > 0)
   console.log(`${peerVars.join(', ')}: no peer channel on the embedded store (one instance); they apply with DATABASE_URL`);
 const startedAt = performance.now();
 const dataDir = resolve(env.LUNANEXA_DATA_DIR);
+const count = env.LUNANEXA_SIM_NODES;
+// The nodes' agent, bundled from this source tree while the store opens (esbuild works in a process of its own).
+const bundling = count > 0 ? buildAgentBundle(join(dataDir, 'agent')) : null;
 const plane = await startControlPlane({
   port: env.LUNANEXA_PORT,
   host: env.LUNANEXA_HOST,
@@ -29,10 +33,10 @@ const plane = await startControlPlane({
   // The demo's /metrics is open to anyone who can reach 127.0.0.1; a deployment keeps the default (a token: its workspace's series).
   config: { ...configFromEnv(env), metricsPublic: true },
 });
-const count = env.LUNANEXA_SIM_NODES;
 if (count > 0) {
   await seedDemoDeployment(plane, count);
   await ensureJobTemplates(plane);
+  await bundling;
 }
 const nodes: SimNode[] = await Promise.all(
   Array.from({ length: count }, (_, i) => startSimNode(plane, `dgx-${i + 1}`, join(dataDir, 'nodes'), { telemetryMs: 5_000 })),
