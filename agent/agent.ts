@@ -35,9 +35,9 @@ export interface RunningAgent {
 }
 
 /** A new uplink not confirmed down the stream by then is taken for buffered by a proxy: answers go per invocation. */
-const UPLINK_CONFIRM_MS = 3_000;
+export const UPLINK_CONFIRM_MS = 3_000;
 /** Under the 300 s in which Node (and many proxies) want a request body complete: the uplink is replaced before. */
-const UPLINK_MAX_AGE_MS = 240_000;
+export const UPLINK_MAX_AGE_MS = 240_000;
 
 /** The clock measured, then the credentials and the client that signs in its time. */
 async function signIn(opts: { stateDir: string; identity: AgentIdentity; key: CryptoKey; log: Log }) {

@@ -4,7 +4,6 @@ import type { Db } from '../store/db.js';
 import { ApiError } from '../kernel/errors.js';
 import type { Heartbeat, RuntimeReport } from '../../shared/contracts/heartbeat.js';
 import type { MachinePrincipal } from '../core/principals.js';
-import { machineStaleAfterMs } from '../kernel/config.js';
 import { reconcileAfterWrite, withTransaction, type ServiceCtx, type ServicePorts } from './service-context.js';
 import { recordDeploymentEvents, type NewDeploymentEvent } from './deployment-events.js';
 import { applyWorkerReports } from './run-reports.js';
@@ -88,8 +87,7 @@ export async function recordHeartbeat({
         bootId: machines.bootId,
         lastSeq: machines.lastSeq,
         desiredGen: machines.desiredGen,
-        // Whether the machine was ready before this report (on the database's clock, as liveness is judged).
-        wasReady: sql<boolean>`coalesce(${machines.lastHeartbeatAt} > now() - make_interval(secs => ${machineStaleAfterMs(ctx.config) / 1000}), false)`,
+        lastHeartbeatAt: machines.lastHeartbeatAt,
       })
       .from(machines)
       .where(eq(machines.id, machine.machineId))
@@ -193,13 +191,14 @@ export async function recordHeartbeat({
       desiredGen: current.desiredGen,
       runtimesChanged: runtimesChanged || workers.changed,
       ignoredWorkers: workers.ignored,
-      cameBack: !current.wasReady,
+      firstReport: current.lastHeartbeatAt === null,
     };
   });
   // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
-  // than at the next tick. So does a machine that became ready (enrolled, or back from stale): its replicas are
-  // placed now, not up to a tick later. A pass already running (another heartbeat's) reads this one's change, or the
-  // next does.
-  if (written.runtimesChanged || written.cameBack) await reconcileAfterWrite(ctx, { skipIfBusy: true });
+  // than at the next tick. So does a machine's first report since it enrolled: what it can run is placed now, not up
+  // to a tick later (four nodes started together waited 2.4 s for their first replica). Not a machine back from
+  // stale: after an interruption every machine comes back at once, and one pass each would be a storm; the tick
+  // places for them all. A pass already running (another heartbeat's) reads this one's change, or the next does.
+  if (written.runtimesChanged || written.firstReport) await reconcileAfterWrite(ctx, { skipIfBusy: true });
   return { desiredGen: written.desiredGen, runtimesChanged: written.runtimesChanged, ignoredWorkers: written.ignoredWorkers };
 }

@@ -2,6 +2,8 @@ import type { Dispatcher } from 'undici';
 import { createSignedClient, type MachineCredentials } from '../../agent/link/http.js';
 import { afterReportFailure, firstReportDelayMs, keepAliveDelayMs, retryDelayMs } from '../../agent/reporter/schedule.js';
 import { openStreamLink } from '../../agent/link/stream.js';
+import { createUplink } from '../../agent/link/uplink.js';
+import { UPLINK_CONFIRM_MS, UPLINK_MAX_AGE_MS } from '../../agent/agent.js';
 import { HeartbeatResponse } from '../../shared/contracts/heartbeat.js';
 import { PingAnswered } from '../../shared/contracts/stream.js';
 
@@ -15,6 +17,9 @@ export class SyntheticStats {
   failureReasons = new Map<string, number>();
   streamOpens = 0;
   pings = 0;
+  /** Pings answered on the uplink, as agents answer while theirs is confirmed. */
+  uplinkPongs = 0;
+  /** Pings answered with `POST /agent/v1/pong` (no confirmed uplink), and how many of those failed. */
   pongs = 0;
   pongFailures = 0;
 }
@@ -25,7 +30,8 @@ const REPORT_SPACING_MS = 250;
 /**
  * A machine without runtimes that speaks the agent's protocol with the agent's own link code: the signed client
  * (10 s timeout per request), the SSE stream link (backoff, silence watchdog), the keep-alive schedule with its
- * jitter, retries of failed reports, a report on every desired state and an answer to every ping. Many run in one
+ * jitter, retries of failed reports, a report on every desired state, the uplink, and an answer to every ping (on
+ * the uplink while it is confirmed, as the agent answers, else by a signed request). Many run in one
  * process, so that a fleet of a thousand costs no thousand processes; the control plane cannot tell them from
  * agents. Desired states are taken as sent (nothing to run, nothing to verify for).
  */
@@ -94,6 +100,14 @@ export function runSyntheticAgent(opts: { url: string; machine: MachineCredentia
     later(nextKeepAliveAt - performance.now(), keepAlive);
   };
 
+  const uplink = createUplink({
+    baseUrl: opts.url,
+    dispatcher: opts.dispatcher,
+    signedHeaders: client.signedHeaders,
+    confirmMs: UPLINK_CONFIRM_MS,
+    maxAgeMs: UPLINK_MAX_AGE_MS,
+    log: () => {},
+  });
   const link = openStreamLink({
     baseUrl: opts.url,
     dispatcher: opts.dispatcher,
@@ -101,14 +115,25 @@ export function runSyntheticAgent(opts: { url: string; machine: MachineCredentia
     silenceTimeoutMs: 45_000,
     onState: (state) => {
       if (state === 'open') stats.streamOpens += 1;
-      else connectionId = null;
+      else {
+        connectionId = null;
+        uplink.stop();
+      }
     },
     onMalformed: () => {},
     onFatal: () => {},
     onEvent: (event) => {
-      if (event.event === 'hello') connectionId = event.data.connectionId;
+      if (event.event === 'hello') {
+        connectionId = event.data.connectionId;
+        uplink.start();
+      } else if (event.event === 'uplink') uplink.confirmed(event.data.uplinkId);
+      else if (event.event === 'ack') uplink.acknowledged(event.data.offsets);
       else if (event.event === 'ping' && connectionId) {
         stats.pings += 1;
+        if (uplink.pong(event.data.seq)) {
+          stats.uplinkPongs += 1;
+          return;
+        }
         void client.request('POST', '/agent/v1/pong', { connectionId, seq: event.data.seq }, PingAnswered).then((r) => {
           if (r.success) stats.pongs += 1;
           else stats.pongFailures += 1;
@@ -127,6 +152,7 @@ export function runSyntheticAgent(opts: { url: string; machine: MachineCredentia
     stop() {
       stopped = true;
       for (const timer of timers) clearTimeout(timer);
+      uplink.stop();
       link.close();
     },
   };

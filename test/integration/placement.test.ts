@@ -123,7 +123,7 @@ describePg('placement on PostgreSQL', () => {
     await stores[0]!.db.transaction(async (tx) => recheckReservations(tx as never, { machineIds: ids, workspaceIds: [ws] }));
   });
 
-  it('places the replicas of machines whose first heartbeats come at once, each before the next tick', async () => {
+  it('places the replicas of machines whose first heartbeats since enrollment come at once, each before the next tick', async () => {
     const ws = await workspace('first-reports', {});
     const ids = await Promise.all(
       ['f-1', 'f-2', 'f-3', 'f-4'].map(async (name) => {

@@ -120,7 +120,7 @@ export const agents1000: Scenario = {
         'first heartbeats failed': stats.firstHeartbeatFailures,
         'heartbeat failure reasons': reasons,
         'stream opens (1 per agent without reconnects)': stats.streamOpens,
-        'stream pings received / answered / answers failed': `${stats.pings} / ${stats.pongs} / ${stats.pongFailures}`,
+        'stream pings received / answered on the uplink / by request / requests failed': `${stats.pings} / ${stats.uplinkPongs} / ${stats.pongs} / ${stats.pongFailures}`,
         'machines ever shown stale / down / detached while watched': `${falseStale} / ${falseDown} / ${detached}`,
         'machine list polls that failed': failedPolls,
       },
