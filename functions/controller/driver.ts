@@ -76,10 +76,26 @@ export async function reconcileOnce({ ctx, skipIfBusy = false }: { ctx: Controll
   return (await reconcilePass(ctx, skipIfBusy)).actions;
 }
 
-/** An instance's `afterWrite` port: a reconcile pass as the system, awaited, for the verb that wrote. */
+/** How long a `soon` pass waits for more asks to fold in. */
+const SOON_MS = 100;
+
+/**
+ * An instance's `afterWrite` port: a reconcile pass as the system, awaited, for the verb that wrote; or, `soon`,
+ * one pass `SOON_MS` later for all that asked meanwhile, awaited by none (on Workers it may not outlive the request
+ * that asked: the cron's tick then places, as it always did).
+ */
 export function reconcileAfterWrites(ctx: () => ControllerCtx): AfterWrite {
+  let soon: ReturnType<typeof setTimeout> | null = null;
   return async (options) => {
-    await reconcileOnce({ ctx: ctx(), skipIfBusy: options?.skipIfBusy });
+    if (!options?.soon) {
+      await reconcileOnce({ ctx: ctx(), skipIfBusy: options?.skipIfBusy });
+      return;
+    }
+    soon ??= setTimeout(() => {
+      soon = null;
+      // Awaited by nobody: a pass that fails leaves the placement to the next tick, which reports its own failures.
+      reconcileOnce({ ctx: ctx(), skipIfBusy: true }).catch(() => {});
+    }, SOON_MS);
   };
 }
 

@@ -195,10 +195,12 @@ export async function recordHeartbeat({
     };
   });
   // A runtime became ready, or stopped being, or left the node: a rollout or drain waiting for it moves on now rather
-  // than at the next tick. So does a machine's first report since it enrolled: what it can run is placed now, not up
-  // to a tick later (four nodes started together waited 2.4 s for their first replica). Not a machine back from
-  // stale: after an interruption every machine comes back at once, and one pass each would be a storm; the tick
-  // places for them all. A pass already running (another heartbeat's) reads this one's change, or the next does.
-  if (written.runtimesChanged || written.firstReport) await reconcileAfterWrite(ctx, { skipIfBusy: true });
+  // than at the next tick. A pass already running (another heartbeat's) reads this one's change, or the next does.
+  if (written.runtimesChanged) await reconcileAfterWrite(ctx, { skipIfBusy: true });
+  // A machine's first report since it enrolled: what it can run is placed shortly, not up to a tick later (four nodes
+  // started together waited 2.4 s for their first replica), in one pass for all the first reports meanwhile, which
+  // the report does not wait for (a thousand machines that enrolled together report together). Not a machine back
+  // from stale: the tick places for those, which after an interruption are every machine at once.
+  else if (written.firstReport) await reconcileAfterWrite(ctx, { soon: true });
   return { desiredGen: written.desiredGen, runtimesChanged: written.runtimesChanged, ignoredWorkers: written.ignoredWorkers };
 }

@@ -35,15 +35,17 @@ export interface ServicePorts {
 /**
  * What a verb that changes desired state (or what a node reports of it) asks for once its write is committed: a
  * reconcile pass now, awaited, so the caller's answer already shows the placement. `skipIfBusy` leaves the pass to
- * one already running (a heartbeat's, whose change that pass or the next tick reads).
+ * one already running (a heartbeat's, whose change that pass or the next tick reads). `soon` awaits nothing: one
+ * pass follows shortly for every such ask of the instance meanwhile (a fleet's first reports come all at once).
  */
-export type AfterWrite = (options?: { skipIfBusy?: boolean }) => Promise<void>;
+export type AfterWrite = (options?: AfterWriteOptions) => Promise<void>;
+type AfterWriteOptions = { skipIfBusy?: boolean; soon?: boolean };
 
 /**
  * Asks for a reconcile once a verb's write has committed. Inside a caller's transaction nothing is committed yet:
  * the caller, whose write it is, asks when it commits.
  */
-export async function reconcileAfterWrite(ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>, options?: { skipIfBusy?: boolean }): Promise<void> {
+export async function reconcileAfterWrite(ctx: ServiceCtx & Pick<ServicePorts, 'afterWrite'>, options?: AfterWriteOptions): Promise<void> {
   if (!ctx.inTransaction) await ctx.afterWrite(options);
 }
 

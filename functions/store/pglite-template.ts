@@ -46,6 +46,12 @@ async function privateCache(): Promise<string | null> {
   }
 }
 
+/** Whether a new store would start from a cached template now. */
+export async function storeTemplateCached(): Promise<boolean> {
+  const dir = await privateCache();
+  return dir !== null && (await readdir(dir)).includes(await templateName());
+}
+
 /** The cached template, or null when there is none yet (or no private cache). */
 export async function storeTemplate(): Promise<Blob | null> {
   const dir = await privateCache();
