@@ -85,14 +85,16 @@ const SOON_MS = 100;
  * that asked: the cron's tick then places, as it always did).
  */
 export function reconcileAfterWrites(ctx: () => ControllerCtx): AfterWrite {
-  let soon: ReturnType<typeof setTimeout> | null = null;
+  let soonPending = false;
   return async (options) => {
     if (!options?.soon) {
       await reconcileOnce({ ctx: ctx(), skipIfBusy: options?.skipIfBusy });
       return;
     }
-    soon ??= setTimeout(() => {
-      soon = null;
+    if (soonPending) return;
+    soonPending = true;
+    setTimeout(() => {
+      soonPending = false;
       // Awaited by nobody: a pass that fails leaves the placement to the next tick, which reports its own failures.
       reconcileOnce({ ctx: ctx(), skipIfBusy: true }).catch(() => {});
     }, SOON_MS);
