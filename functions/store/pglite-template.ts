@@ -23,14 +23,18 @@ function cacheDir(): string {
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'lunanexa');
 }
 
-/** The template's name: PGlite's release and every migration's hash. */
-async function templateName(): Promise<string> {
-  const require = createRequire(import.meta.url);
-  // Its package.json is not among its exports: it lies above the entry.
-  const pkg = JSON.parse(await readFile(join(dirname(require.resolve('@electric-sql/pglite')), '..', 'package.json'), 'utf8')) as { version: string };
-  const hash = createHash('sha256').update(pkg.version);
-  for (const migration of readMigrationFiles({ migrationsFolder: migrationsFolder() })) hash.update(migration.hash);
-  return `${PREFIX}${hash.digest('hex').slice(0, 32)}.tar`;
+/** The template's name: PGlite's release and every migration's hash (read once: neither changes while running). */
+let name: Promise<string> | null = null;
+function templateName(): Promise<string> {
+  name ??= (async () => {
+    const require = createRequire(import.meta.url);
+    // Its package.json is not among its exports: it lies above the entry.
+    const pkg = JSON.parse(await readFile(join(dirname(require.resolve('@electric-sql/pglite')), '..', 'package.json'), 'utf8')) as { version: string };
+    const hash = createHash('sha256').update(pkg.version);
+    for (const migration of readMigrationFiles({ migrationsFolder: migrationsFolder() })) hash.update(migration.hash);
+    return `${PREFIX}${hash.digest('hex').slice(0, 32)}.tar`;
+  })();
+  return name;
 }
 
 /** The cache directory when it is this user's alone, made so if missing; null otherwise (no template is used). */
@@ -46,21 +50,12 @@ async function privateCache(): Promise<string | null> {
   }
 }
 
-/** Whether a new store would start from a cached template now. */
-export async function storeTemplateCached(): Promise<boolean> {
-  const dir = await privateCache();
-  return dir !== null && (await readdir(dir)).includes(await templateName());
-}
-
-/** The cached template, or null when there is none yet (or no private cache). */
-export async function storeTemplate(): Promise<Blob | null> {
+/** The cached template's path, or null when there is none yet (or no private cache). */
+export async function cachedStoreTemplate(): Promise<string | null> {
   const dir = await privateCache();
   if (!dir) return null;
-  try {
-    return new Blob([await readFile(join(dir, await templateName()))]);
-  } catch {
-    return null;
-  }
+  const file = await templateName();
+  return (await readdir(dir)).includes(file) ? join(dir, file) : null;
 }
 
 /**
@@ -71,12 +66,12 @@ export async function keepStoreTemplate(client: PGlite): Promise<void> {
   const dir = await privateCache();
   if (!dir) return;
   try {
-    const name = await templateName();
+    const file = await templateName();
     const dump = Buffer.from(await (await client.dumpDataDir('none')).arrayBuffer());
-    const temporary = join(dir, `.${name}.${process.pid}.${Date.now()}`);
+    const temporary = join(dir, `.${file}.${process.pid}.${Date.now()}`);
     await writeFile(temporary, dump, { mode: 0o600 });
-    await rename(temporary, join(dir, name));
-    for (const entry of await readdir(dir)) if (entry.startsWith(PREFIX) && entry !== name) await rm(join(dir, entry), { force: true });
+    await rename(temporary, join(dir, file));
+    for (const entry of await readdir(dir)) if (entry.startsWith(PREFIX) && entry !== file) await rm(join(dir, entry), { force: true });
   } catch {
     // The cache is an optimisation only.
   }

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../agent/runtimes/process.js';
-import { storeTemplateCached } from '../../functions/store/pglite-template.js';
+import { cachedStoreTemplate } from '../../functions/store/pglite-template.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { allPages } from '../helpers/pages.js';
 
@@ -25,7 +25,7 @@ async function pidOfAgent(stateDir: string): Promise<number> {
 }
 
 /** Whether the new store starts from the cached template (docs/operations.md, "The embedded store"), or makes it. */
-const templateCached = await storeTemplateCached();
+const templateCached = (await cachedStoreTemplate()) !== null;
 
 /** One chat completion of the demo model: true once it is answered with 200. */
 async function chatOnce(token: string): Promise<boolean> {

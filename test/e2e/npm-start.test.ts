@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { connect } from 'node:net';
@@ -9,7 +7,6 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pidAlive } from '../../agent/runtimes/process-group.js';
 import { freePort } from '../../agent/runtimes/process.js';
-import { waitForExit } from '../../functions/hosts/dev/fleet.js';
 import { DeploymentDetail } from '../../shared/contracts/deployment.js';
 import type { MachineView } from '../../shared/contracts/machine.js';
 import { startNpmStart, type NpmStart } from '../helpers/npm-start.js';
@@ -221,32 +218,19 @@ describe('npm start', () => {
 /** The peer channel's variables apply under `npm start` as they do on the production entry (docs/operations.md). */
 describePg('npm start on DATABASE_URL', () => {
   it('listens for peers where LUNANEXA_PEER_HOST/PORT say and advertises LUNANEXA_PEER_URL', async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'lnx-start-peer-'));
     const db = await createTestDatabase();
-    const [port, peerPort] = [await freePort(), await freePort()];
+    const peerPort = await freePort();
     const peerUrl = `http://localhost:${peerPort}`;
-    const child = spawn('npm', ['start'], {
-      cwd: process.cwd(),
-      env: {
-        ...process.env,
-        LUNANEXA_DATA_DIR: dataDir,
-        LUNANEXA_PORT: String(port),
-        LUNANEXA_LOG_LEVEL: 'warn',
-        LUNANEXA_SIM_NODES: '0',
-        DATABASE_URL: db.url,
-        LUNANEXA_PEER_HOST: '127.0.0.1',
-        LUNANEXA_PEER_PORT: String(peerPort),
-        LUNANEXA_PEER_URL: peerUrl,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let output = '';
-    child.stdout!.on('data', (chunk) => (output += chunk));
-    child.stderr!.on('data', (chunk) => (output += chunk));
+    const env = {
+      LUNANEXA_SIM_NODES: '0',
+      DATABASE_URL: db.url,
+      LUNANEXA_PEER_HOST: '127.0.0.1',
+      LUNANEXA_PEER_PORT: String(peerPort),
+      LUNANEXA_PEER_URL: peerUrl,
+    };
+    const plane = await startNpmStart(env, /LunaNexa control plane/);
     try {
-      await waitFor(async () => output.includes('LunaNexa control plane'), { timeoutMs: 60_000, what: 'the start banner' });
-      expect(output).toContain(peerUrl);
+      expect(plane.output()).toContain(peerUrl);
       // The listener is on the port asked for.
       await new Promise<void>((resolve, reject) => {
         const socket = connect(peerPort, '127.0.0.1', () => {
@@ -264,11 +248,8 @@ describePg('npm start on DATABASE_URL', () => {
         await client.end();
       }
     } finally {
-      process.kill(-child.pid!, 'SIGINT');
-      await waitForExit(child, 30_000);
-      await waitFor(async () => output.includes('stopped cleanly'), { timeoutMs: 30_000, what: 'orderly stop' }).catch(() => {});
+      await plane.stop();
       await db.drop();
-      await rm(dataDir, { recursive: true, force: true });
     }
   }, 120_000);
 });
